@@ -1,0 +1,75 @@
+# memtally — one non-recursive Makefile (musl's rule: this is how simple
+# every makefile should be).  Local overrides go in config.mak.
+PREFIX ?= /usr/local
+DESTDIR ?=
+CC ?= cc
+CFLAGS ?= -O2 -g
+WARN := -std=c11 -Wall -Wextra
+STRICT := -Werror -Wmissing-prototypes -Wstrict-prototypes -Wshadow
+B := build
+-include config.mak
+
+SHIM_SRC := $(sort $(wildcard shim/*.c))
+SHIM_OBJ := $(SHIM_SRC:shim/%.c=$(B)/shim/%.o)
+# The shim: PIC, hidden by default (only the interposed names are exported),
+# initial-exec TLS, frame pointers kept (MEMTALLY_UNWIND=fp walks them),
+# and no builtin knowledge of the allocator functions it defines.
+SHIM_CFLAGS := $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden \
+	-ftls-model=initial-exec -fno-omit-frame-pointer \
+	-fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc \
+	-fno-builtin-free -D_GNU_SOURCE -pthread
+SHIM_LIBS := -lunwind -ldl -lm -pthread
+
+AN_SRC := $(sort $(wildcard analysis/*.c))
+AN_OBJ := $(AN_SRC:analysis/%.c=$(B)/analysis/%.o)
+AN_CFLAGS := $(WARN) $(CFLAGS) -D_GNU_SOURCE
+AN_LIBS := -ldw -lelf -lm
+
+.PHONY: all test check bench demo install clean deps format
+all: $(B)/libmemtally.so $(B)/memtally $(B)/memtally-config
+
+$(B)/shim/%.o: shim/%.c $(wildcard shim/*.h) | $(B)/shim
+	$(CC) $(SHIM_CFLAGS) -c -o $@ $<
+
+$(B)/libmemtally.so: $(SHIM_OBJ)
+	$(CC) -shared -o $@ $^ $(SHIM_LIBS) -Wl,-z,now -Wl,--no-undefined
+
+# Prints the option table (README generation, tests).
+$(B)/memtally-config: scripts/memtally-config.c $(B)/shim/config.o $(B)/shim/buf.o $(B)/shim/glue.o
+	$(CC) $(WARN) $(CFLAGS) -o $@ $^
+
+$(B)/analysis/%.o: analysis/%.c $(wildcard analysis/*.h) | $(B)/analysis
+	$(CC) $(AN_CFLAGS) -c -o $@ $<
+
+$(B)/memtally: $(AN_OBJ)
+	$(CC) -o $@ $^ $(AN_LIBS)
+
+$(B)/shim $(B)/analysis:
+	mkdir -p $@
+
+deps:
+	bash scripts/setup-deps.sh
+
+test: deps
+	$(MAKE) all
+	bash test/run.sh
+
+check: deps
+	$(MAKE) clean
+	$(MAKE) all CFLAGS="-O2 -g $(STRICT)"
+	bash test/run.sh
+
+bench: deps all
+	bash test/bench/run.sh
+
+demo: deps all
+	bash scripts/demo.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include
+	install -m 755 $(B)/libmemtally.so $(DESTDIR)$(PREFIX)/lib/libmemtally.so
+	install -m 755 $(B)/memtally $(DESTDIR)$(PREFIX)/bin/memtally
+	install -m 644 shim/memtally.h $(DESTDIR)$(PREFIX)/include/memtally.h
+
+clean:
+	rm -rf $(B)

@@ -1,0 +1,281 @@
+/*
+ * buf.c — the shim's formatter and logger (mimalloc's own limited fprintf,
+ * jemalloc's malloc_snprintf).  Storage for growable buffers comes from
+ * raw mmap/mremap so formatting never re-enters the program's allocator.
+ * Number formatting, JSON escaping and the warning cap live here; what a
+ * record contains lives in snapshot.c.
+ */
+#include "glue.h"
+#include "buf.h"
+#include <string.h>
+#include <sys/mman.h>
+
+void
+mt_buf_fixed(struct mt_buf *b, char *mem, size_t cap) {
+	b->p = mem;
+	b->len = 0;
+	b->cap = cap;
+	b->growable = 0;
+	b->overflow = 0;
+}
+
+int
+mt_buf_init(struct mt_buf *b, size_t cap) {
+	cap = (cap + 4095) & ~(size_t)4095;
+	b->p = mt_sys_mmap(cap);
+	b->len = 0;
+	b->cap = b->p ? cap : 0;
+	b->growable = 1;
+	b->overflow = b->p == NULL;
+	return b->p ? 0 : ENOMEM;
+}
+
+void
+mt_buf_free(struct mt_buf *b) {
+	if (b->growable && b->p)
+		mt_sys_munmap(b->p, b->cap);
+	b->p = NULL;
+	b->len = b->cap = 0;
+}
+
+int
+mt_buf_reserve(struct mt_buf *b, size_t n) {
+	if (b->len + n <= b->cap)
+		return 0;
+	if (!b->growable || !b->p) {
+		b->overflow = 1;
+		return ENOMEM;
+	}
+	size_t ncap = b->cap * 2;
+	while (ncap < b->len + n)
+		ncap *= 2;
+	long r = mt_sys(SYS_mremap, b->p, b->cap, ncap, MREMAP_MAYMOVE, 0, 0);
+	if (r < 0 && r > -4096) {
+		b->overflow = 1;
+		return ENOMEM;
+	}
+	b->p = (char *)r;
+	b->cap = ncap;
+	return 0;
+}
+
+void
+mt_buf_put(struct mt_buf *b, const void *s, size_t n) {
+	if (mt_buf_reserve(b, n)) {
+		n = b->cap - b->len; /* fixed buffer: keep what fits */
+	}
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+}
+
+void
+mt_buf_puts(struct mt_buf *b, const char *s) {
+	mt_buf_put(b, s, strlen(s));
+}
+
+void
+mt_buf_putc(struct mt_buf *b, char c) {
+	if (b->len < b->cap || !mt_buf_reserve(b, 1))
+		b->p[b->len++] = c;
+}
+
+static void
+put_unsigned(struct mt_buf *b, uint64_t v, unsigned base, int prefix) {
+	char tmp[24];
+	int i = sizeof tmp;
+	do {
+		tmp[--i] = "0123456789abcdef"[v % base];
+		v /= base;
+	} while (v);
+	if (prefix) {
+		tmp[--i] = 'x';
+		tmp[--i] = '0';
+	}
+	mt_buf_put(b, tmp + i, sizeof tmp - i);
+}
+
+void
+mt_buf_u64(struct mt_buf *b, uint64_t v) {
+	put_unsigned(b, v, 10, 0);
+}
+
+void
+mt_buf_i64(struct mt_buf *b, int64_t v) {
+	if (v < 0) {
+		mt_buf_putc(b, '-');
+		put_unsigned(b, (uint64_t)0 - (uint64_t)v, 10, 0);
+	} else {
+		put_unsigned(b, (uint64_t)v, 10, 0);
+	}
+}
+
+void
+mt_buf_hex(struct mt_buf *b, uint64_t v) {
+	put_unsigned(b, v, 16, 1);
+}
+
+void
+mt_buf_double(struct mt_buf *b, double v, int decimals) {
+	if (v != v || v > 1e18 || v < -1e18) { /* JSON has no NaN or inf */
+		mt_buf_puts(b, "null");
+		return;
+	}
+	if (v < 0) {
+		mt_buf_putc(b, '-');
+		v = -v;
+	}
+	uint64_t scale = 1;
+	for (int i = 0; i < decimals; i++)
+		scale *= 10;
+	uint64_t whole = (uint64_t)v;
+	uint64_t frac = (uint64_t)((v - (double)whole) * (double)scale + 0.5);
+	if (frac >= scale) {
+		whole++;
+		frac -= scale;
+	}
+	put_unsigned(b, whole, 10, 0);
+	if (decimals) {
+		char tmp[20];
+		mt_buf_putc(b, '.');
+		for (int i = decimals - 1; i >= 0; i--) {
+			tmp[i] = '0' + frac % 10;
+			frac /= 10;
+		}
+		mt_buf_put(b, tmp, decimals);
+	}
+}
+
+void
+mt_buf_jstrn(struct mt_buf *b, const char *s, size_t n) {
+	mt_buf_putc(b, '"');
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '"' || c == '\\') {
+			mt_buf_putc(b, '\\');
+			mt_buf_putc(b, (char)c);
+		} else if (c < 0x20 || c == 0x7f) {
+			mt_buf_puts(b, "\\u00");
+			mt_buf_putc(b, "0123456789abcdef"[c >> 4]);
+			mt_buf_putc(b, "0123456789abcdef"[c & 15]);
+		} else if (c >= 0x80) {
+			/* Paths and argv need not be UTF-8: pass valid
+			 * sequences, escape stray bytes as U+FFFD-free \u00XX
+			 * (Latin-1), so the line is always valid JSON. */
+			int len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
+			int ok = len && i + len <= n;
+			for (int k = 1; ok && k < len; k++)
+				ok = ((unsigned char)s[i + k] & 0xc0) == 0x80;
+			if (ok) {
+				mt_buf_put(b, s + i, len);
+				i += len - 1;
+			} else {
+				mt_buf_puts(b, "\\u00");
+				mt_buf_putc(b, "0123456789abcdef"[c >> 4]);
+				mt_buf_putc(b, "0123456789abcdef"[c & 15]);
+			}
+		} else {
+			mt_buf_putc(b, (char)c);
+		}
+	}
+	mt_buf_putc(b, '"');
+}
+
+void
+mt_buf_jstr(struct mt_buf *b, const char *s) {
+	mt_buf_jstrn(b, s ? s : "", s ? strlen(s) : 0);
+}
+
+void
+mt_buf_vprintf(struct mt_buf *b, const char *f, va_list ap) {
+	for (; *f; f++) {
+		if (*f != '%') {
+			mt_buf_putc(b, *f);
+			continue;
+		}
+		f++;
+		int lng = 0, sz = 0;
+		while (*f == 'l') {
+			lng++;
+			f++;
+		}
+		if (*f == 'z') {
+			sz = 1;
+			f++;
+		}
+		switch (*f) {
+		case 's': mt_buf_puts(b, va_arg(ap, const char *)); break;
+		case 'c': mt_buf_putc(b, (char)va_arg(ap, int)); break;
+		case 'd':
+			mt_buf_i64(b, lng ? va_arg(ap, long) : va_arg(ap, int));
+			break;
+		case 'u':
+			mt_buf_u64(b, (lng || sz) ? va_arg(ap, unsigned long)
+						  : va_arg(ap, unsigned));
+			break;
+		case 'x':
+			put_unsigned(b, (lng || sz) ? va_arg(ap, unsigned long)
+						    : va_arg(ap, unsigned), 16, 0);
+			break;
+		case 'p': mt_buf_hex(b, (uintptr_t)va_arg(ap, void *)); break;
+		case '%': mt_buf_putc(b, '%'); break;
+		case '\0': return;
+		default: mt_buf_putc(b, '?'); break;
+		}
+	}
+}
+
+void
+mt_buf_printf(struct mt_buf *b, const char *fmt, ...) {
+	va_list ap;
+	va_start(ap, fmt);
+	mt_buf_vprintf(b, fmt, ap);
+	va_end(ap);
+}
+
+int
+mt_write_all(int fd, const void *s, size_t n) {
+	const char *p = s;
+	while (n) {
+		long r = mt_sys(SYS_write, fd, p, n, 0, 0, 0);
+		if (r == -EINTR)
+			continue;
+		if (r < 0)
+			return (int)-r;
+		if (r == 0)
+			return EIO;
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static int warnings;
+
+static void
+vlog(const char *prefix, const char *fmt, va_list ap) {
+	char mem[512];
+	struct mt_buf b;
+	mt_buf_fixed(&b, mem, sizeof mem - 1);
+	mt_buf_puts(&b, prefix);
+	mt_buf_vprintf(&b, fmt, ap);
+	mem[b.len++] = '\n';
+	mt_write_all(2, mem, b.len);
+}
+
+void
+mt_warn(const char *fmt, ...) {
+	if (__atomic_add_fetch(&warnings, 1, __ATOMIC_RELAXED) > 16)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vlog("memtally: warning: ", fmt, ap);
+	va_end(ap);
+}
+
+void
+mt_say(const char *fmt, ...) {
+	va_list ap;
+	va_start(ap, fmt);
+	vlog("memtally: ", fmt, ap);
+	va_end(ap);
+}

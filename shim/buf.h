@@ -1,0 +1,53 @@
+/*
+ * buf.h — byte buffers and a small printf for the shim: JSON and log lines
+ * are formatted here and leave through write(2).
+ * Rules: never calls malloc; may run inside malloc, before main, in a child.
+ * A growable buffer takes its memory from mmap/mremap (raw syscalls); a
+ * fixed buffer (stack or pre-reserved) sets `overflow` instead of growing.
+ */
+#ifndef MT_BUF_H
+#define MT_BUF_H
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct mt_buf {
+	char *p;      /* data */
+	size_t len;   /* bytes used */
+	size_t cap;   /* bytes available */
+	int growable; /* 1: storage is ours, from mmap, may mremap */
+	int overflow; /* a fixed buffer ran out: output truncated */
+};
+
+/* A fixed buffer over caller storage.  Never allocates. */
+void mt_buf_fixed(struct mt_buf *b, char *mem, size_t cap);
+/* A growable buffer starting at cap bytes of fresh mmap.  Returns 0 or ENOMEM. */
+int mt_buf_init(struct mt_buf *b, size_t cap);
+void mt_buf_free(struct mt_buf *b);
+/* Ensure room for n more bytes; 0 or ENOMEM (sets overflow).  Never allocates via malloc. */
+int mt_buf_reserve(struct mt_buf *b, size_t n);
+void mt_buf_put(struct mt_buf *b, const void *s, size_t n);
+void mt_buf_puts(struct mt_buf *b, const char *s);
+void mt_buf_putc(struct mt_buf *b, char c);
+void mt_buf_u64(struct mt_buf *b, uint64_t v);
+void mt_buf_i64(struct mt_buf *b, int64_t v);
+void mt_buf_hex(struct mt_buf *b, uint64_t v);       /* 0x... */
+void mt_buf_double(struct mt_buf *b, double v, int decimals);
+void mt_buf_jstr(struct mt_buf *b, const char *s);   /* "escaped" JSON string */
+void mt_buf_jstrn(struct mt_buf *b, const char *s, size_t n);
+/* printf subset: %s %c %d %u %ld %lu %llu %zu %x %lx %p %%.  Never allocates. */
+void mt_buf_printf(struct mt_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void mt_buf_vprintf(struct mt_buf *b, const char *fmt, va_list ap);
+
+/* write(2) all of s, retrying on EINTR and short writes; 0 or an errno value.
+ * Async-signal-safe. */
+int mt_write_all(int fd, const void *s, size_t n);
+
+/* "memtally: warning: ..." on stderr, at most 16 per process.
+ * Never allocates.  Async-signal-safe. */
+void mt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "memtally: ..." on stderr (verbose output).  Never allocates. */
+void mt_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

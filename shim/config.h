@@ -1,0 +1,84 @@
+/*
+ * config.h — the option table: every MEMTALLY_* variable, parsed once from
+ * environ in the constructor; nothing else in the shim reads the
+ * environment.  Never allocates.  May run inside malloc, before main.
+ */
+#ifndef MT_CONFIG_H
+#define MT_CONFIG_H
+#include <stdint.h>
+
+/* X(field, NAME, type, default, doc).  Types: PATH, U64 (count), SIZE
+ * (bytes, K/M/G suffixes), SECS (fractional seconds), SIG, BOOL, FRAC
+ * (0..1), UNWIND.  README.md's table is generated from this list by
+ * `build/memtally-config --markdown` (see `make readme-config`). */
+#define MT_OPTIONS(X)                                                          \
+	X(out, OUT, PATH, "./memtally-out", "output directory (created)")      \
+	X(every, EVERY, U64, "0", "snapshot every N tracked allocations (0 = off)") \
+	X(interval, INTERVAL, SECS, "0", "snapshot every T seconds (0 = off; fractions allowed)") \
+	X(signal, SIGNAL, SIG, "USR1", "signal that requests a snapshot (USR1, USR2, a number, or none)") \
+	X(sample, SAMPLE, SIZE, "0", "mean bytes between heap samples (0 = exact); K/M/G suffixes") \
+	X(exact_above, EXACT_ABOVE, SIZE, "1M", "heap allocations of this size or more are always exact") \
+	X(depth, DEPTH, U64, "32", "max native frames per stack (1-128)")     \
+	X(python, PYTHON, BOOL, "1", "record Python frames in Python processes (issue 10: accepted, not yet active)") \
+	X(pydepth, PYDEPTH, U64, "16", "max Python frames per stack (issue 10: accepted, not yet active)") \
+	X(unwind, UNWIND, UNWIND, "libunwind", "stack walker: libunwind or fp (frame pointers)") \
+	X(top, TOP, U64, "0", "call sites per snapshot, largest live first (0 = all)") \
+	X(trace, TRACE, U64, "100000", "CUDA events kept for OOM dumps (issue 4: accepted, not yet active)") \
+	X(oom_dumps, OOM_DUMPS, U64, "3", "max OOM dumps per process (issues 3, 4: accepted, not yet active)") \
+	X(oom_render, OOM_RENDER, BOOL, "0", "also render pickle, HTML and flame graph next to each OOM dump (issue 6: accepted, not yet active)") \
+	X(cuda, CUDA, BOOL, "1", "hook the CUDA driver (issue 4: accepted, not yet active)") \
+	X(host, HOST, BOOL, "1", "track heap and mmap (0: pass every call straight through)") \
+	X(smaps, SMAPS, BOOL, "1", "read /proc/self/smaps_rollup in snapshots (issue 3: accepted, not yet active)") \
+	X(cgroup, CGROUP, BOOL, "1", "read cgroup memory stats in snapshots (issue 3: accepted, not yet active)") \
+	X(preoom, PREOOM, FRAC, "0.95", "dump when cgroup usage reaches this fraction of its limit (issue 3: accepted, not yet active)") \
+	X(follow, FOLLOW, BOOL, "1", "children (fork, exec) are tracked too (0: fork children write nothing)") \
+	X(verbose, VERBOSE, BOOL, "0", "print the effective configuration and output path to stderr") \
+	X(max_stacks, MAX_STACKS, U64, "1048576", "distinct stacks kept; further new stacks are counted as dropped") \
+	X(max_live, MAX_LIVE, U64, "67108864", "tracked live allocations kept; further ones are counted as dropped")
+
+enum mt_opt_type { MT_PATH, MT_U64, MT_SIZE, MT_SECS, MT_SIG, MT_BOOL,
+		   MT_FRAC, MT_UNWIND };
+
+struct mt_config {
+	char out[1024];      /* absolute output directory */
+	uint64_t every;      /* tracked allocations between snapshots */
+	double interval;     /* seconds between snapshots, 0 = off */
+	int signal;          /* signal number, 0 = none */
+	uint64_t sample;     /* mean bytes between samples, 0 = exact */
+	uint64_t exact_above; /* bytes */
+	uint64_t depth;      /* frames */
+	int python;          /* bool */
+	uint64_t pydepth;    /* frames */
+	int unwind;          /* 0 libunwind, 1 fp */
+	uint64_t top;        /* call sites, 0 = all */
+	uint64_t trace;      /* events */
+	uint64_t oom_dumps;  /* dumps */
+	int oom_render;      /* bool */
+	int cuda;            /* bool */
+	int host;            /* bool */
+	int smaps;           /* bool */
+	int cgroup;          /* bool */
+	double preoom;       /* fraction */
+	int follow;          /* bool */
+	int verbose;         /* bool */
+	uint64_t max_stacks; /* stacks */
+	uint64_t max_live;   /* pointer-table entries */
+	/* Not options: the launcher's rank variables, read from the same
+	 * environment (-1 when unset). */
+	long rank;           /* RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, SLURM_PROCID */
+	long local_rank;     /* LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID */
+	long world_size;     /* WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS */
+};
+
+extern struct mt_config mt_cfg;
+
+/* Parse envp into mt_cfg; print one warning per bad value and keep the
+ * default.  Never allocates. */
+void mt_config_init(char **envp);
+/* Append the effective configuration as a JSON object.  Never allocates. */
+struct mt_buf;
+void mt_config_json(struct mt_buf *b);
+/* Print the table as Markdown to fd (README generation).  Never allocates. */
+void mt_config_markdown(int fd);
+
+#endif

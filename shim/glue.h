@@ -1,0 +1,109 @@
+/*
+ * glue.h — every loader, libc and kernel detail the shim depends on.
+ *
+ * THE SHIM'S TWO RULES (repeated in every shim header):
+ *   1. It never calls malloc (or anything that may: stdio, getenv, dlerror,
+ *      pthread_getattr_np, ...). Its memory comes from mmap via raw syscalls.
+ *   2. Any function may run inside malloc, in any thread, before main, in a
+ *      forked child, or while the program is exiting.
+ * Contracts end with a tag: "Never allocates.", "Async-signal-safe." or
+ * "Takes <lock>."
+ */
+#ifndef MT_GLUE_H
+#define MT_GLUE_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#define MT_EXPORT __attribute__((visibility("default")))
+#define MT_HIDDEN __attribute__((visibility("hidden")))
+#define MT_TLS __thread __attribute__((tls_model("initial-exec")))
+#define MT_LIKELY(x) __builtin_expect(!!(x), 1)
+#define MT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define MT_NOINLINE __attribute__((noinline))
+
+/* Assertions trap without stdio (musl's a_crash). */
+#define mt_assert(x)                                                           \
+	do {                                                                   \
+		if (MT_UNLIKELY(!(x)))                                         \
+			__builtin_trap();                                      \
+	} while (0)
+
+/* Raw syscalls: never interposed, never allocate, errno untouched.  They
+ * return -errno on failure (the kernel convention). Async-signal-safe. */
+long mt_syscall6(long n, long a, long b, long c, long d, long e, long f);
+#define mt_sys(n, a, b, c, d, e, f)                                            \
+	mt_syscall6((n), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), \
+		    (long)(f))
+
+static inline void *
+mt_sys_mmap(size_t len) {
+	long r = mt_sys(SYS_mmap, 0, len, 3 /* RW */, 0x22 /* PRIVATE|ANON */,
+			-1, 0);
+	return (r < 0 && r > -4096) ? NULL : (void *)r;
+}
+
+static inline void
+mt_sys_munmap(void *p, size_t len) {
+	mt_sys(SYS_munmap, p, len, 0, 0, 0, 0);
+}
+
+/* Relaxed atomics on plain integers: the tables are read racily by the
+ * snapshot thread, which tolerates a torn view between fields. */
+#define mt_load(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define mt_store(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define mt_add(p, v) __atomic_add_fetch((p), (v), __ATOMIC_RELAXED)
+#define mt_cas(p, e, v)                                                        \
+	__atomic_compare_exchange_n((p), (e), (v), 0, __ATOMIC_ACQ_REL,        \
+				    __ATOMIC_ACQUIRE)
+
+/* A spin lock that yields: held only for a few hundred instructions (a
+ * table probe, a rehash), never across a call out of the shim.  fork
+ * safety: mt_prefork takes every lock, the child re-initialises them. */
+typedef struct {
+	int v; /* 0 free, 1 held */
+} mt_lock_t;
+
+static inline void
+mt_lock(mt_lock_t *l) {
+	int spins = 0;
+	for (;;) {
+		int e = 0;
+		if (!__atomic_load_n(&l->v, __ATOMIC_RELAXED) &&
+		    __atomic_compare_exchange_n(&l->v, &e, 1, 0,
+						__ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED))
+			return;
+		if (++spins > 64) {
+			mt_sys(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
+			spins = 0;
+		} else {
+			__builtin_ia32_pause();
+		}
+	}
+}
+
+static inline int
+mt_trylock(mt_lock_t *l) {
+	int e = 0;
+	return __atomic_compare_exchange_n(&l->v, &e, 1, 0, __ATOMIC_ACQUIRE,
+					   __ATOMIC_RELAXED);
+}
+
+static inline void
+mt_unlock(mt_lock_t *l) {
+	__atomic_store_n(&l->v, 0, __ATOMIC_RELEASE);
+}
+
+/* Monotonic and wall clocks through the vDSO (no syscall, no allocation). */
+uint64_t mt_now_ns(void);
+uint64_t mt_wall_ns(void);
+
+#endif

@@ -1,0 +1,374 @@
+/*
+ * interpose.c — the exported allocation entry points.  Each hook forwards
+ * to the real function and makes one core call (shim.c); nothing else
+ * lives here but finding the real functions and the bootstrap pool.
+ *
+ * Safe from the first instruction: a hook can run before our constructor
+ * (another library's constructor), while dlsym is finding the real
+ * functions (dlsym itself may calloc: those calls are served from a static
+ * pool and never freed), inside the shim (the TLS guard forwards straight
+ * through), and after the exit snapshot.  errno is what the real function
+ * left: the core saves and restores it around recording.
+ */
+#include "glue.h"
+#include "config.h"
+#include "shim.h"
+#include "buf.h"
+#include "sites.h"
+#include <dlfcn.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/mman.h>
+
+static struct {
+	void *(*malloc)(size_t);
+	void *(*calloc)(size_t, size_t);
+	void *(*realloc)(void *, size_t);
+	void *(*reallocarray)(void *, size_t, size_t);
+	void (*free)(void *);
+	int (*posix_memalign)(void **, size_t, size_t);
+	void *(*aligned_alloc)(size_t, size_t);
+	void *(*memalign)(size_t, size_t);
+	void *(*valloc)(size_t);
+	void *(*pvalloc)(size_t);
+	void *(*mmap)(void *, size_t, int, int, int, off_t);
+	void *(*mmap64)(void *, size_t, int, int, int, off_t);
+	int (*munmap)(void *, size_t);
+	void *(*mremap)(void *, size_t, size_t, int, ...);
+} real;
+static int resolving;
+
+/* dlsym's own allocations before the real calloc is known (heaptrack's
+ * DummyPool).  Bump allocation, never reused, never handed to real free. */
+static char pool[64 << 10] __attribute__((aligned(64)));
+static size_t pool_used;
+
+static void *
+pool_alloc(size_t n, size_t align) {
+	if (align < 16)
+		align = 16;
+	size_t at = (__atomic_load_n(&pool_used, __ATOMIC_RELAXED) + align - 1) &
+		    ~(align - 1);
+	for (;;) {
+		size_t cur = __atomic_load_n(&pool_used, __ATOMIC_RELAXED);
+		at = (cur + align - 1) & ~(align - 1);
+		if (at + n > sizeof pool)
+			return NULL;
+		if (__atomic_compare_exchange_n(&pool_used, &cur, at + n, 0,
+						__ATOMIC_RELAXED,
+						__ATOMIC_RELAXED))
+			return pool + at; /* static storage is zeroed */
+	}
+}
+
+static inline int
+in_pool(const void *p) {
+	return (const char *)p >= pool && (const char *)p < pool + sizeof pool;
+}
+
+MT_NOINLINE static void
+resolve(void) {
+	if (resolving)
+		return;
+	resolving = 1;
+#define R(name) *(void **)&real.name = dlsym(RTLD_NEXT, #name)
+	R(malloc);
+	R(calloc);
+	R(realloc);
+	R(reallocarray);
+	R(free);
+	R(posix_memalign);
+	R(aligned_alloc);
+	R(memalign);
+	R(valloc);
+	R(pvalloc);
+	R(mmap);
+	R(mmap64);
+	R(munmap);
+	R(mremap);
+#undef R
+	if (!real.malloc || !real.free || !real.calloc || !real.realloc) {
+		/* Nothing sensible can run without an allocator. */
+		static const char msg[] = "memtally: fatal: cannot find the real "
+					  "malloc (dlsym RTLD_NEXT failed)\n";
+		mt_write_all(2, msg, sizeof msg - 1);
+		__builtin_trap();
+	}
+	resolving = 0;
+}
+
+#define ENSURE(name)                                                           \
+	do {                                                                   \
+		if (MT_UNLIKELY(!real.name))                                   \
+			resolve();                                             \
+	} while (0)
+
+/* Whether a hook records: the shim is active and we are not inside it. */
+#define RECORDING() (MT_LIKELY(__atomic_load_n(&mt_active, __ATOMIC_RELAXED)) && !mt_self.guard)
+
+MT_EXPORT void *
+malloc(size_t n) {
+	if (MT_UNLIKELY(!real.malloc)) {
+		if (resolving)
+			return pool_alloc(n, 16);
+		resolve();
+	}
+	if (!RECORDING())
+		return real.malloc(n);
+	mt_self.guard = 1;
+	void *p = real.malloc(n);
+	if (p) {
+		int e = errno;
+		mt_heap_alloc(p, n);
+		errno = e;
+	}
+	mt_self.guard = 0;
+	return p;
+}
+
+MT_EXPORT void *
+calloc(size_t n, size_t size) {
+	if (MT_UNLIKELY(!real.calloc)) {
+		if (resolving) {
+			size_t t;
+			if (__builtin_mul_overflow(n, size, &t))
+				return NULL;
+			return pool_alloc(t, 16);
+		}
+		resolve();
+	}
+	if (!RECORDING())
+		return real.calloc(n, size);
+	mt_self.guard = 1;
+	void *p = real.calloc(n, size);
+	if (p) {
+		int e = errno;
+		mt_heap_alloc(p, n * size);
+		errno = e;
+	}
+	mt_self.guard = 0;
+	return p;
+}
+
+MT_EXPORT void
+free(void *p) {
+	if (MT_UNLIKELY(!p || in_pool(p)))
+		return;
+	ENSURE(free);
+	if (MT_UNLIKELY(!real.free))
+		return; /* only while dlsym runs: leak rather than crash */
+	if (!RECORDING()) {
+		real.free(p);
+		return;
+	}
+	mt_self.guard = 1;
+	int e = errno;
+	mt_heap_free(p); /* before the real free: the address cannot be reused */
+	errno = e;
+	real.free(p);
+	mt_self.guard = 0;
+}
+
+/* realloc and reallocarray: the old entry is taken before the real call
+ * (another thread may be handed the old address the moment it returns);
+ * a failed call keeps the old block, so the entry goes back. */
+static void *
+realloc_common(void *p, size_t n, size_t size, int array) {
+	size_t total;
+	if (array && __builtin_mul_overflow(n, size, &total))
+		total = SIZE_MAX; /* the real call fails with ENOMEM */
+	else
+		total = array ? n * size : n;
+	if (!RECORDING())
+		return array ? real.reallocarray(p, n, size) : real.realloc(p, n);
+	mt_self.guard = 1;
+	struct mt_ptr old;
+	int had = 0;
+	if (p) {
+		int e = errno;
+		mt_heap_take(p, &old, &had);
+		errno = e;
+	}
+	void *q = array ? real.reallocarray(p, n, size) : real.realloc(p, n);
+	int e = errno;
+	if (p && (q || !total))
+		mt_heap_freed(); /* the old block is gone */
+	if (q)
+		mt_heap_alloc(q, total);
+	else if (had && total) /* failed: the old block is still live */
+		mt_heap_restore(&old);
+	errno = e;
+	mt_self.guard = 0;
+	return q;
+}
+
+MT_EXPORT void *
+realloc(void *p, size_t n) {
+	if (MT_UNLIKELY(!real.realloc || in_pool(p))) {
+		if (in_pool(p)) { /* a bootstrap block grows into a real one */
+			void *q = malloc(n);
+			if (q)
+				memcpy(q, p, (size_t)(pool + sizeof pool - (char *)p) < n
+						     ? (size_t)(pool + sizeof pool - (char *)p)
+						     : n);
+			return q;
+		}
+		if (resolving)
+			return pool_alloc(n, 16);
+		resolve();
+	}
+	return realloc_common(p, n, 0, 0);
+}
+
+MT_EXPORT void *
+reallocarray(void *p, size_t n, size_t size) {
+	ENSURE(reallocarray);
+	if (!real.reallocarray) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return realloc_common(p, n, size, 1);
+}
+
+MT_EXPORT int
+posix_memalign(void **out, size_t align, size_t n) {
+	ENSURE(posix_memalign);
+	if (!RECORDING())
+		return real.posix_memalign(out, align, n);
+	mt_self.guard = 1;
+	int r = real.posix_memalign(out, align, n);
+	if (r == 0) {
+		int e = errno;
+		mt_heap_alloc(*out, n);
+		errno = e;
+	}
+	mt_self.guard = 0;
+	return r;
+}
+
+#define ALIGNED_HOOK(name, params, args, size)                                 \
+	MT_EXPORT void *name params {                                          \
+		if (MT_UNLIKELY(!real.name)) {                                 \
+			if (resolving)                                         \
+				return NULL;                                   \
+			resolve();                                             \
+		}                                                              \
+		if (!RECORDING())                                              \
+			return real.name args;                                 \
+		mt_self.guard = 1;                                             \
+		void *p = real.name args;                                      \
+		if (p) {                                                       \
+			int e = errno;                                         \
+			mt_heap_alloc(p, size);                                \
+			errno = e;                                             \
+		}                                                              \
+		mt_self.guard = 0;                                             \
+		return p;                                                      \
+	}
+
+ALIGNED_HOOK(aligned_alloc, (size_t align, size_t n), (align, n), n)
+ALIGNED_HOOK(memalign, (size_t align, size_t n), (align, n), n)
+ALIGNED_HOOK(valloc, (size_t n), (n), n)
+ALIGNED_HOOK(pvalloc, (size_t n), (n), n)
+
+/* ---- mappings -------------------------------------------------------- */
+
+static void *
+sys_mmap(void *a, size_t len, int prot, int flags, int fd, off_t off) {
+	long r = mt_sys(SYS_mmap, a, len, prot, flags, fd, off);
+	if (r < 0 && r > -4096) {
+		errno = (int)-r;
+		return MAP_FAILED;
+	}
+	return (void *)r;
+}
+
+static void *
+mmap_common(void *(*fn)(void *, size_t, int, int, int, off_t), void *a,
+	    size_t len, int prot, int flags, int fd, off_t off) {
+	if (!fn) /* before dlsym has answered: the kernel directly */
+		fn = sys_mmap;
+	if (!RECORDING())
+		return fn(a, len, prot, flags, fd, off);
+	mt_self.guard = 1;
+	void *p = fn(a, len, prot, flags, fd, off);
+	if (p != MAP_FAILED) {
+		int e = errno;
+		mt_map_add(p, len, !(flags & MAP_ANONYMOUS), 0);
+		errno = e;
+	}
+	mt_self.guard = 0;
+	return p;
+}
+
+MT_EXPORT void *
+mmap(void *a, size_t len, int prot, int flags, int fd, off_t off) {
+	if (MT_UNLIKELY(!real.mmap) && !resolving)
+		resolve();
+	return mmap_common(real.mmap, a, len, prot, flags, fd, off);
+}
+
+MT_EXPORT void *
+mmap64(void *a, size_t len, int prot, int flags, int fd, off_t off) {
+	if (MT_UNLIKELY(!real.mmap64) && !resolving)
+		resolve();
+	return mmap_common(real.mmap64 ? real.mmap64 : real.mmap, a, len, prot,
+			   flags, fd, off);
+}
+
+MT_EXPORT int
+munmap(void *a, size_t len) {
+	if (MT_UNLIKELY(!real.munmap) && !resolving)
+		resolve();
+	if (!RECORDING()) {
+		if (!real.munmap) {
+			long r = mt_sys(SYS_munmap, a, len, 0, 0, 0, 0);
+			return r < 0 ? (errno = (int)-r, -1) : 0;
+		}
+		return real.munmap(a, len);
+	}
+	mt_self.guard = 1;
+	int e = errno;
+	/* Released before the real call, like free: once the kernel unmaps,
+	 * another thread's mmap may be given the same range. */
+	mt_map_release(a, len, NULL);
+	errno = e;
+	int r = real.munmap(a, len);
+	mt_self.guard = 0;
+	return r;
+}
+
+MT_EXPORT void *
+mremap(void *old, size_t oldlen, size_t newlen, int flags, ...) {
+	void *newaddr = NULL;
+	if (flags & MREMAP_FIXED) {
+		va_list ap;
+		va_start(ap, flags);
+		newaddr = va_arg(ap, void *);
+		va_end(ap);
+	}
+	if (MT_UNLIKELY(!real.mremap) && !resolving)
+		resolve();
+	if (!RECORDING())
+		return real.mremap(old, oldlen, newlen, flags, newaddr);
+	mt_self.guard = 1;
+	int e = errno;
+	struct mt_map first;
+	/* Released before the call (the old range may be reused the moment
+	 * it returns); the charge moves with the mapping: the new range goes
+	 * to the site that made the old one.  On failure the old range is
+	 * tracked again. */
+	mt_map_release(old, oldlen, &first);
+	errno = e;
+	void *p = real.mremap(old, oldlen, newlen, flags, newaddr);
+	e = errno;
+	if (p != MAP_FAILED)
+		mt_map_add(p, newlen, first.kind == MT_MMAP_FILE, first.stack);
+	else if (first.start)
+		mt_map_add(old, oldlen, first.kind == MT_MMAP_FILE, first.stack);
+	errno = e;
+	mt_self.guard = 0;
+	return p;
+}

@@ -1,0 +1,40 @@
+/*
+ * ptrtab.h — the pointer side table: each tracked live address maps to the
+ * call site that allocated it, so frees, reallocs and munmaps are charged
+ * there.  Sharded by address hash; each shard is an open-addressing table
+ * that grows by doubling under its lock, in memory from raw mmap.
+ * Rules: never calls malloc; may run inside malloc, in any thread, before
+ * main.  Every function takes one shard lock for a probe, never across a
+ * call out of the shim.
+ */
+#ifndef MT_PTRTAB_H
+#define MT_PTRTAB_H
+#include <stdint.h>
+
+struct mt_ptr {
+	uintptr_t addr;  /* key; 0 = empty slot */
+	uint64_t size;   /* requested bytes */
+	uint32_t stack;  /* stack id */
+	uint8_t kind;    /* enum mt_kind */
+	uint8_t sampled; /* 1: weighted sample (sampling mode) */
+	uint16_t pad;
+	uint32_t time_ms; /* ms since process start (coarse clock), for dumps */
+};
+
+int mt_ptrtab_init(uint64_t max_live);
+/* Insert; 0, ENOMEM when the table is full (the caller counts it as
+ * dropped and does not charge the site), or EEXIST when a stale entry for
+ * the same address was replaced (copied to *replaced for the caller to
+ * uncharge).  Takes a shard lock. */
+int mt_ptrtab_put(const struct mt_ptr *e, struct mt_ptr *replaced);
+/* Remove addr, copying its entry to *out; 1 if it was there.  Takes a shard lock. */
+int mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out);
+/* Entries live now (racy read). */
+uint64_t mt_ptrtab_count(void);
+uint64_t mt_ptrtab_memory(void);
+void mt_ptrtab_prefork(void);
+void mt_ptrtab_postfork_parent(void);
+/* fresh: forget every entry (the child starts with empty tables). */
+void mt_ptrtab_postfork_child(int fresh);
+
+#endif

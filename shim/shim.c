@@ -1,0 +1,429 @@
+/*
+ * shim.c — the core between hooks and tables: the constructor, sampling,
+ * stack capture and charging, snapshot triggers and the writer thread,
+ * fork and exit.  Hooks live in interpose.c and signal.c; record formats
+ * in snapshot.c; the tables in sites.c, ptrtab.c and maptab.c.
+ *
+ * Invariants that bind here:
+ *  - Recording runs on the allocating thread with mt_self.guard set, so
+ *    anything it calls that allocates (libunwind's first use, the loader)
+ *    forwards straight to the real allocator, untracked.
+ *  - No lock is held across a call out of the shim; the writer lock is
+ *    held only by the writer thread and the exiting thread while writing.
+ *  - Snapshots are written by the writer thread (started with every signal
+ *    blocked), never by an allocating thread or a signal handler, except
+ *    the final one, written by the thread that runs exit().
+ */
+#include "glue.h"
+#include "shim.h"
+#include "buf.h"
+#include "config.h"
+#include "sites.h"
+#include "snapshot.h"
+#include "unwind.h"
+#include <linux/futex.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+
+MT_TLS struct mt_thread mt_self;
+int mt_active;
+uint64_t mt_start_mono_ns, mt_start_wall_ns;
+uint64_t mt_dropped_live;
+
+static uint64_t tracked_allocs; /* for MEMTALLY_EVERY */
+static uint32_t wake_word;      /* futex: bumped by every trigger */
+static int pending;             /* MT_REASON_* bits not yet written */
+static uint32_t done_word;      /* futex: bumped after each snapshot */
+static int writer_running;
+static uint32_t req_ticket;     /* requests taken (C API) */
+static uint32_t req_served;     /* requests covered by a written snapshot */
+static int initialised;
+
+uint64_t
+mt_ms_since_start(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* vDSO, ~8 ns here */
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return now > mt_start_mono_ns ? (now - mt_start_mono_ns) / 1000000u : 0;
+}
+
+/* ---- sampling ---------------------------------------------------------
+ * A Poisson process over allocated bytes with mean gap S = MEMTALLY_SAMPLE:
+ * an allocation of z bytes is sampled with probability p = 1 - exp(-z/S)
+ * and then stands for z/p bytes and 1/p allocations, so every sum over
+ * call sites is an unbiased estimate (jemalloc's PROFILING_INTERNALS.md).
+ * The weights are a pure function of z and S, so a free recomputes them
+ * exactly and live figures return to zero. */
+
+static uint64_t
+rng_next(void) {
+	uint64_t x = mt_self.rng;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	mt_self.rng = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+static int64_t
+draw_gap(void) {
+	double u = (double)((rng_next() >> 11) + 1) * (1.0 / 9007199254740993.0);
+	double g = -log(u) * (double)mt_cfg.sample;
+	return g > 9e18 ? INT64_MAX : (int64_t)g + 1;
+}
+
+static void
+sample_weights(uint64_t size, int64_t *bytes, int64_t *count) {
+	double p = -expm1(-(double)size / (double)mt_cfg.sample);
+	*bytes = (int64_t)((double)size / p + 0.5);
+	*count = (int64_t)(1.0 / p + 0.5);
+}
+
+/* Returns 0 (not sampled), 1 (exact) or 2 (weighted sample). */
+static inline int
+should_track(size_t size) {
+	if (!mt_cfg.sample || size >= mt_cfg.exact_above)
+		return 1;
+	if (MT_UNLIKELY(!mt_self.seeded)) {
+		mt_self.seeded = 1;
+		mt_self.rng = (uint64_t)mt_sys(SYS_gettid, 0, 0, 0, 0, 0, 0) *
+				      0x9e3779b97f4a7c15ull ^
+			      mt_now_ns();
+		if (!mt_self.rng)
+			mt_self.rng = 1;
+		mt_self.countdown = draw_gap();
+	}
+	mt_self.countdown -= (int64_t)size;
+	if (mt_self.countdown > 0)
+		return 0;
+	/* Skip every sample point this allocation covers (memorylessness). */
+	do
+		mt_self.countdown += draw_gap();
+	while (mt_self.countdown <= 0);
+	return 2;
+}
+
+static uint32_t
+capture(void) {
+	uintptr_t pcs[128];
+	int n = mt_unwind(pcs, (int)mt_cfg.depth, mt_cfg.unwind);
+	return mt_stack_intern(pcs, n);
+}
+
+static void
+count_tracked(void) {
+	uint64_t n = mt_add(&tracked_allocs, 1);
+	if (mt_cfg.every && n % mt_cfg.every == 0)
+		mt_trigger(MT_REASON_EVERY);
+}
+
+static void
+uncharge(const struct mt_ptr *e) {
+	int64_t bytes = (int64_t)e->size, count = 1;
+	if (e->sampled)
+		sample_weights(e->size, &bytes, &count);
+	mt_site_free(e->stack, e->kind, bytes, count);
+	struct mt_totals *t = &mt_totals[e->kind];
+	mt_add(&t->live_bytes, -bytes);
+	mt_add(&t->live_count, -count);
+	mt_add(&t->free_bytes, e->size);
+}
+
+/* Heap totals: allocs, alloc_bytes and frees are exact in every mode;
+ * live bytes and count are exact in exact mode and estimates (the same
+ * weights as the call sites) when sampling. */
+void
+mt_heap_alloc(void *p, size_t size) {
+	struct mt_totals *t = &mt_totals[MT_HEAP];
+	int how = should_track(size);
+	mt_add(&t->allocs, 1);
+	mt_add(&t->alloc_bytes, size);
+	if (!how)
+		return;
+	int64_t bytes = (int64_t)size, count = 1;
+	if (how == 2)
+		sample_weights(size, &bytes, &count);
+	struct mt_ptr e = {.addr = (uintptr_t)p, .size = size,
+			   .stack = capture(), .kind = MT_HEAP,
+			   .sampled = how == 2,
+			   .time_ms = (uint32_t)mt_ms_since_start()};
+	struct mt_ptr old;
+	int err = mt_ptrtab_put(&e, &old);
+	if (err == ENOMEM) {
+		mt_add(&mt_dropped_live, 1);
+		return;
+	}
+	if (err == EEXIST) /* freed behind our back: forget the old one */
+		uncharge(&old);
+	mt_site_alloc(e.stack, MT_HEAP, bytes, count);
+	mt_add(&t->live_count, count);
+	int64_t live = mt_add(&t->live_bytes, bytes);
+	int64_t peak = __atomic_load_n(&t->peak_bytes, __ATOMIC_RELAXED);
+	while (live > peak &&
+	       !__atomic_compare_exchange_n(&t->peak_bytes, &peak, live, 1,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	count_tracked();
+}
+
+void
+mt_heap_free(void *p) {
+	struct mt_ptr e;
+	mt_add(&mt_totals[MT_HEAP].frees, 1);
+	if (mt_ptrtab_take((uintptr_t)p, &e))
+		uncharge(&e);
+}
+
+void
+mt_heap_freed(void) {
+	mt_add(&mt_totals[MT_HEAP].frees, 1);
+}
+
+void
+mt_heap_take(void *p, struct mt_ptr *e, int *had) {
+	*had = mt_ptrtab_take((uintptr_t)p, e);
+	if (*had)
+		uncharge(e);
+}
+
+void
+mt_heap_restore(const struct mt_ptr *e) {
+	struct mt_ptr old;
+	int64_t bytes = (int64_t)e->size, count = 1;
+	if (mt_ptrtab_put(e, &old) == ENOMEM) {
+		mt_add(&mt_dropped_live, 1);
+		return;
+	}
+	if (e->sampled)
+		sample_weights(e->size, &bytes, &count);
+	mt_site_unfree(e->stack, MT_HEAP, bytes, count);
+	struct mt_totals *t = &mt_totals[MT_HEAP];
+	mt_add(&t->live_bytes, bytes);
+	mt_add(&t->live_count, count);
+	mt_add(&t->free_bytes, -e->size);
+}
+
+void
+mt_map_add(void *p, size_t len, int file, uint32_t stack) {
+	struct mt_map m = {.start = (uintptr_t)p,
+			   .end = (uintptr_t)p + ((len + 4095) & ~(size_t)4095),
+			   .stack = stack ? stack : capture(),
+			   .kind = file ? MT_MMAP_FILE : MT_MMAP,
+			   .counted = 1,
+			   .time_ms = (uint32_t)mt_ms_since_start()};
+	if (mt_maptab_add(&m))
+		mt_add(&mt_dropped_live, 1);
+	else
+		count_tracked();
+}
+
+void
+mt_map_release(void *p, size_t len, struct mt_map *first) {
+	uintptr_t s = (uintptr_t)p & ~(uintptr_t)4095;
+	uintptr_t e = ((uintptr_t)p + len + 4095) & ~(uintptr_t)4095;
+	if (first)
+		memset(first, 0, sizeof *first);
+	mt_maptab_release(s, e, first);
+}
+
+/* ---- triggers and the writer thread ---------------------------------- */
+
+static long
+futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts) {
+	return mt_sys(SYS_futex, w, op, val, ts, 0, 0);
+}
+
+void
+mt_trigger(int reason) {
+	__atomic_or_fetch(&pending, reason, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&wake_word, 1, __ATOMIC_RELEASE);
+	futex(&wake_word, FUTEX_WAKE_PRIVATE, 1, NULL);
+}
+
+static const char *
+reason_name(int bits) {
+	if (bits & MT_REASON_EXIT)
+		return "exit";
+	if (bits & MT_REASON_SIGNAL)
+		return "signal";
+	if (bits & MT_REASON_REQUEST)
+		return "request";
+	if (bits & MT_REASON_EVERY)
+		return "every";
+	return "interval";
+}
+
+static void *
+writer_main(void *arg) {
+	(void)arg;
+	mt_self.guard = 1; /* this thread's own allocations are not tracked */
+	uint64_t period = (uint64_t)(mt_cfg.interval * 1e9);
+	uint64_t next = period ? mt_now_ns() + period : 0;
+	for (;;) {
+		uint32_t w = __atomic_load_n(&wake_word, __ATOMIC_ACQUIRE);
+		int bits = __atomic_exchange_n(&pending, 0, __ATOMIC_ACQ_REL);
+		uint64_t now = mt_now_ns();
+		if (period && now >= next) {
+			bits |= MT_REASON_INTERVAL;
+			next += period;
+			if (next <= now)
+				next = now + period;
+		}
+		if (bits) {
+			uint32_t serving =
+				__atomic_load_n(&req_ticket, __ATOMIC_ACQUIRE);
+			mt_snapshot_write(reason_name(bits), NULL);
+			__atomic_store_n(&req_served, serving, __ATOMIC_RELEASE);
+			__atomic_add_fetch(&done_word, 1, __ATOMIC_RELEASE);
+			futex(&done_word, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL);
+			continue;
+		}
+		struct timespec ts, *tp = NULL;
+		if (period) {
+			uint64_t d = next - now;
+			ts.tv_sec = (time_t)(d / 1000000000u);
+			ts.tv_nsec = (long)(d % 1000000000u);
+			tp = &ts;
+		}
+		futex(&wake_word, FUTEX_WAIT_PRIVATE, w, tp);
+	}
+	return NULL;
+}
+
+static void
+start_writer(void) {
+	pthread_t t;
+	pthread_attr_t a;
+	sigset_t all, old;
+	sigfillset(&all);
+	/* Block every signal while creating, so the thread inherits a full
+	 * mask and never runs the program's handlers. */
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&a, 256 << 10);
+	writer_running = pthread_create(&t, &a, writer_main, NULL) == 0;
+	pthread_attr_destroy(&a);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!writer_running)
+		mt_warn("cannot start the snapshot thread; only the exit "
+			"snapshot will be written");
+}
+
+/* Synchronous request (C API): take a ticket, wake the writer, wait until
+ * a snapshot begun after the ticket is on disk (at most 10 s). */
+int
+mt_request_snapshot(const char *label) {
+	if (!__atomic_load_n(&mt_active, __ATOMIC_ACQUIRE))
+		return -1;
+	if (!writer_running) {
+		mt_snapshot_write("request", label);
+		return 0;
+	}
+	mt_snapshot_set_label(label);
+	uint32_t ticket = __atomic_add_fetch(&req_ticket, 1, __ATOMIC_ACQ_REL);
+	mt_trigger(MT_REASON_REQUEST);
+	uint64_t deadline = mt_now_ns() + 10000000000ull;
+	for (;;) {
+		uint32_t d = __atomic_load_n(&done_word, __ATOMIC_ACQUIRE);
+		if ((int32_t)(__atomic_load_n(&req_served, __ATOMIC_ACQUIRE) -
+			      ticket) >= 0)
+			return 0;
+		if (mt_now_ns() >= deadline)
+			return -1;
+		struct timespec ts = {0, 50000000};
+		futex(&done_word, FUTEX_WAIT_PRIVATE, d, &ts);
+	}
+}
+
+/* ---- fork ------------------------------------------------------------ */
+
+static void
+prefork(void) {
+	mt_self.guard++; /* fork's own allocations pass through */
+	mt_snapshot_prefork();
+	mt_sites_prefork();
+	mt_ptrtab_prefork();
+	mt_maptab_prefork();
+}
+
+static void
+postfork_parent(void) {
+	mt_maptab_postfork_parent();
+	mt_ptrtab_postfork_parent();
+	mt_sites_postfork_parent();
+	mt_snapshot_postfork_parent();
+	mt_self.guard--;
+}
+
+static void
+postfork_child(void) {
+	int follow = mt_cfg.follow && mt_active;
+	mt_maptab_postfork_child(follow);
+	mt_ptrtab_postfork_child(follow);
+	mt_sites_postfork_child(follow);
+	mt_snapshot_postfork_child(follow);
+	if (!follow) {
+		mt_active = 0;
+	} else {
+		mt_start_mono_ns = mt_now_ns();
+		mt_start_wall_ns = mt_wall_ns();
+		tracked_allocs = 0;
+		pending = 0;
+		mt_dropped_live = 0;
+		start_writer();
+	}
+	mt_self.guard--;
+}
+
+/* ---- lifecycle ------------------------------------------------------- */
+
+__attribute__((constructor(101))) static void
+mt_init(int argc, char **argv, char **envp) {
+	(void)argc;
+	(void)argv;
+	if (initialised)
+		return;
+	initialised = 1;
+	mt_self.guard++;
+	mt_start_mono_ns = mt_now_ns();
+	mt_start_wall_ns = mt_wall_ns();
+	mt_config_init(envp);
+	if (!mt_cfg.host) {
+		mt_self.guard--;
+		return;
+	}
+	if (mt_sites_init(mt_cfg.max_stacks, (int)mt_cfg.depth) ||
+	    mt_ptrtab_init(mt_cfg.max_live) || mt_maptab_init(mt_cfg.max_live) ||
+	    mt_snapshot_init(argv, envp)) {
+		mt_warn("cannot reserve memory for the tables; not tracking");
+		mt_self.guard--;
+		return;
+	}
+	mt_unwind_init();
+	{ /* warm libunwind (its caches and pools) before tracking starts */
+		uintptr_t pcs[4];
+		mt_unwind(pcs, 4, mt_cfg.unwind);
+	}
+	pthread_atfork(prefork, postfork_parent, postfork_child);
+	mt_signal_init();
+	start_writer();
+	if (mt_cfg.verbose)
+		mt_snapshot_describe();
+	__atomic_store_n(&mt_active, 1, __ATOMIC_RELEASE);
+	mt_self.guard--;
+}
+
+__attribute__((destructor(101))) static void
+mt_fini(void) {
+	if (!__atomic_load_n(&mt_active, __ATOMIC_ACQUIRE))
+		return;
+	mt_self.guard++;
+	mt_snapshot_write("exit", NULL);
+	mt_snapshot_close(); /* later writes are refused */
+	__atomic_store_n(&mt_active, 0, __ATOMIC_RELEASE);
+	mt_self.guard--;
+}

@@ -1,0 +1,57 @@
+/*
+ * shim.h — the shim's core, between the hooks (interpose.c) and the tables:
+ * whether to record, sampling, stack capture, charging, triggers, and the
+ * process lifecycle (constructor, fork, exit).
+ * Rules: never calls malloc; may run inside malloc, in any thread, before
+ * main.  Hooks call these with the re-entry guard held.
+ */
+#ifndef MT_SHIM_H
+#define MT_SHIM_H
+#include "glue.h"
+#include "maptab.h"
+#include "ptrtab.h"
+
+/* Per-thread state, initial-exec TLS (no __tls_get_addr, no allocation). */
+struct mt_thread {
+	int guard;         /* inside the shim: hooks forward straight through */
+	int seeded;        /* sampling state initialised */
+	int64_t countdown; /* bytes until the next sample */
+	uint64_t rng;      /* xorshift64* state */
+};
+extern MT_TLS struct mt_thread mt_self;
+
+/* 1 while hooks record (after the constructor; 0 when disabled, after the
+ * final snapshot, or in a child with MEMTALLY_FOLLOW=0). */
+extern int mt_active;
+
+/* After a successful heap allocation of size bytes at p.  Never allocates. */
+void mt_heap_alloc(void *p, size_t size);
+/* Before the real free of p: uncharge its site.  Never allocates. */
+void mt_heap_free(void *p);
+/* A heap block was released (free counted in the exact totals). */
+void mt_heap_freed(void);
+/* realloc: take p's entry before the real call (*had = found) ... */
+void mt_heap_take(void *p, struct mt_ptr *e, int *had);
+/* ... and put it back if the real realloc failed.  Never allocates. */
+void mt_heap_restore(const struct mt_ptr *e);
+/* After a successful mmap/mremap of [p, p+len).  stack: charge to this
+ * stack id instead of capturing one (mremap moves the charge). */
+void mt_map_add(void *p, size_t len, int file, uint32_t stack);
+/* munmap, or the old range of mremap. */
+void mt_map_release(void *p, size_t len, struct mt_map *first);
+
+/* Snapshot triggers (bits of mt_pending), in order of precedence. */
+enum { MT_REASON_EXIT = 1, MT_REASON_SIGNAL = 2, MT_REASON_REQUEST = 4,
+       MT_REASON_EVERY = 8, MT_REASON_INTERVAL = 16 };
+/* Ask the writer thread for a snapshot.  Async-signal-safe. */
+void mt_trigger(int reason);
+uint64_t mt_ms_since_start(void);
+/* C API: a snapshot now, waiting until it is written (<= 10 s). */
+int mt_request_snapshot(const char *label);
+/* Constructor hook for signal.c. */
+void mt_signal_init(void);
+
+extern uint64_t mt_start_mono_ns, mt_start_wall_ns;
+extern uint64_t mt_dropped_live;   /* allocations not tracked: table full */
+
+#endif

@@ -1,0 +1,273 @@
+/*
+ * sites.c — the stack table and the per-(stack, kind) call-site figures.
+ *
+ * Stacks live in an append-only frame arena and an array of stack headers,
+ * both reserved at init with MAP_NORESERVE (pages are committed as ids are
+ * used).  A power-of-two index of ids is probed without a lock; a new stack
+ * is added under stack_lock, and when the index grows the new one is
+ * published with a release store and the old one is kept (at most the sum
+ * of a geometric series, i.e. the final size again), so a reader still
+ * probing it never touches freed memory; a reader that misses there takes
+ * the lock and looks again in the current index.
+ *
+ * Call-site figures are an array [stack id][kind] of atomic counters, read
+ * racily by the snapshot writer.  The pointer table (ptrtab.c) remembers
+ * which site each live allocation belongs to.
+ */
+#include "glue.h"
+#include "sites.h"
+#include <string.h>
+#include <sys/mman.h>
+
+const char *const mt_kind_names[MT_NKINDS] = {
+	"heap", "mmap", "mmap_file", "cuda", "cuda_host", "cuda_managed",
+	"cuda_vmm"};
+
+struct stack {
+	uint64_t hash;  /* of the frames */
+	uint64_t off;   /* first frame in the arena */
+	uint32_t n;     /* frames */
+	uint32_t pad;
+};
+
+struct index {
+	uint64_t mask;    /* slots - 1 */
+	uint32_t slot[];  /* stack ids; 0 = empty */
+};
+
+static struct stack *stacks;   /* [max_stacks] headers */
+static uintptr_t *arena;       /* frames of all stacks */
+static uint64_t arena_used, arena_cap;
+static struct index *cur_index;
+static uint64_t max_stacks;
+static uint32_t nstacks;       /* ids handed out, including 0 */
+static mt_lock_t stack_lock;
+static struct mt_site *sites;  /* [max_stacks][MT_NKINDS] */
+static uint64_t index_bytes;
+struct mt_totals mt_totals[MT_NKINDS];
+uint64_t mt_sites_dropped;
+
+static void *
+reserve(size_t bytes) {
+	long r = mt_sys(SYS_mmap, 0, bytes, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return (r < 0 && r > -4096) ? NULL : (void *)r;
+}
+
+static struct index *
+index_new(uint64_t slots) {
+	size_t bytes = sizeof(struct index) + slots * sizeof(uint32_t);
+	struct index *ix = reserve(bytes);
+	if (ix) {
+		ix->mask = slots - 1;
+		index_bytes += bytes;
+	}
+	return ix;
+}
+
+int
+mt_sites_init(uint64_t max, int depth) {
+	max_stacks = max;
+	stacks = reserve(max * sizeof *stacks);
+	arena_cap = max * (uint64_t)depth;
+	arena = reserve(arena_cap * sizeof *arena);
+	sites = reserve(max * MT_NKINDS * sizeof *sites);
+	cur_index = index_new(1024);
+	if (!stacks || !arena || !sites || !cur_index)
+		return ENOMEM;
+	nstacks = 1; /* id 0: the unknown stack */
+	return 0;
+}
+
+static uint64_t
+hash_frames(const uintptr_t *pcs, int n) {
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n;
+	for (int i = 0; i < n; i++) {
+		h ^= pcs[i];
+		h *= 0xff51afd7ed558ccdull;
+		h ^= h >> 32;
+	}
+	return h | 1;
+}
+
+static uint32_t
+probe(const struct index *ix, uint64_t h, const uintptr_t *pcs, int n,
+      uint64_t *slot_out) {
+	for (uint64_t i = h & ix->mask;; i = (i + 1) & ix->mask) {
+		uint32_t id = mt_load(&ix->slot[i]);
+		if (!id) {
+			if (slot_out)
+				*slot_out = i;
+			return 0;
+		}
+		const struct stack *s = &stacks[id];
+		if (s->hash == h && s->n == (uint32_t)n &&
+		    !memcmp(arena + s->off, pcs, (size_t)n * sizeof *pcs))
+			return id;
+	}
+}
+
+static int
+grow_index(void) {
+	struct index *old = cur_index;
+	uint64_t slots = (old->mask + 1) * 2;
+	struct index *ix = index_new(slots);
+	if (!ix)
+		return ENOMEM;
+	for (uint32_t id = 1; id < nstacks; id++) {
+		uint64_t i = stacks[id].hash & ix->mask;
+		while (ix->slot[i])
+			i = (i + 1) & ix->mask;
+		ix->slot[i] = id;
+	}
+	mt_store(&cur_index, ix); /* old stays mapped: readers may be in it */
+	return 0;
+}
+
+uint32_t
+mt_stack_intern(const uintptr_t *pcs, int n) {
+	if (n <= 0)
+		return 0;
+	uint64_t h = hash_frames(pcs, n);
+	uint32_t id = probe(mt_load(&cur_index), h, pcs, n, NULL);
+	if (MT_LIKELY(id))
+		return id;
+	mt_lock(&stack_lock);
+	uint64_t slot;
+	struct index *ix = cur_index;
+	id = probe(ix, h, pcs, n, &slot);
+	if (id)
+		goto out;
+	if (nstacks >= max_stacks || arena_used + (uint64_t)n > arena_cap) {
+		mt_add(&mt_sites_dropped, 1); /* full: the caller charges id 0 */
+		goto out;
+	}
+	if ((uint64_t)nstacks * 2 > ix->mask) {
+		if (grow_index())
+			goto out;
+		ix = cur_index;
+		probe(ix, h, pcs, n, &slot);
+	}
+	id = nstacks;
+	struct stack *s = &stacks[id];
+	s->hash = h;
+	s->n = (uint32_t)n;
+	s->off = arena_used;
+	memcpy(arena + arena_used, pcs, (size_t)n * sizeof *pcs);
+	arena_used += (uint64_t)n;
+	mt_store(&nstacks, id + 1);
+	mt_store(&ix->slot[slot], id); /* publish after the frames */
+out:
+	mt_unlock(&stack_lock);
+	return id;
+}
+
+const uintptr_t *
+mt_stack_frames(uint32_t id, int *n) {
+	if (!id || id >= mt_load(&nstacks)) {
+		*n = 0;
+		return NULL;
+	}
+	*n = (int)stacks[id].n;
+	return arena + stacks[id].off;
+}
+
+uint32_t
+mt_stack_count(void) {
+	return mt_load(&nstacks);
+}
+
+struct mt_site *
+mt_site_get(uint32_t id, int kind) {
+	return &sites[(uint64_t)id * MT_NKINDS + (uint64_t)kind];
+}
+
+static void
+raise_peak(int64_t *peak, int64_t live) {
+	int64_t p = __atomic_load_n(peak, __ATOMIC_RELAXED);
+	while (live > p &&
+	       !__atomic_compare_exchange_n(peak, &p, live, 1,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+void
+mt_site_alloc(uint32_t id, int kind, int64_t bytes, int64_t count) {
+	struct mt_site *s = mt_site_get(id, kind);
+	raise_peak(&s->peak_bytes, mt_add(&s->live_bytes, bytes));
+	mt_add(&s->live_count, count);
+	mt_add(&s->allocs, (uint64_t)count);
+	mt_add(&s->alloc_bytes, (uint64_t)bytes);
+}
+
+void
+mt_site_free(uint32_t id, int kind, int64_t bytes, int64_t count) {
+	struct mt_site *s = mt_site_get(id, kind);
+	mt_add(&s->live_bytes, -bytes);
+	mt_add(&s->live_count, -count);
+	mt_add(&s->frees, (uint64_t)count);
+}
+
+void
+mt_site_unfree(uint32_t id, int kind, int64_t bytes, int64_t count) {
+	struct mt_site *s = mt_site_get(id, kind);
+	mt_add(&s->live_bytes, bytes);
+	mt_add(&s->live_count, count);
+	mt_add(&s->frees, (uint64_t)-count);
+}
+
+void
+mt_totals_alloc(int kind, uint64_t bytes) {
+	struct mt_totals *t = &mt_totals[kind];
+	mt_add(&t->allocs, 1);
+	mt_add(&t->alloc_bytes, bytes);
+	mt_add(&t->live_count, 1);
+	raise_peak(&t->peak_bytes, mt_add(&t->live_bytes, (int64_t)bytes));
+}
+
+void
+mt_totals_free(int kind, uint64_t bytes, int whole) {
+	struct mt_totals *t = &mt_totals[kind];
+	mt_add(&t->live_bytes, -(int64_t)bytes);
+	mt_add(&t->free_bytes, bytes);
+	if (whole) {
+		mt_add(&t->frees, 1);
+		mt_add(&t->live_count, -1);
+	}
+}
+
+void
+mt_sites_prefork(void) {
+	mt_lock(&stack_lock);
+}
+
+void
+mt_sites_postfork_parent(void) {
+	mt_unlock(&stack_lock);
+}
+
+void
+mt_sites_postfork_child(int fresh) {
+	stack_lock.v = 0;
+	if (!fresh)
+		return;
+	/* The child's figures start from zero: a fresh reservation replaces
+	 * the inherited array (cheaper than clearing it, which would copy
+	 * every touched page). */
+	struct mt_site *n = reserve(max_stacks * MT_NKINDS * sizeof *sites);
+	if (n) {
+		mt_sys_munmap(sites, max_stacks * MT_NKINDS * sizeof *sites);
+		sites = n;
+	} else {
+		memset(sites, 0, (uint64_t)nstacks * MT_NKINDS * sizeof *sites);
+	}
+	memset(mt_totals, 0, sizeof mt_totals);
+	mt_sites_dropped = 0;
+}
+
+uint64_t
+mt_sites_memory(void) {
+	uint64_t n = mt_load(&nstacks);
+	return n * sizeof(struct stack) + arena_used * sizeof(uintptr_t) +
+	       n * MT_NKINDS * sizeof(struct mt_site) + index_bytes;
+}

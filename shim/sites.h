@@ -1,0 +1,67 @@
+/*
+ * sites.h — stacks and call sites.  A stack of return addresses is
+ * deduplicated to a stack id; each (stack id, kind) keeps live bytes and
+ * count, allocations, allocated bytes, frees and peak live bytes.
+ * Rules: never calls malloc; may run inside malloc, in any thread, before
+ * main.  Lookups are lock-free; inserting a new stack takes the stack lock.
+ */
+#ifndef MT_SITES_H
+#define MT_SITES_H
+#include <stdint.h>
+
+enum mt_kind { MT_HEAP, MT_MMAP, MT_MMAP_FILE, MT_CUDA, MT_CUDA_HOST,
+	       MT_CUDA_MANAGED, MT_CUDA_VMM, MT_NKINDS };
+extern const char *const mt_kind_names[MT_NKINDS];
+
+struct mt_site {
+	int64_t live_bytes;   /* bytes allocated and not yet freed */
+	int64_t live_count;   /* allocations not yet freed */
+	uint64_t allocs;      /* allocations ever */
+	uint64_t alloc_bytes; /* bytes ever allocated */
+	uint64_t frees;       /* frees ever */
+	int64_t peak_bytes;   /* highest live_bytes seen */
+	uint64_t pad;
+};
+
+/* Stack id 0 is the unknown stack: no frames captured, or the stack table
+ * was full (counted in mt_sites_dropped). */
+int mt_sites_init(uint64_t max_stacks, int depth);
+/* Id for pcs[0..n); 0 when the table is full.  Takes the stack lock on a
+ * miss only.  Never allocates. */
+uint32_t mt_stack_intern(const uintptr_t *pcs, int n);
+/* Frames of a stack (NULL, 0 frames for id 0).  Never allocates. */
+const uintptr_t *mt_stack_frames(uint32_t id, int *n);
+uint32_t mt_stack_count(void); /* ids in use, including 0 */
+
+/* Charge an allocation or free of (weighted) bytes/count to (id, kind).
+ * Never allocates.  Async-signal-safe. */
+void mt_site_alloc(uint32_t id, int kind, int64_t bytes, int64_t count);
+void mt_site_free(uint32_t id, int kind, int64_t bytes, int64_t count);
+/* Undo a free (a failed realloc keeps its block).  Async-signal-safe. */
+void mt_site_unfree(uint32_t id, int kind, int64_t bytes, int64_t count);
+struct mt_site *mt_site_get(uint32_t id, int kind);
+/* Process-wide exact totals per kind. */
+struct mt_totals {
+	int64_t live_bytes;   /* exact requested bytes live (exact mode) */
+	int64_t live_count;   /* exact */
+	uint64_t allocs;      /* exact */
+	uint64_t alloc_bytes; /* exact */
+	uint64_t frees;       /* exact */
+	uint64_t free_bytes;  /* exact where the size is known */
+	int64_t peak_bytes;   /* highest live_bytes */
+};
+extern struct mt_totals mt_totals[MT_NKINDS];
+/* Exact process totals: an allocation of bytes; a release of bytes (whole:
+ * the allocation is gone, counted as a free).  Async-signal-safe. */
+void mt_totals_alloc(int kind, uint64_t bytes);
+void mt_totals_free(int kind, uint64_t bytes, int whole);
+extern uint64_t mt_sites_dropped; /* allocations charged to id 0: table full */
+
+/* fork: the child starts with empty call-site figures; stacks are kept. */
+void mt_sites_prefork(void);
+void mt_sites_postfork_parent(void);
+void mt_sites_postfork_child(int fresh);
+/* Bytes of memory the tables hold (for the snapshot's shim record). */
+uint64_t mt_sites_memory(void);
+
+#endif

@@ -1,0 +1,558 @@
+/*
+ * snapshot.c — what goes into the file and how it gets there.  One file
+ * per process, <out>/memtally.<host>[.r<rank>].p<pid>.jsonl, opened at the
+ * first snapshot (so a fork child that only execs leaves no file), with a
+ * header line, then for each snapshot: a maps record when the set of
+ * loaded modules changed, a stack record for each stack not yet written,
+ * and the snapshot record.  Lines are formatted into mmap'd buffers and
+ * leave with write(2), whole lines per call.  The record layouts are
+ * specified in shim/FORMAT.md; bump MT_FORMAT_VERSION when they change.
+ */
+#include "glue.h"
+#include "snapshot.h"
+#include "buf.h"
+#include "config.h"
+#include "maptab.h"
+#include "ptrtab.h"
+#include "shim.h"
+#include "sites.h"
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define MT_FORMAT_VERSION 1
+#define MT_TOOL_VERSION "0.1.0"
+
+static mt_lock_t writer_lock;
+static int fd = -1;
+static int closed;
+static int open_failed;          /* warned once */
+static uint64_t seq;
+static unsigned long long last_adds = ~0ull, last_subs = ~0ull;
+static uint8_t *written;         /* [max_stacks]: stack record written */
+static struct mt_buf out, lines; /* snapshot line; stack/maps lines */
+static char host[256], exe[1024];
+static char cmdline[8192];
+static size_t cmdline_len;
+static char label[128];
+static uint64_t last_write_ns;
+static char path[1200];
+
+struct top { /* call-site candidates when MEMTALLY_TOP limits them */
+	int64_t live;
+	uint32_t id;
+	uint32_t kind;
+};
+static struct top *topv;
+static uint64_t topcap;
+
+static long
+read_file(const char *p, char *buf, size_t cap) {
+	long f = mt_sys(SYS_open, p, O_RDONLY | O_CLOEXEC, 0, 0, 0, 0);
+	if (f < 0)
+		return f;
+	size_t n = 0;
+	while (n < cap) {
+		long r = mt_sys(SYS_read, f, buf + n, cap - n, 0, 0, 0);
+		if (r == -EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	mt_sys(SYS_close, f, 0, 0, 0, 0, 0);
+	return (long)n;
+}
+
+int
+mt_snapshot_init(char **argv, char **envp) {
+	(void)argv;
+	(void)envp;
+	long r = mt_sys(SYS_mmap, 0, mt_cfg.max_stacks, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (r < 0 && r > -4096)
+		return ENOMEM;
+	written = (uint8_t *)r;
+	if (mt_buf_init(&out, 1 << 20) || mt_buf_init(&lines, 1 << 20))
+		return ENOMEM;
+	struct {
+		char f[6][65];
+	} uts;
+	if (mt_sys(SYS_uname, &uts, 0, 0, 0, 0, 0) == 0) {
+		size_t i, n = strlen(uts.f[1]);
+		for (i = 0; i < n && i < sizeof host - 1; i++) /* safe in a name */
+			host[i] = (uts.f[1][i] == '/' || uts.f[1][i] == '.')
+					  ? '_'
+					  : uts.f[1][i];
+		host[i] = 0;
+	}
+	if (!host[0])
+		memcpy(host, "localhost", 10);
+	r = mt_sys(SYS_readlink, "/proc/self/exe", exe, sizeof exe - 1, 0, 0, 0);
+	exe[r > 0 ? r : 0] = 0;
+	r = read_file("/proc/self/cmdline", cmdline, sizeof cmdline);
+	cmdline_len = r > 0 ? (size_t)r : 0;
+	return 0;
+}
+
+static void
+make_path(void) {
+	struct mt_buf b;
+	mt_buf_fixed(&b, path, sizeof path - 1);
+	mt_buf_printf(&b, "%s/memtally.%s.", mt_cfg.out, host);
+	if (mt_cfg.rank >= 0)
+		mt_buf_printf(&b, "r%ld.", mt_cfg.rank);
+	mt_buf_printf(&b, "p%ld.jsonl",
+		      mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0));
+	path[b.len] = 0;
+}
+
+static int
+mkdirs(const char *dir) {
+	char tmp[1024];
+	size_t n = strlen(dir);
+	if (n >= sizeof tmp)
+		return ENAMETOOLONG;
+	memcpy(tmp, dir, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (tmp[i] != '/' && tmp[i] != 0)
+			continue;
+		char c = tmp[i];
+		tmp[i] = 0;
+		long r = mt_sys(SYS_mkdir, tmp, 0777, 0, 0, 0, 0);
+		if (r < 0 && r != -EEXIST)
+			return (int)-r;
+		tmp[i] = c;
+	}
+	return 0;
+}
+
+static void
+header(struct mt_buf *b) {
+	mt_buf_printf(b, "{\"type\":\"header\",\"version\":%d,\"tool\":"
+			 "\"memtally\",\"tool_version\":\"%s\",\"pid\":%ld,"
+			 "\"ppid\":%ld,",
+		      MT_FORMAT_VERSION, MT_TOOL_VERSION,
+		      mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0),
+		      mt_sys(SYS_getppid, 0, 0, 0, 0, 0, 0));
+	static const char *const names[] = {"rank", "local_rank", "world_size"};
+	long vals[] = {mt_cfg.rank, mt_cfg.local_rank, mt_cfg.world_size};
+	for (int i = 0; i < 3; i++) {
+		mt_buf_printf(b, "\"%s\":", names[i]);
+		if (vals[i] >= 0)
+			mt_buf_i64(b, vals[i]);
+		else
+			mt_buf_puts(b, "null");
+		mt_buf_putc(b, ',');
+	}
+	mt_buf_puts(b, "\"host\":");
+	mt_buf_jstr(b, host);
+	mt_buf_puts(b, ",\"exe\":");
+	mt_buf_jstr(b, exe);
+	mt_buf_puts(b, ",\"argv\":[");
+	for (size_t i = 0; i < cmdline_len;) {
+		size_t n = strnlen(cmdline + i, cmdline_len - i);
+		if (i)
+			mt_buf_putc(b, ',');
+		mt_buf_jstrn(b, cmdline + i, n);
+		i += n + 1;
+	}
+	mt_buf_printf(b, "],\"start_wall_ns\":%lu,\"start_mono_ns\":%lu,"
+			 "\"sample_bytes\":%lu,\"exact_above_bytes\":%lu,"
+			 "\"page_bytes\":4096,\"config\":",
+		      (unsigned long)mt_start_wall_ns,
+		      (unsigned long)mt_start_mono_ns,
+		      (unsigned long)mt_cfg.sample,
+		      (unsigned long)mt_cfg.exact_above);
+	mt_config_json(b);
+	mt_buf_puts(b, "}\n");
+}
+
+static int
+ensure_open(void) {
+	if (fd >= 0)
+		return 0;
+	make_path();
+	int err = mkdirs(mt_cfg.out);
+	long r = -ENOENT;
+	if (!err) {
+		r = mt_sys(SYS_open, path,
+			   O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
+			   0644, 0, 0, 0);
+		err = r < 0 ? (int)-r : 0;
+	}
+	if (err) {
+		if (!open_failed)
+			mt_warn("cannot write %s (errno %d); the program runs "
+				"on, snapshots are lost until it can",
+				path, err);
+		open_failed = 1;
+		return err;
+	}
+	fd = (int)r;
+	struct mt_buf *b = &lines;
+	b->len = 0;
+	header(b);
+	last_adds = last_subs = ~0ull; /* a new file gets the maps again */
+	return 0;
+}
+
+/* ---- maps ------------------------------------------------------------ */
+
+struct maps_ctx {
+	struct mt_buf *b;
+	int n;
+	unsigned long long adds, subs;
+};
+
+static void
+build_id(struct mt_buf *b, const struct dl_phdr_info *info) {
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_NOTE)
+			continue;
+		const char *p = (const char *)(info->dlpi_addr + ph->p_vaddr);
+		const char *end = p + ph->p_memsz;
+		while (p + sizeof(ElfW(Nhdr)) <= end) {
+			const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+			const char *name = p + sizeof *nh;
+			const unsigned char *desc = (const unsigned char *)
+				name + ((nh->n_namesz + 3) & ~3u);
+			if ((const char *)desc + nh->n_descsz > end)
+				break;
+			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+			    !memcmp(name, "GNU", 4)) {
+				mt_buf_puts(b, ",\"build_id\":\"");
+				for (unsigned k = 0; k < nh->n_descsz; k++) {
+					mt_buf_putc(b, "0123456789abcdef"[desc[k] >> 4]);
+					mt_buf_putc(b, "0123456789abcdef"[desc[k] & 15]);
+				}
+				mt_buf_putc(b, '"');
+				return;
+			}
+			p = (const char *)desc + ((nh->n_descsz + 3) & ~3u);
+		}
+	}
+}
+
+static int
+maps_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+	struct maps_ctx *c = arg;
+	(void)size;
+	c->adds = info->dlpi_adds;
+	c->subs = info->dlpi_subs;
+	const char *name = info->dlpi_name;
+	if (!name || !name[0])
+		name = c->n == 0 ? exe : "[unknown]";
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+			continue;
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+		if (c->n++)
+			mt_buf_putc(c->b, ',');
+		mt_buf_puts(c->b, "{\"path\":");
+		mt_buf_jstr(c->b, name);
+		mt_buf_puts(c->b, ",\"base\":\"");
+		mt_buf_hex(c->b, info->dlpi_addr);
+		mt_buf_puts(c->b, "\",\"start\":\"");
+		mt_buf_hex(c->b, lo);
+		mt_buf_puts(c->b, "\",\"end\":\"");
+		mt_buf_hex(c->b, lo + ph->p_memsz);
+		mt_buf_puts(c->b, "\",\"offset\":\"");
+		mt_buf_hex(c->b, ph->p_offset);
+		mt_buf_putc(c->b, '"');
+		build_id(c->b, info);
+		mt_buf_putc(c->b, '}');
+	}
+	return 0;
+}
+
+static void
+maps_if_changed(struct mt_buf *b) {
+	/* dl_iterate_phdr holds the loader lock around the callback, which
+	 * only formats into our buffer: no allocation, no other lock. */
+	size_t mark = b->len;
+	struct maps_ctx c = {b, 0, 0, 0};
+	mt_buf_puts(b, "{\"type\":\"maps\",\"modules\":[");
+	dl_iterate_phdr(maps_cb, &c);
+	if (c.adds == last_adds && c.subs == last_subs) {
+		b->len = mark; /* nothing new */
+		return;
+	}
+	last_adds = c.adds;
+	last_subs = c.subs;
+	mt_buf_puts(b, "]}\n");
+}
+
+/* ---- snapshot -------------------------------------------------------- */
+
+static void
+stack_line(struct mt_buf *b, uint32_t id) {
+	int n;
+	const uintptr_t *pcs = mt_stack_frames(id, &n);
+	mt_buf_printf(b, "{\"type\":\"stack\",\"id\":%u,\"pcs\":[", id);
+	for (int i = 0; i < n; i++) {
+		if (i)
+			mt_buf_putc(b, ',');
+		mt_buf_putc(b, '"');
+		mt_buf_hex(b, pcs[i]);
+		mt_buf_putc(b, '"');
+	}
+	mt_buf_puts(b, "]}\n");
+	written[id] = 1;
+}
+
+static void
+site_json(struct mt_buf *b, uint32_t id, int kind, const struct mt_site *s,
+	  int *first) {
+	if (!written[id])
+		stack_line(&lines, id);
+	if (!*first)
+		mt_buf_putc(b, ',');
+	*first = 0;
+	mt_buf_printf(b,
+		      "{\"stack\":%u,\"kind\":\"%s\",\"live_bytes\":%ld,"
+		      "\"live_count\":%ld,\"allocs\":%lu,\"alloc_bytes\":%lu,"
+		      "\"frees\":%lu,\"peak_bytes\":%ld}",
+		      id, mt_kind_names[kind], (long)s->live_bytes,
+		      (long)s->live_count, (unsigned long)s->allocs,
+		      (unsigned long)s->alloc_bytes, (unsigned long)s->frees,
+		      (long)s->peak_bytes);
+}
+
+/* Keep the MEMTALLY_TOP largest live call sites: a min-heap on live. */
+static void
+top_push(uint64_t *n, struct top t) {
+	uint64_t k = mt_cfg.top;
+	if (*n < k) {
+		uint64_t i = (*n)++;
+		topv[i] = t;
+		while (i && topv[(i - 1) / 2].live > topv[i].live) {
+			struct top x = topv[i];
+			topv[i] = topv[(i - 1) / 2];
+			topv[(i - 1) / 2] = x;
+			i = (i - 1) / 2;
+		}
+		return;
+	}
+	if (t.live <= topv[0].live)
+		return;
+	topv[0] = t;
+	for (uint64_t i = 0;;) {
+		uint64_t l = 2 * i + 1, r = l + 1, m = i;
+		if (l < k && topv[l].live < topv[m].live)
+			m = l;
+		if (r < k && topv[r].live < topv[m].live)
+			m = r;
+		if (m == i)
+			break;
+		struct top x = topv[i];
+		topv[i] = topv[m];
+		topv[m] = x;
+		i = m;
+	}
+}
+
+static void
+callsites(struct mt_buf *b) {
+	uint32_t n = mt_stack_count();
+	int first = 1;
+	mt_buf_puts(b, "\"callsites\":[");
+	if (mt_cfg.top && !topv) {
+		topcap = mt_cfg.top;
+		topv = mt_sys_mmap(topcap * sizeof *topv);
+	}
+	uint64_t nt = 0;
+	for (uint32_t id = 0; id < n; id++) {
+		for (int k = 0; k < MT_NKINDS; k++) {
+			const struct mt_site *s = mt_site_get(id, k);
+			if (!__atomic_load_n(&s->allocs, __ATOMIC_RELAXED))
+				continue;
+			if (topv)
+				top_push(&nt, (struct top){s->live_bytes, id,
+							   (uint32_t)k});
+			else
+				site_json(b, id, k, s, &first);
+		}
+	}
+	for (uint64_t i = 0; topv && i < nt; i++)
+		site_json(b, topv[i].id, (int)topv[i].kind,
+			  mt_site_get(topv[i].id, (int)topv[i].kind), &first);
+	mt_buf_putc(b, ']');
+}
+
+static void
+totals(struct mt_buf *b) {
+	for (int k = 0; k < MT_NKINDS; k++) {
+		const struct mt_totals *t = &mt_totals[k];
+		if (!t->allocs && !t->frees)
+			continue;
+		mt_buf_printf(b,
+			      "\"%s\":{\"live_bytes\":%ld,\"live_count\":%ld,"
+			      "\"allocs\":%lu,\"alloc_bytes\":%lu,\"frees\":%lu,"
+			      "\"free_bytes\":%lu,\"peak_bytes\":%ld",
+			      mt_kind_names[k], (long)t->live_bytes,
+			      (long)t->live_count, (unsigned long)t->allocs,
+			      (unsigned long)t->alloc_bytes,
+			      (unsigned long)t->frees,
+			      (unsigned long)t->free_bytes, (long)t->peak_bytes);
+		if (k == MT_HEAP && mt_cfg.sample)
+			mt_buf_puts(b, ",\"live_estimated\":true");
+		mt_buf_puts(b, "},");
+	}
+}
+
+static void
+proc(struct mt_buf *b) {
+	char buf[128];
+	long n = read_file("/proc/self/statm", buf, sizeof buf - 1);
+	if (n <= 0)
+		return;
+	buf[n] = 0;
+	uint64_t v[2] = {0, 0};
+	const char *p = buf;
+	for (int i = 0; i < 2; i++) {
+		while (*p == ' ')
+			p++;
+		while (*p >= '0' && *p <= '9')
+			v[i] = v[i] * 10 + (uint64_t)(*p++ - '0');
+	}
+	mt_buf_printf(b, "\"proc\":{\"vms_bytes\":%lu,\"rss_bytes\":%lu},",
+		      (unsigned long)(v[0] * 4096), (unsigned long)(v[1] * 4096));
+}
+
+/*
+ * {"type":"snapshot","seq":3,"reason":"exit","wall_ns":...,"mono_ns":...,
+ *  "elapsed_ms":1520,"proc":{...},"heap":{"live_bytes":4096000,...},
+ *  "callsites":[{"stack":7,"kind":"heap","live_bytes":4096000,...}],
+ *  "shim":{"memory_bytes":...,"stacks":12,"dropped_stacks":0,...}}
+ */
+void
+mt_snapshot_write(const char *reason, const char *lab) {
+	mt_lock(&writer_lock);
+	if (closed || ensure_open()) {
+		mt_unlock(&writer_lock);
+		return;
+	}
+	uint64_t t0 = mt_now_ns();
+	struct mt_buf *b = &out;
+	maps_if_changed(&lines);
+	b->len = 0;
+	b->overflow = 0;
+	mt_buf_printf(b, "{\"type\":\"snapshot\",\"seq\":%lu,\"reason\":\"%s\",",
+		      (unsigned long)seq++, reason);
+	if (!lab && !strcmp(reason, "request") && label[0])
+		lab = label;
+	if (lab) {
+		mt_buf_puts(b, "\"label\":");
+		mt_buf_jstr(b, lab);
+		mt_buf_putc(b, ',');
+	}
+	label[0] = 0;
+	uint64_t mono = mt_now_ns();
+	mt_buf_printf(b, "\"wall_ns\":%lu,\"mono_ns\":%lu,\"elapsed_ms\":%lu,",
+		      (unsigned long)mt_wall_ns(), (unsigned long)mono,
+		      (unsigned long)((mono - mt_start_mono_ns) / 1000000u));
+	proc(b);
+	totals(b);
+	callsites(b);
+	mt_buf_printf(b,
+		      ",\"shim\":{\"memory_bytes\":%lu,\"stacks\":%u,"
+		      "\"live_entries\":%lu,\"live_maps\":%lu,"
+		      "\"dropped_stacks\":%lu,\"dropped_live\":%lu,"
+		      "\"last_write_ns\":%lu}}\n",
+		      (unsigned long)(mt_sites_memory() + mt_ptrtab_memory() +
+				      mt_maptab_memory() + out.cap + lines.cap +
+				      mt_cfg.max_stacks / 64),
+		      mt_stack_count() - 1, (unsigned long)mt_ptrtab_count(),
+		      (unsigned long)mt_maptab_count(),
+		      (unsigned long)mt_sites_dropped,
+		      (unsigned long)mt_dropped_live,
+		      (unsigned long)last_write_ns);
+	int err = 0;
+	if (b->overflow || lines.overflow) {
+		mt_warn("snapshot %lu does not fit in memory; skipped",
+			(unsigned long)(seq - 1));
+		lines.len = 0; /* stacks will be written again later */
+		for (uint32_t i = 0; i < mt_stack_count(); i++)
+			written[i] = 0;
+	} else {
+		err = mt_write_all(fd, lines.p, lines.len);
+		if (!err)
+			err = mt_write_all(fd, b->p, b->len);
+	}
+	lines.len = 0;
+	lines.overflow = 0;
+	if (err) {
+		mt_warn("writing %s failed (errno %d)", path, err);
+	}
+	last_write_ns = mt_now_ns() - t0;
+	mt_unlock(&writer_lock);
+}
+
+void
+mt_snapshot_set_label(const char *lab) {
+	size_t n = lab ? strnlen(lab, sizeof label - 1) : 0;
+	memcpy(label, lab ? lab : "", n);
+	label[n] = 0;
+}
+
+void
+mt_snapshot_close(void) {
+	mt_lock(&writer_lock);
+	closed = 1;
+	if (fd >= 0)
+		mt_sys(SYS_close, fd, 0, 0, 0, 0, 0);
+	fd = -1;
+	mt_unlock(&writer_lock);
+}
+
+void
+mt_snapshot_describe(void) {
+	char mem[4096];
+	struct mt_buf b;
+	make_path();
+	mt_buf_fixed(&b, mem, sizeof mem - 1);
+	mt_config_json(&b);
+	mem[b.len] = 0;
+	mt_say("config %s", mem);
+	mt_say("writing %s", path);
+}
+
+void
+mt_snapshot_prefork(void) {
+	mt_lock(&writer_lock);
+}
+
+void
+mt_snapshot_postfork_parent(void) {
+	mt_unlock(&writer_lock);
+}
+
+void
+mt_snapshot_postfork_child(int follow) {
+	writer_lock.v = 0;
+	if (fd >= 0)
+		mt_sys(SYS_close, fd, 0, 0, 0, 0, 0);
+	fd = -1;
+	seq = 0;
+	open_failed = 0;
+	if (!follow) {
+		closed = 1;
+		return;
+	}
+	/* Stack ids are kept, but the child's file must carry its own stack
+	 * records: forget which were written. */
+	long r = mt_sys(SYS_mmap, 0, mt_cfg.max_stacks, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (r < 0 && r > -4096) {
+		memset(written, 0, mt_stack_count());
+	} else {
+		mt_sys_munmap(written, mt_cfg.max_stacks);
+		written = (uint8_t *)r;
+	}
+	out.len = lines.len = 0;
+}

@@ -1,0 +1,27 @@
+/*
+ * snapshot.h — the per-process JSONL file: header, maps, stack and snapshot
+ * records (shim/FORMAT.md), each line written whole with write(2).
+ * Rules: never calls malloc; may run in any thread.  Every function that
+ * writes takes the writer lock; it is called from the writer thread, or
+ * from exit(), never from a hook or a signal handler.
+ */
+#ifndef MT_SNAPSHOT_H
+#define MT_SNAPSHOT_H
+
+/* Reserve buffers, read host, exe and argv.  0 or ENOMEM.  Never allocates. */
+int mt_snapshot_init(char **argv, char **envp);
+/* Write one snapshot (and the header, maps and stacks it needs).  label
+ * names a request (C API) or is NULL.  Takes the writer lock. */
+void mt_snapshot_write(const char *reason, const char *label);
+/* Label for the next "request" snapshot (copied). */
+void mt_snapshot_set_label(const char *label);
+/* Refuse further writes (after the exit snapshot).  Takes the writer lock. */
+void mt_snapshot_close(void);
+/* MEMTALLY_VERBOSE: the effective configuration and file path on stderr. */
+void mt_snapshot_describe(void);
+void mt_snapshot_prefork(void);
+void mt_snapshot_postfork_parent(void);
+/* follow: a new file for the child (opened at its first snapshot). */
+void mt_snapshot_postfork_child(int follow);
+
+#endif
