@@ -73,3 +73,20 @@ install: all
 
 clean:
 	rm -rf $(B)
+
+# ---- tests: programs run under LD_PRELOAD, unit tests of shim modules ----
+TEST_PROGS := $(patsubst test/integration/%.c,$(B)/test/%,$(wildcard test/integration/prog_*.c))
+TEST_LIBS := $(patsubst test/integration/%.c,$(B)/test/%.so,$(wildcard test/integration/lib_*.c))
+UNIT := $(patsubst test/unit/%.c,$(B)/test/unit_%,$(wildcard test/unit/test_*.c))
+TEST_CFLAGS := -O0 -g -fno-omit-frame-pointer -fno-inline -pthread -D_GNU_SOURCE
+.PHONY: tests
+tests: all $(TEST_PROGS) $(TEST_LIBS) $(UNIT)
+$(B)/test/prog_%: test/integration/prog_%.c | $(B)/test
+	$(CC) $(TEST_CFLAGS) -o $@ $< -ldl $(PROG_LDFLAGS_$*)
+$(B)/test/lib_%.so: test/integration/lib_%.c | $(B)/test
+	$(CC) $(TEST_CFLAGS) -fPIC -shared -o $@ $<
+$(B)/test/unit_%: test/unit/%.c $(filter-out $(B)/shim/interpose.o $(B)/shim/signal.o $(B)/shim/shim.o $(B)/shim/api.o,$(SHIM_OBJ)) | $(B)/test
+	$(CC) $(WARN) $(CFLAGS) -fsanitize=address,undefined -D_GNU_SOURCE -pthread -Ishim -o $@ $< $(patsubst $(B)/shim/%.o,shim/%.c,$(filter $(B)/shim/%.o,$^)) $(SHIM_LIBS)
+$(B)/test:
+	mkdir -p $@
+PROG_LDFLAGS_znow := -Wl,-z,now

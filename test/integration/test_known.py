@@ -1,0 +1,43 @@
+"""Known allocations give exactly their bytes and counts in the exit
+snapshot, charged to the right functions (symbolized here with addr2line);
+what was freed shows zero live."""
+import os, subprocess, sys
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
+import mt
+
+B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
+prog = os.path.join(B, 'test', 'prog_known')
+for unwind in ('libunwind', 'fp'):
+    out = os.path.join(OUT, unwind)
+    env = dict(os.environ, LD_PRELOAD=os.path.join(B, 'libmemtally.so'),
+               MEMTALLY_OUT=out, MEMTALLY_UNWIND=unwind)
+    r = subprocess.run([prog], env=env, capture_output=True, text=True)
+    mt.eq(r.returncode, 0, unwind + ': exit code')
+    mt.eq(r.stdout, 'done 1043\n', unwind + ': output')
+    fs = mt.files(out)
+    mt.eq(len(fs), 1, unwind + ': one file')
+    f = fs[0]
+    snap = f.final()
+    mt.eq(snap['reason'], 'exit', unwind + ': last snapshot is the exit one')
+    agg = f.sites_by_function(snap)
+    def site(fn, kind):
+        return agg.get((fn, kind), {'live_bytes': None, 'live_count': None, 'allocs': None})
+    want = [
+        ('alloc_pages', 'heap', 1000 * 4096, 1000, 1000),
+        ('map_one', 'mmap', 300 << 20, 300, 300),
+        ('map_and_unmap', 'mmap', 0, 0, 50),
+        ('map_trim', 'mmap', 8192, 1, 1),
+        ('map_grow', 'mmap', 12288, 1, 2),
+        ('realloc_chain', 'heap', 10 * 8192, 10, 100),
+        ('aligned', 'heap', 10 * 1000 + 777 + 512, 12, 12),
+        ('zeroes', 'heap', 20 * 63, 20, 20),
+        ('churn', 'heap', 0, 0, 500),
+        ('array_grow', 'heap', 50 * 24, 1, 2),
+    ]
+    for fn, kind, live, count, allocs in want:
+        s = site(fn, kind)
+        mt.eq((s['live_bytes'], s['live_count'], s['allocs']), (live, count, allocs),
+              '%s: %s %s live bytes, live count, allocs' % (unwind, fn, kind))
+    mt.check(snap['shim']['dropped_stacks'] == 0 and snap['shim']['dropped_live'] == 0,
+             unwind + ': nothing dropped')
+mt.done()

@@ -1,0 +1,114 @@
+"""Test helper: read memtally JSONL files and symbolize stacks with
+addr2line, independently of the memtally command (so shim tests do not
+depend on the analysis code they are meant to feed)."""
+import glob, json, os, subprocess, sys
+
+class File:
+    def __init__(self, path):
+        self.path = path
+        self.header = None
+        self.maps = []
+        self.stacks = {}
+        self.snapshots = []
+        with open(path) as f:
+            lines = f.read().split('\n')
+        for i, line in enumerate(lines):
+            if not line:
+                continue
+            try:
+                r = json.loads(line)
+            except ValueError:
+                if i == len(lines) - 1:
+                    continue  # a truncated last line is allowed
+                raise AssertionError('%s:%d: not JSON' % (path, i + 1))
+            t = r.get('type')
+            if t == 'header':
+                self.header = r
+            elif t == 'maps':
+                self.maps = r['modules']
+            elif t == 'stack':
+                self.stacks[r['id']] = [int(x, 16) for x in r['pcs']]
+            elif t == 'snapshot':
+                self.snapshots.append(r)
+                for c in r['callsites']:
+                    assert c['stack'] == 0 or c['stack'] in self.stacks, \
+                        '%s: stack %d used before its record' % (path, c['stack'])
+
+    def final(self):
+        return self.snapshots[-1]
+
+    def by_label(self, label):
+        return [s for s in self.snapshots if s.get('label') == label][-1]
+
+    def module(self, pc):
+        for m in self.maps:
+            if int(m['start'], 16) <= pc < int(m['end'], 16):
+                return m
+        return None
+
+    def symbolize(self, pcs):
+        """Return [(function, module path)] for the return addresses."""
+        out = {}
+        by_mod = {}
+        for pc in pcs:
+            m = self.module(pc)
+            if m is None:
+                out[pc] = ('??', '?')
+                continue
+            by_mod.setdefault(m['path'], (m, []))[1].append(pc)
+        for path, (m, lst) in by_mod.items():
+            base = int(m['base'], 16)
+            args = ['addr2line', '-f', '-e', path] + ['%x' % (pc - base - 1) for pc in lst]
+            try:
+                res = subprocess.run(args, capture_output=True, text=True).stdout.split('\n')
+            except OSError:
+                res = []
+            for i, pc in enumerate(lst):
+                fn = res[2 * i] if 2 * i < len(res) else '??'
+                out[pc] = (fn, path)
+        return [out[pc] for pc in pcs]
+
+    def sites_by_function(self, snap, kinds=None, frame_filter=None):
+        """Sum call-site figures by the first frame whose function passes
+        frame_filter (default: the innermost frame)."""
+        allpcs = set()
+        for c in snap['callsites']:
+            allpcs.update(self.stacks.get(c['stack'], []))
+        allpcs = sorted(allpcs)
+        sym = dict(zip(allpcs, self.symbolize(allpcs)))
+        agg = {}
+        for c in snap['callsites']:
+            if kinds and c['kind'] not in kinds:
+                continue
+            fn = '??'
+            for pc in self.stacks.get(c['stack'], []):
+                name = sym[pc][0]
+                if frame_filter is None or frame_filter(name):
+                    fn = name
+                    break
+            key = (fn, c['kind'])
+            a = agg.setdefault(key, {'live_bytes': 0, 'live_count': 0, 'allocs': 0,
+                                     'alloc_bytes': 0, 'frees': 0})
+            for k in a:
+                a[k] += c[k]
+        return agg
+
+def files(outdir):
+    return [File(p) for p in sorted(glob.glob(os.path.join(outdir, 'memtally.*.jsonl')))
+            if '.oom' not in p]
+
+failures = 0
+
+def check(cond, what):
+    global failures
+    if cond:
+        print('  ok   ' + what)
+    else:
+        failures += 1
+        print('  FAIL ' + what)
+
+def eq(got, want, what):
+    check(got == want, '%s: got %r, want %r' % (what, got, want))
+
+def done():
+    sys.exit(1 if failures else 0)
