@@ -33,6 +33,7 @@
 	X(preoom, PREOOM, FRAC, "0.95", "dump when cgroup usage reaches this fraction of its limit (issue 3: accepted, not yet active)") \
 	X(follow, FOLLOW, BOOL, "1", "children (fork, exec) are tracked too (0: fork children write nothing)") \
 	X(verbose, VERBOSE, BOOL, "0", "print the effective configuration and output path to stderr") \
+	X(seed, SEED, U64, "0", "sampling random seed (0 = from time and thread id; set it for repeatable runs)") \
 	X(max_stacks, MAX_STACKS, U64, "1048576", "distinct stacks kept; further new stacks are counted as dropped") \
 	X(max_live, MAX_LIVE, U64, "67108864", "tracked live allocations kept; further ones are counted as dropped")
 
@@ -61,6 +62,7 @@ struct mt_config {
 	double preoom;       /* fraction */
 	int follow;          /* bool */
 	int verbose;         /* bool */
+	uint64_t seed;       /* sampling seed, 0 = random */
 	uint64_t max_stacks; /* stacks */
 	uint64_t max_live;   /* pointer-table entries */
 	/* Not options: the launcher's rank variables, read from the same

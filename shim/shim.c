@@ -88,10 +88,16 @@ should_track(size_t size) {
 	if (!mt_cfg.sample || size >= mt_cfg.exact_above)
 		return 1;
 	if (MT_UNLIKELY(!mt_self.seeded)) {
+		static uint64_t threads_seeded;
 		mt_self.seeded = 1;
-		mt_self.rng = (uint64_t)mt_sys(SYS_gettid, 0, 0, 0, 0, 0, 0) *
-				      0x9e3779b97f4a7c15ull ^
-			      mt_now_ns();
+		if (mt_cfg.seed) /* repeatable: the n-th thread to sample */
+			mt_self.rng = (mt_cfg.seed + mt_add(&threads_seeded, 1)) *
+				      0x9e3779b97f4a7c15ull;
+		else
+			mt_self.rng = (uint64_t)mt_sys(SYS_gettid, 0, 0, 0, 0,
+						       0, 0) *
+					      0x9e3779b97f4a7c15ull ^
+				      mt_now_ns();
 		if (!mt_self.rng)
 			mt_self.rng = 1;
 		mt_self.countdown = draw_gap();
