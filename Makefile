@@ -78,7 +78,7 @@ clean:
 TEST_PROGS := $(patsubst test/integration/%.c,$(B)/test/%,$(wildcard test/integration/prog_*.c))
 TEST_LIBS := $(patsubst test/integration/%.c,$(B)/test/%.so,$(wildcard test/integration/lib_*.c))
 UNIT := $(patsubst test/unit/%.c,$(B)/test/unit_%,$(wildcard test/unit/test_*.c))
-TEST_CFLAGS := -O0 -g -fno-omit-frame-pointer -fno-inline -pthread -D_GNU_SOURCE
+TEST_CFLAGS := -O0 -g -fno-omit-frame-pointer -fno-inline -pthread -D_GNU_SOURCE -Wno-alloc-size-larger-than
 .PHONY: tests
 tests: all $(TEST_PROGS) $(TEST_LIBS) $(UNIT)
 $(B)/test/prog_%: test/integration/prog_%.c | $(B)/test
