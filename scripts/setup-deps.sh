@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# setup-deps.sh — install the Debian packages the build and tests need,
+# only those missing (idempotent; a no-op on a machine that has them).
+# MEMTALLY_DEPS_EXTRA adds packages (e.g. for `make bench`).
+set -eu
+need=(gcc make binutils libc6-dev libunwind-dev libdw-dev libelf-dev python3 procps)
+need+=(${MEMTALLY_DEPS_EXTRA:-})
+missing=()
+for p in "${need[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "setup-deps: installing ${missing[*]}"
+SUDO=; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+$SUDO apt-get update -q
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
