@@ -23,7 +23,7 @@ SHIM_LIBS := -lunwind -ldl -lm -pthread
 AN_SRC := $(sort $(wildcard analysis/*.c))
 AN_OBJ := $(AN_SRC:analysis/%.c=$(B)/analysis/%.o)
 AN_CFLAGS := $(WARN) $(CFLAGS) -D_GNU_SOURCE
-AN_LIBS := -ldw -lelf -lm
+AN_LIBS := -ldw -lelf -lm -lstdc++
 
 .PHONY: all test check bench demo install clean deps format
 all: $(B)/libmemtally.so $(B)/memtally $(B)/memtally-config

@@ -1,1 +1,98 @@
-int main(void){return 0;}
+/* main.c — `memtally`: the subcommands, option parsing and usage.
+ * Exit codes: 0 ok, 1 bad input (with FILE:LINE), 2 usage. */
+#include "cmd.h"
+#include "util.h"
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+	"usage: memtally COMMAND [options] FILE|DIR...\n"
+	"\n"
+	"commands:\n"
+	"  run [options] -- CMD ARGS   run CMD with the shim preloaded (memtally run --help)\n"
+	"  report   per process: timeline of RSS, heap, mmap; top call sites at the end and at the peak\n"
+	"  leaks    call sites ranked by sustained growth (robust slope, fit, share of growth)\n"
+	"  diff A B change per call site between two files, runs, or snapshots (FILE@SEQ)\n"
+	"  ranks    the same figures per rank side by side; outlier ranks named\n"
+	"\n"
+	"options:\n"
+	"  --json        machine-readable output\n"
+	"  --top N       call sites to show (default 10)\n"
+	"  --stacks      print every call site's whole stack\n"
+	"  --kind K      only heap, mmap, mmap_file, cuda, ...\n"
+	"  --warmup F    leaks: ignore the first fraction F of each run (default 0.2)\n"
+	"\n"
+	"exit status: 0 ok, 1 bad input, 2 usage\n";
+
+void
+usage_exit(const char *msg) {
+	if (msg)
+		fprintf(stderr, "memtally: %s\n", msg);
+	fputs(usage, stderr);
+	exit(EXIT_USAGE);
+}
+
+int
+main(int argc, char **argv) {
+	if (argc < 2)
+		usage_exit(NULL);
+	const char *cmd = argv[1];
+	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+		fputs(usage, stdout);
+		return 0;
+	}
+	if (!strcmp(cmd, "run"))
+		return cmd_run(argc - 2, argv + 2);
+	struct opts o = {.top = 10, .kind = -1, .warmup = 0.2};
+	o.paths = xcalloc((size_t)argc, sizeof *o.paths);
+	for (int i = 2; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "--json"))
+			o.json = 1;
+		else if (!strcmp(a, "--stacks"))
+			o.stacks = 1;
+		else if (!strcmp(a, "--top") || !strcmp(a, "--kind") || !strcmp(a, "--warmup")) {
+			if (i + 1 >= argc)
+				usage_exit("option needs a value");
+			const char *v = argv[++i];
+			char *e;
+			if (!strcmp(a, "--top")) {
+				long n = strtol(v, &e, 10);
+				if (*e || n < 1 || n > 1000000)
+					usage_exit("--top takes a number from 1 to 1000000");
+				o.top = (int)n;
+			} else if (!strcmp(a, "--kind")) {
+				if ((o.kind = kind_parse(v)) < 0)
+					usage_exit("--kind takes heap, mmap, mmap_file, cuda, cuda_host, cuda_managed or cuda_vmm");
+			} else {
+				o.warmup = strtod(v, &e);
+				if (*e || o.warmup < 0 || o.warmup >= 1)
+					usage_exit("--warmup takes a fraction in [0, 1)");
+			}
+		} else if (!strcmp(a, "--")) {
+			for (i++; i < argc; i++)
+				o.paths[o.npaths++] = argv[i];
+		} else if (a[0] == '-' && a[1]) {
+			fprintf(stderr, "memtally: unknown option %s\n", a);
+			usage_exit(NULL);
+		} else {
+			o.paths[o.npaths++] = argv[i];
+		}
+	}
+	int (*fn)(struct opts *) = NULL;
+	if (!strcmp(cmd, "report"))
+		fn = cmd_report;
+	else if (!strcmp(cmd, "leaks"))
+		fn = cmd_leaks;
+	else if (!strcmp(cmd, "diff"))
+		fn = cmd_diff;
+	else if (!strcmp(cmd, "ranks"))
+		fn = cmd_ranks;
+	else {
+		fprintf(stderr, "memtally: unknown command '%s'\n", cmd);
+		usage_exit(NULL);
+	}
+	if (!o.npaths)
+		usage_exit("no input files or directories given");
+	return fn(&o);
+}

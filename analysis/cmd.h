@@ -1,0 +1,23 @@
+/* cmd.h — the subcommands and their shared options. */
+#ifndef MTA_CMD_H
+#define MTA_CMD_H
+#include "model.h"
+
+struct opts {
+	int json;          /* --json */
+	int stacks;        /* --stacks */
+	int top;           /* --top N */
+	int kind;          /* --kind K, -1 = all */
+	double warmup;     /* --warmup F (leaks) */
+	char **paths;      /* positional */
+	int npaths;
+};
+
+int cmd_report(struct opts *o);
+int cmd_leaks(struct opts *o);
+int cmd_diff(struct opts *o);
+int cmd_ranks(struct opts *o);
+int cmd_run(int argc, char **argv);
+void usage_exit(const char *msg) __attribute__((noreturn));
+
+#endif

@@ -1,0 +1,422 @@
+/* load.c — the streaming reader: each file is mapped and read a line at a
+ * time; each line is parsed (json.c) and turned into the model (model.h).
+ * Unknown record types and fields are ignored; a truncated last line is
+ * dropped with a note; anything else malformed stops the command with
+ * "memtally: FILE:LINE: reason" and exit code 1. */
+#include "model.h"
+#include "json.h"
+#include "util.h"
+#include <dirent.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FORMAT_VERSION 1
+
+const char *const kind_names[NKINDS] = {"heap", "mmap", "mmap_file", "cuda",
+	"cuda_host", "cuda_managed", "cuda_vmm"};
+
+int
+kind_parse(const char *s) {
+	for (int k = 0; k < NKINDS; k++)
+		if (!strcmp(s, kind_names[k]))
+			return k;
+	return -1;
+}
+
+struct ctx {
+	struct mfile *f;
+	struct jdoc *d;
+	int line;
+};
+
+__attribute__((noreturn, format(printf, 2, 3))) static void
+bad(struct ctx *c, const char *fmt, ...) {
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	die(EXIT_BAD_INPUT, "%s:%d: %s", c->f->path, c->line, msg);
+}
+
+static int64_t
+need_int(struct ctx *c, struct jv *o, const char *key) {
+	struct jv *v = json_get(c->d, o, key);
+	if (!v)
+		bad(c, "missing field \"%s\"", key);
+	if (v->type != J_NUM || !v->is_int)
+		bad(c, "field \"%s\" is not an integer", key);
+	return v->i;
+}
+
+static int64_t
+opt_int(struct ctx *c, struct jv *o, const char *key) {
+	struct jv *v = json_get(c->d, o, key);
+	if (!v || v->type == J_NULL)
+		return -1;
+	if (v->type != J_NUM)
+		bad(c, "field \"%s\" is not a number", key);
+	return v->i;
+}
+
+static char *
+opt_str(struct ctx *c, struct jv *o, const char *key) {
+	struct jv *v = json_get(c->d, o, key);
+	if (!v || v->type == J_NULL)
+		return NULL;
+	if (v->type != J_STR)
+		bad(c, "field \"%s\" is not a string", key);
+	return xstrndup(v->s, v->len);
+}
+
+static void
+header(struct ctx *c, struct jv *o) {
+	struct mfile *f = c->f;
+	int64_t v = need_int(c, o, "version");
+	if (v > FORMAT_VERSION || v < 1)
+		bad(c, "format version %lld; this memtally reads version %d",
+		    (long long)v, FORMAT_VERSION);
+	f->version = (int)v;
+	f->pid = need_int(c, o, "pid");
+	f->ppid = opt_int(c, o, "ppid");
+	f->rank = opt_int(c, o, "rank");
+	f->local_rank = opt_int(c, o, "local_rank");
+	f->world_size = opt_int(c, o, "world_size");
+	f->host = opt_str(c, o, "host");
+	f->exe = opt_str(c, o, "exe");
+	f->start_wall_ns = opt_int(c, o, "start_wall_ns");
+	f->sample_bytes = opt_int(c, o, "sample_bytes");
+	struct sb a = {0};
+	struct jv *argv = json_get(c->d, o, "argv");
+	if (argv && argv->type == J_ARR)
+		for (struct jv *x = json_child(c->d, argv); x; x = json_next(c->d, x))
+			if (x->type == J_STR) {
+				if (a.len)
+					sb_putc(&a, ' ');
+				sb_puts(&a, x->s);
+			}
+	f->argv = a.p ? a.p : xstrdup("");
+}
+
+static uint64_t
+need_hex(struct ctx *c, struct jv *o, const char *key) {
+	uint64_t x;
+	if (!json_hex(json_get(c->d, o, key), &x))
+		bad(c, "field \"%s\" is not a \"0x...\" address", key);
+	return x;
+}
+
+static void
+maps(struct ctx *c, struct jv *o) {
+	struct mfile *f = c->f;
+	struct jv *mods = json_get(c->d, o, "modules");
+	if (!mods || mods->type != J_ARR)
+		bad(c, "maps record without a \"modules\" array");
+	for (struct jv *m = json_child(c->d, mods); m; m = json_next(c->d, m)) {
+		struct module mod = {0};
+		mod.path = opt_str(c, m, "path");
+		if (!mod.path)
+			bad(c, "module without a path");
+		mod.base = need_hex(c, m, "base");
+		mod.start = need_hex(c, m, "start");
+		mod.end = need_hex(c, m, "end");
+		struct jv *off = json_get(c->d, m, "offset");
+		if (off)
+			mod.offset = need_hex(c, m, "offset");
+		mod.build_id = opt_str(c, m, "build_id");
+		size_t i;
+		for (i = 0; i < f->nmods; i++) /* keep each once */
+			if (f->mods[i].start == mod.start && f->mods[i].end == mod.end &&
+			    !strcmp(f->mods[i].path, mod.path))
+				break;
+		if (i < f->nmods) {
+			free(mod.path);
+			free(mod.build_id);
+			continue;
+		}
+		f->mods = xrealloc(f->mods, (f->nmods + 1) * sizeof *f->mods);
+		f->mods[f->nmods++] = mod;
+	}
+}
+
+static void
+stack(struct ctx *c, struct jv *o) {
+	struct mfile *f = c->f;
+	int64_t id = need_int(c, o, "id");
+	if (id < 1 || id > (1 << 30))
+		bad(c, "stack id %lld out of range", (long long)id);
+	struct jv *pcs = json_get(c->d, o, "pcs");
+	if (!pcs || pcs->type != J_ARR)
+		bad(c, "stack record without a \"pcs\" array");
+	if ((size_t)id >= f->nstacks) {
+		size_t n = f->nstacks ? f->nstacks : 64;
+		while (n <= (size_t)id)
+			n *= 2;
+		f->stacks = xrealloc(f->stacks, n * sizeof *f->stacks);
+		memset(f->stacks + f->nstacks, 0, (n - f->nstacks) * sizeof *f->stacks);
+		f->nstacks = n;
+	}
+	struct stack *s = &f->stacks[id];
+	free(s->pcs);
+	s->n = (int)pcs->len;
+	s->pcs = xmalloc((size_t)s->n * sizeof *s->pcs + 1);
+	int i = 0;
+	for (struct jv *x = json_child(c->d, pcs); x; x = json_next(c->d, x))
+		if (!json_hex(x, &s->pcs[i++]))
+			bad(c, "stack %lld: a pc is not a \"0x...\" address", (long long)id);
+}
+
+static void
+totals(struct ctx *c, struct jv *o, struct totals *t) {
+	t->present = 1;
+	t->live_bytes = json_int(c->d, o, "live_bytes", 0);
+	t->live_count = json_int(c->d, o, "live_count", 0);
+	t->allocs = json_int(c->d, o, "allocs", 0);
+	t->alloc_bytes = json_int(c->d, o, "alloc_bytes", 0);
+	t->frees = json_int(c->d, o, "frees", 0);
+	t->free_bytes = json_int(c->d, o, "free_bytes", 0);
+	t->peak_bytes = json_int(c->d, o, "peak_bytes", 0);
+}
+
+static void
+snapshot(struct ctx *c, struct jv *o) {
+	struct mfile *f = c->f;
+	f->snaps = xrealloc(f->snaps, (f->nsnaps + 1) * sizeof *f->snaps);
+	struct snap *s = &f->snaps[f->nsnaps];
+	memset(s, 0, sizeof *s);
+	s->line = c->line;
+	s->seq = need_int(c, o, "seq");
+	const char *r = json_str(c->d, o, "reason");
+	if (!r)
+		bad(c, "snapshot without a \"reason\"");
+	snprintf(s->reason, sizeof s->reason, "%s", r);
+	s->label = opt_str(c, o, "label");
+	s->wall_ns = json_int(c->d, o, "wall_ns", 0);
+	s->mono_ns = json_int(c->d, o, "mono_ns", 0);
+	s->elapsed_ms = need_int(c, o, "elapsed_ms");
+	struct jv *p = json_get(c->d, o, "proc");
+	s->rss_bytes = json_int(c->d, p, "rss_bytes", -1);
+	s->vms_bytes = json_int(c->d, p, "vms_bytes", -1);
+	for (int k = 0; k < NKINDS; k++) {
+		struct jv *t = json_get(c->d, o, kind_names[k]);
+		if (t && t->type == J_OBJ)
+			totals(c, t, &s->tot[k]);
+	}
+	struct jv *sh = json_get(c->d, o, "shim");
+	s->dropped_stacks = json_int(c->d, sh, "dropped_stacks", 0);
+	s->dropped_live = json_int(c->d, sh, "dropped_live", 0);
+	s->shim_bytes = json_int(c->d, sh, "memory_bytes", 0);
+	struct jv *mk = json_get(c->d, o, "marks");
+	if (mk && mk->type == J_OBJ)
+		for (struct jv *x = json_child(c->d, mk); x && s->nmarks < MAX_MARKS; x = json_next(c->d, x))
+			if (x->type == J_NUM) {
+				s->marks[s->nmarks].name = xstrndup(x->key, x->keylen);
+				s->marks[s->nmarks++].value = x->d;
+			}
+	struct jv *cs = json_get(c->d, o, "callsites");
+	if (!cs || cs->type != J_ARR)
+		bad(c, "snapshot without a \"callsites\" array");
+	s->sites = xmalloc(cs->len * sizeof *s->sites);
+	for (struct jv *x = json_child(c->d, cs); x; x = json_next(c->d, x)) {
+		struct site *t = &s->sites[s->nsites];
+		int64_t id = need_int(c, x, "stack");
+		if (id < 0 || (id > 0 && ((size_t)id >= f->nstacks || !f->stacks[id].pcs)))
+			bad(c, "call site refers to stack %lld, which has no earlier stack record",
+			    (long long)id);
+		const char *k = json_str(c->d, x, "kind");
+		int kind = k ? kind_parse(k) : -1;
+		if (kind < 0)
+			continue; /* a kind from a newer shim: ignored */
+		t->stack = (uint32_t)id;
+		t->kind = (uint8_t)kind;
+		t->live_bytes = need_int(c, x, "live_bytes");
+		t->live_count = json_int(c->d, x, "live_count", 0);
+		t->allocs = json_int(c->d, x, "allocs", 0);
+		t->alloc_bytes = json_int(c->d, x, "alloc_bytes", 0);
+		t->frees = json_int(c->d, x, "frees", 0);
+		t->peak_bytes = json_int(c->d, x, "peak_bytes", 0);
+		s->nsites++;
+	}
+	f->nsnaps++;
+}
+
+static void
+load_file(struct mfile *f, const char *path) {
+	memset(f, 0, sizeof *f);
+	f->path = xstrdup(path);
+	f->rank = f->pid = -1;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		die(EXIT_BAD_INPUT, "%s: %s", path, strerror(errno));
+	struct stat st;
+	if (fstat(fd, &st))
+		die(EXIT_BAD_INPUT, "%s: %s", path, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		die(EXIT_BAD_INPUT, "%s: not a regular file", path);
+	size_t size = (size_t)st.st_size;
+	if (!size)
+		die(EXIT_BAD_INPUT, "%s: empty file (no header record)", path);
+	/* A private writable mapping: lines are parsed in place. */
+	char *buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	if (buf == MAP_FAILED)
+		die(EXIT_BAD_INPUT, "%s: %s", path, strerror(errno));
+	close(fd);
+	struct jdoc d = {0};
+	struct ctx c = {f, &d, 0};
+	char *p = buf, *end = buf + size;
+	while (p < end) {
+		char *nl = memchr(p, '\n', (size_t)(end - p));
+		int last = nl == NULL;
+		char *e = nl ? nl : end;
+		c.line++;
+		size_t len = (size_t)(e - p);
+		if (!len) {
+			p = e + 1;
+			continue;
+		}
+		/* The parser may write one byte past the line: the newline is
+		 * ours to use; a last line without one is copied first. */
+		char keep = last ? 0 : *e, *tail = NULL;
+		if (last) {
+			tail = xmalloc(len + 1);
+			memcpy(tail, p, len);
+			p = tail;
+		}
+		const char *err;
+		size_t col;
+		struct jv *o = json_parse(&d, p, len, &err, &col);
+		if (!o) {
+			if (last) { /* cut short by a kill: ignore, as documented */
+				f->truncated = 1;
+				free(tail);
+				break;
+			}
+			bad(&c, "%s (column %zu)", err, col + 1);
+		}
+		if (o->type != J_OBJ)
+			bad(&c, "a record must be a JSON object");
+		const char *type = json_str(&d, o, "type");
+		if (!type)
+			bad(&c, "record without a \"type\"");
+		if (c.line == 1 && strcmp(type, "header"))
+			bad(&c, "not a memtally file: the first record is \"%s\", not a header", type);
+		if (!strcmp(type, "header")) {
+			if (c.line != 1)
+				bad(&c, "a second header record");
+			header(&c, o);
+		} else if (!strcmp(type, "maps")) {
+			maps(&c, o);
+		} else if (!strcmp(type, "stack")) {
+			stack(&c, o);
+		} else if (!strcmp(type, "snapshot")) {
+			snapshot(&c, o);
+		} /* other types: ignored (readers of newer files) */
+		if (!last)
+			*e = keep;
+		free(tail);
+		p = e + 1;
+	}
+	json_free(&d);
+	munmap(buf, size);
+	if (!f->version)
+		die(EXIT_BAD_INPUT, "%s:1: not a memtally file (no header record)", path);
+}
+
+static int
+cmp_str(const void *a, const void *b) {
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int
+is_snapshot_file(const char *name) {
+	size_t n = strlen(name);
+	return !strncmp(name, "memtally.", 9) && n > 6 && !strcmp(name + n - 6, ".jsonl") &&
+	       !strstr(name, ".oom");
+}
+
+void
+run_load(struct run *r, char **paths, int npaths) {
+	char **list = NULL;
+	size_t n = 0;
+	for (int i = 0; i < npaths; i++) {
+		struct stat st;
+		if (stat(paths[i], &st))
+			die(EXIT_BAD_INPUT, "%s: %s", paths[i], strerror(errno));
+		if (!S_ISDIR(st.st_mode)) {
+			list = xrealloc(list, (n + 1) * sizeof *list);
+			list[n++] = xstrdup(paths[i]);
+			continue;
+		}
+		DIR *d = opendir(paths[i]);
+		if (!d)
+			die(EXIT_BAD_INPUT, "%s: %s", paths[i], strerror(errno));
+		size_t before = n;
+		struct dirent *e;
+		while ((e = readdir(d))) {
+			if (!is_snapshot_file(e->d_name))
+				continue;
+			struct sb s = {0};
+			sb_printf(&s, "%s/%s", paths[i], e->d_name);
+			list = xrealloc(list, (n + 1) * sizeof *list);
+			list[n++] = s.p;
+		}
+		closedir(d);
+		if (n == before)
+			die(EXIT_BAD_INPUT, "%s: no memtally.*.jsonl files in this directory", paths[i]);
+		qsort(list + before, n - before, sizeof *list, cmp_str);
+	}
+	r->files = xcalloc(n, sizeof *r->files);
+	r->nfiles = n;
+	for (size_t i = 0; i < n; i++) {
+		load_file(&r->files[i], list[i]);
+		free(list[i]);
+	}
+	free(list);
+}
+
+int64_t
+snap_live(const struct snap *s, int kind) {
+	if (kind >= 0)
+		return s->tot[kind].live_bytes;
+	int64_t t = 0;
+	for (int k = 0; k < NKINDS; k++)
+		t += s->tot[k].live_bytes;
+	return t;
+}
+
+const struct snap *
+file_peak(const struct mfile *f) {
+	const struct snap *best = NULL;
+	for (size_t i = 0; i < f->nsnaps; i++) {
+		const struct snap *s = &f->snaps[i];
+		int64_t v = s->tot[K_HEAP].live_bytes + s->tot[K_MMAP].live_bytes;
+		if (!best || v > best->tot[K_HEAP].live_bytes + best->tot[K_MMAP].live_bytes)
+			best = s;
+	}
+	return best;
+}
+
+const struct module *
+file_module(const struct mfile *f, uint64_t pc) {
+	for (size_t i = f->nmods; i-- > 0;)
+		if (pc >= f->mods[i].start && pc < f->mods[i].end)
+			return &f->mods[i];
+	return NULL;
+}
+
+const char *
+file_label(const struct mfile *f, char *buf, size_t n) {
+	if (f->rank >= 0)
+		snprintf(buf, n, "%s r%lld p%lld", f->host ? f->host : "?", (long long)f->rank,
+			 (long long)f->pid);
+	else
+		snprintf(buf, n, "%s p%lld", f->host ? f->host : "?", (long long)f->pid);
+	return buf;
+}

@@ -1,0 +1,84 @@
+/* model.h — what the analysis knows of a run: one struct mfile per process
+ * file, read by load.c from the records of shim/FORMAT.md. */
+#ifndef MTA_MODEL_H
+#define MTA_MODEL_H
+#include <stddef.h>
+#include <stdint.h>
+
+enum { K_HEAP, K_MMAP, K_MMAP_FILE, K_CUDA, K_CUDA_HOST, K_CUDA_MANAGED,
+       K_CUDA_VMM, NKINDS };
+extern const char *const kind_names[NKINDS];
+int kind_parse(const char *s); /* -1 if unknown */
+
+struct site {
+	uint32_t stack;       /* stack id in its file */
+	uint8_t kind;
+	int64_t live_bytes, live_count, allocs, alloc_bytes, frees, peak_bytes;
+};
+
+struct totals {
+	int present;
+	int64_t live_bytes, live_count, allocs, alloc_bytes, frees, free_bytes, peak_bytes;
+};
+
+#define MAX_MARKS 8
+struct markval { char *name; double value; };
+
+struct snap {
+	int64_t seq;
+	char reason[16];
+	char *label;           /* request label or NULL */
+	int64_t wall_ns, mono_ns, elapsed_ms;
+	int64_t rss_bytes, vms_bytes;   /* -1 when absent */
+	struct totals tot[NKINDS];
+	struct site *sites;
+	size_t nsites;
+	struct markval marks[MAX_MARKS]; /* latest mark values at this snapshot */
+	int nmarks;
+	int64_t dropped_stacks, dropped_live, shim_bytes;
+	int line;              /* line number in the file */
+};
+
+struct module {
+	char *path;
+	char *build_id;        /* hex or NULL */
+	uint64_t base, start, end, offset;
+};
+
+struct stack {
+	uint64_t *pcs;
+	int n;
+};
+
+struct mfile {
+	char *path;
+	int version;
+	int64_t pid, ppid, rank, local_rank, world_size; /* -1 when null */
+	char *host, *exe, *argv;   /* argv joined with spaces */
+	int64_t start_wall_ns, sample_bytes;
+	struct module *mods;       /* every module ever listed */
+	size_t nmods;
+	struct stack *stacks;      /* indexed by id; n = 0 when unknown */
+	size_t nstacks;
+	struct snap *snaps;
+	size_t nsnaps;
+	int truncated;             /* the last line was cut short */
+};
+
+struct run {
+	struct mfile *files;
+	size_t nfiles;
+};
+
+/* Read the paths (files or directories of memtally.*.jsonl, OOM dumps
+ * excluded unless named); a bad record exits 1 with "FILE:LINE: reason". */
+void run_load(struct run *r, char **paths, int npaths);
+/* A snapshot's figure for a kind, summed over kinds when kind < 0. */
+int64_t snap_live(const struct snap *s, int kind);
+/* The snapshot with the most live heap + mmap bytes. */
+const struct snap *file_peak(const struct mfile *f);
+const struct module *file_module(const struct mfile *f, uint64_t pc);
+/* "host r3 p1234" or "host p1234" */
+const char *file_label(const struct mfile *f, char *buf, size_t n);
+
+#endif

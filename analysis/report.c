@@ -1,0 +1,170 @@
+/* report.c — `memtally report`: per process, a timeline of RSS and live
+ * bytes by kind, then the top call sites at the last snapshot and at the
+ * peak.  Text fits 100 columns; --json carries the same figures. */
+#include "cmd.h"
+#include "sites.h"
+#include "util.h"
+#include <stdlib.h>
+#include <string.h>
+
+static void
+timeline_text(const struct mfile *f) {
+	char a[16], b[16], c[16], d[16], e[16];
+	printf("  %5s %-9s %9s %11s %11s %11s %11s\n", "seq", "reason", "elapsed", "rss", "heap",
+	       "mmap", "mmap_file");
+	size_t n = f->nsnaps, step = n > 24 ? (n + 23) / 24 : 1;
+	for (size_t i = 0; i < n; i++) {
+		if (i % step && i != n - 1)
+			continue;
+		const struct snap *s = &f->snaps[i];
+		printf("  %5lld %-9s %9s %11s %11s %11s %11s%s%s\n", (long long)s->seq, s->reason,
+		       human_ms(s->elapsed_ms, a), s->rss_bytes >= 0 ? human(s->rss_bytes, b) : "-",
+		       human(s->tot[K_HEAP].live_bytes, c), human(s->tot[K_MMAP].live_bytes, d),
+		       human(s->tot[K_MMAP_FILE].live_bytes, e), s->label ? "  " : "",
+		       s->label ? s->label : "");
+	}
+	if (step > 1)
+		printf("  (%zu snapshots; every %zuth shown)\n", n, step);
+}
+
+static void
+sites_text(const struct mfile *f, const struct snap *s, struct opts *o, const char *title) {
+	size_t n;
+	struct site *v = sites_sorted(s, &n);
+	char a[16], b[16], name[512];
+	printf("  top call sites by live bytes %s (snapshot %lld, %s):\n", title, (long long)s->seq,
+	       s->reason);
+	printf("  %11s %9s %9s %11s %-9s %s\n", "live", "count", "allocs", "allocated", "kind",
+	       "where");
+	int shown = 0;
+	for (size_t i = 0; i < n && shown < o->top; i++) {
+		if (o->kind >= 0 && v[i].kind != o->kind)
+			continue;
+		if (!v[i].live_bytes && shown)
+			break;
+		site_name(f, v[i].stack, 2, name, sizeof name);
+		if (strlen(name) > 45 && !o->stacks)
+			strcpy(name + 42, "...");
+		printf("  %11s %9lld %9lld %11s %-9s %s\n", human(v[i].live_bytes, a),
+		       (long long)v[i].live_count, (long long)v[i].allocs,
+		       human(v[i].alloc_bytes, b), kind_names[v[i].kind], name);
+		if (o->stacks)
+			site_print_stack(stdout, f, v[i].stack, "        ");
+		shown++;
+	}
+	if (!shown)
+		printf("  (no call sites)\n");
+	free(v);
+}
+
+static void
+sites_json(struct sb *j, const struct mfile *f, const struct snap *s, struct opts *o) {
+	size_t n;
+	struct site *v = sites_sorted(s, &n);
+	char fn[512];
+	sb_printf(j, "{\"seq\":%lld,\"reason\":", (long long)s->seq);
+	sb_json_str(j, s->reason);
+	sb_printf(j, ",\"elapsed_ms\":%lld,\"callsites\":[", (long long)s->elapsed_ms);
+	int shown = 0;
+	for (size_t i = 0; i < n && shown < o->top; i++) {
+		if (o->kind >= 0 && v[i].kind != o->kind)
+			continue;
+		if (shown++)
+			sb_putc(j, ',');
+		sb_printf(j, "{\"stack\":%u,\"kind\":\"%s\",\"live_bytes\":%lld,\"live_count\":%lld,"
+			     "\"allocs\":%lld,\"alloc_bytes\":%lld,\"frees\":%lld,\"peak_bytes\":%lld,"
+			     "\"function\":",
+			  v[i].stack, kind_names[v[i].kind], (long long)v[i].live_bytes,
+			  (long long)v[i].live_count, (long long)v[i].allocs,
+			  (long long)v[i].alloc_bytes, (long long)v[i].frees,
+			  (long long)v[i].peak_bytes);
+		sb_json_str(j, site_func(f, v[i].stack, fn, sizeof fn));
+		sb_puts(j, ",\"where\":");
+		sb_json_str(j, site_name(f, v[i].stack, 2, fn, sizeof fn));
+		sb_puts(j, ",\"frames\":");
+		site_json_stack(j, f, v[i].stack);
+		sb_putc(j, '}');
+	}
+	sb_puts(j, "]}");
+	free(v);
+}
+
+int
+cmd_report(struct opts *o) {
+	struct run r;
+	run_load(&r, o->paths, o->npaths);
+	struct sb j = {0};
+	if (o->json)
+		sb_puts(&j, "{\"processes\":[");
+	for (size_t i = 0; i < r.nfiles; i++) {
+		const struct mfile *f = &r.files[i];
+		char lab[128], a[16];
+		if (o->json) {
+			if (i)
+				sb_putc(&j, ',');
+			sb_puts(&j, "{\"file\":");
+			sb_json_str(&j, f->path);
+			sb_printf(&j, ",\"pid\":%lld,\"ppid\":%lld,\"rank\":", (long long)f->pid,
+				  (long long)f->ppid);
+			if (f->rank >= 0)
+				sb_printf(&j, "%lld", (long long)f->rank);
+			else
+				sb_puts(&j, "null");
+			sb_puts(&j, ",\"host\":");
+			sb_json_str(&j, f->host);
+			sb_puts(&j, ",\"exe\":");
+			sb_json_str(&j, f->exe);
+			sb_puts(&j, ",\"argv\":");
+			sb_json_str(&j, f->argv);
+			sb_printf(&j, ",\"sample_bytes\":%lld,\"truncated\":%s,\"snapshots\":[",
+				  (long long)f->sample_bytes, f->truncated ? "true" : "false");
+			for (size_t k = 0; k < f->nsnaps; k++) {
+				const struct snap *s = &f->snaps[k];
+				if (k)
+					sb_putc(&j, ',');
+				sb_printf(&j, "{\"seq\":%lld,\"reason\":\"%s\",\"elapsed_ms\":%lld,"
+					      "\"rss_bytes\":%lld",
+					  (long long)s->seq, s->reason, (long long)s->elapsed_ms,
+					  (long long)s->rss_bytes);
+				for (int kk = 0; kk < NKINDS; kk++)
+					if (s->tot[kk].present)
+						sb_printf(&j, ",\"%s_live_bytes\":%lld", kind_names[kk],
+							  (long long)s->tot[kk].live_bytes);
+				sb_putc(&j, '}');
+			}
+			sb_puts(&j, "]");
+			if (f->nsnaps) {
+				sb_puts(&j, ",\"last\":");
+				sites_json(&j, f, &f->snaps[f->nsnaps - 1], o);
+				sb_puts(&j, ",\"peak\":");
+				sites_json(&j, f, file_peak(f), o);
+			}
+			sb_putc(&j, '}');
+			continue;
+		}
+		printf("== %s  %s\n", file_label(f, lab, sizeof lab), f->argv);
+		if (!f->nsnaps) {
+			printf("  no snapshots (the process wrote only its header)\n\n");
+			continue;
+		}
+		const struct snap *last = &f->snaps[f->nsnaps - 1];
+		int64_t dropped = last->dropped_live + last->dropped_stacks;
+		printf("  %zu snapshots over %s; %s; shim memory %s%s%s\n", f->nsnaps,
+		       human_ms(last->elapsed_ms, a),
+		       f->sample_bytes > 0 ? "heap sampled" : "heap exact", human(last->shim_bytes, lab),
+		       dropped ? "; DROPPED: tables full, figures incomplete" : "",
+		       f->truncated ? "; last line truncated" : "");
+		timeline_text(f);
+		sites_text(f, last, o, "at the last snapshot");
+		const struct snap *pk = file_peak(f);
+		if (pk != last)
+			sites_text(f, pk, o, "at the peak");
+		printf("\n");
+	}
+	if (o->json) {
+		sb_puts(&j, "]}\n");
+		fputs(j.p, stdout);
+		sb_free(&j);
+	}
+	return 0;
+}

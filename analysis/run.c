@@ -1,0 +1,235 @@
+/* run.c — `memtally run [options] -- CMD ARGS`: start CMD with the shim
+ * preloaded and MEMTALLY_* set from the options, wait for it, say where
+ * the files are, and exit with CMD's status.  Works with launchers
+ * (torchrun, mpirun, srun) as CMD: they pass the environment to their
+ * ranks, and each rank's file is named by its rank. */
+#include "cmd.h"
+#include "util.h"
+#include <dirent.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char run_usage[] =
+	"usage: memtally run [options] -- CMD ARGS\n"
+	"  --out DIR        output directory (MEMTALLY_OUT; default ./memtally-out)\n"
+	"  --every N        snapshot every N tracked allocations\n"
+	"  --interval T     snapshot every T seconds\n"
+	"  --sample B       mean bytes between heap samples (0 = exact)\n"
+	"  --depth N        max frames per stack\n"
+	"  --unwind W       libunwind or fp\n"
+	"  --top N          call sites per snapshot\n"
+	"  --signal S       snapshot signal (USR1, USR2, number, none)\n"
+	"  --no-follow      do not track child processes\n"
+	"  --set NAME=VAL   any other MEMTALLY_NAME=VAL\n";
+
+/* The shim: $MEMTALLY_LIB, else beside this binary, else ../lib. */
+static char *
+find_shim(void) {
+	const char *e = getenv("MEMTALLY_LIB");
+	if (e && *e)
+		return xstrdup(e);
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n > 0) {
+		self[n] = 0;
+		char *slash = strrchr(self, '/');
+		if (slash) {
+			*slash = 0;
+			const char *cand[] = {"%s/libmemtally.so", "%s/../lib/libmemtally.so",
+					      "%s/../lib/memtally/libmemtally.so"};
+			for (int i = 0; i < 3; i++) {
+				struct sb s = {0};
+				sb_printf(&s, cand[i], self);
+				char real[PATH_MAX];
+				if (realpath(s.p, real)) {
+					sb_free(&s);
+					return xstrdup(real);
+				}
+				sb_free(&s);
+			}
+		}
+	}
+	die(EXIT_USAGE, "cannot find libmemtally.so (set MEMTALLY_LIB)");
+}
+
+/* Statically linked executables have no PT_INTERP: nothing is preloaded. */
+static int
+is_static(const char *cmd) {
+	char path[PATH_MAX];
+	if (strchr(cmd, '/')) {
+		snprintf(path, sizeof path, "%s", cmd);
+	} else {
+		const char *p = getenv("PATH");
+		int found = 0;
+		while (p && *p && !found) {
+			const char *c = strchr(p, ':');
+			size_t n = c ? (size_t)(c - p) : strlen(p);
+			snprintf(path, sizeof path, "%.*s/%s", (int)n, p, cmd);
+			found = access(path, X_OK) == 0;
+			p = c ? c + 1 : NULL;
+		}
+		if (!found)
+			return 0;
+	}
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	Elf64_Ehdr eh;
+	int st = 0;
+	if (read(fd, &eh, sizeof eh) == sizeof eh && !memcmp(eh.e_ident, ELFMAG, SELFMAG) &&
+	    eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr)) {
+		st = 1;
+		for (int i = 0; i < eh.e_phnum; i++) {
+			Elf64_Phdr ph;
+			if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + (uint64_t)i * sizeof ph)) !=
+			    sizeof ph)
+				break;
+			if (ph.p_type == PT_INTERP)
+				st = 0;
+		}
+	}
+	close(fd);
+	return st;
+}
+
+static pid_t child;
+static void
+forward(int sig) {
+	if (child > 0)
+		kill(child, sig);
+}
+
+static int
+count_files(const char *dir) {
+	DIR *d = opendir(dir);
+	int n = 0;
+	struct dirent *e;
+	while (d && (e = readdir(d)))
+		n += !strncmp(e->d_name, "memtally.", 9) && strstr(e->d_name, ".jsonl") != NULL;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static void
+setvar(const char *name, const char *val) {
+	struct sb s = {0};
+	sb_printf(&s, "MEMTALLY_%s", name);
+	for (char *c = s.p + 9; *c; c++)
+		*c = *c == '-' ? '_' : (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
+	setenv(s.p, val, 1);
+	sb_free(&s);
+}
+
+int
+cmd_run(int argc, char **argv) {
+	const char *out = getenv("MEMTALLY_OUT") ? getenv("MEMTALLY_OUT") : "memtally-out";
+	int i;
+	for (i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "--")) {
+			i++;
+			break;
+		}
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			fputs(run_usage, stdout);
+			return 0;
+		}
+		if (!strcmp(a, "--no-follow")) {
+			setvar("follow", "0");
+			continue;
+		}
+		if (a[0] != '-')
+			break; /* the command starts here (no --) */
+		if (i + 1 >= argc) {
+			fprintf(stderr, "memtally: %s needs a value\n", a);
+			fputs(run_usage, stderr);
+			return EXIT_USAGE;
+		}
+		const char *v = argv[++i];
+		if (!strcmp(a, "--out")) {
+			out = v;
+		} else if (!strcmp(a, "--set")) {
+			const char *eq = strchr(v, '=');
+			if (!eq) {
+				fprintf(stderr, "memtally: --set takes NAME=VALUE\n");
+				return EXIT_USAGE;
+			}
+			char *name = xstrndup(v, (size_t)(eq - v));
+			setvar(name, eq + 1);
+			free(name);
+		} else if (!strcmp(a, "--every") || !strcmp(a, "--interval") ||
+			   !strcmp(a, "--sample") || !strcmp(a, "--depth") ||
+			   !strcmp(a, "--unwind") || !strcmp(a, "--top") || !strcmp(a, "--signal")) {
+			setvar(a + 2, v);
+		} else {
+			fprintf(stderr, "memtally: unknown run option %s\n", a);
+			fputs(run_usage, stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (i >= argc) {
+		fprintf(stderr, "memtally: run needs a command\n");
+		fputs(run_usage, stderr);
+		return EXIT_USAGE;
+	}
+	char absout[PATH_MAX];
+	if (out[0] == '/')
+		snprintf(absout, sizeof absout, "%s", out);
+	else if (getcwd(absout, sizeof absout - strlen(out) - 2))
+		strcat(strcat(absout, "/"), out);
+	else
+		die(EXIT_USAGE, "getcwd: %s", strerror(errno));
+	mkdir(absout, 0777);
+	setenv("MEMTALLY_OUT", absout, 1); /* absolute: ranks may chdir */
+	char *shim = find_shim();
+	const char *old = getenv("LD_PRELOAD");
+	struct sb pre = {0};
+	sb_puts(&pre, shim);
+	if (old && *old && !strstr(old, "libmemtally.so")) {
+		sb_putc(&pre, ' ');
+		sb_puts(&pre, old);
+	} else if (old && strstr(old, "libmemtally.so")) {
+		sb_free(&pre);
+		sb_puts(&pre, old);
+	}
+	setenv("LD_PRELOAD", pre.p, 1);
+	if (is_static(argv[i]))
+		fprintf(stderr, "memtally: note: %s is statically linked: the shim cannot be "
+				"preloaded into it, so nothing will be recorded for it\n", argv[i]);
+	int before = count_files(absout);
+	child = fork();
+	if (child < 0)
+		die(EXIT_USAGE, "fork: %s", strerror(errno));
+	if (child == 0) {
+		execvp(argv[i], argv + i);
+		fprintf(stderr, "memtally: cannot run %s: %s\n", argv[i], strerror(errno));
+		_exit(127);
+	}
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = forward;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL); /* a snapshot request for the whole job */
+	int st;
+	while (waitpid(child, &st, 0) < 0 && errno == EINTR)
+		;
+	int n = count_files(absout) - before;
+	fprintf(stderr, "memtally: %d new file%s in %s; see: memtally report %s\n", n,
+		n == 1 ? "" : "s", absout, absout);
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	if (WIFSIGNALED(st))
+		return 128 + WTERMSIG(st);
+	return 1;
+}

@@ -1,0 +1,26 @@
+/* sites.h — call sites as people read them: a name from the most
+ * informative frames, a key that is stable across runs (module and offset,
+ * not addresses), and the whole stack on demand. */
+#ifndef MTA_SITES_H
+#define MTA_SITES_H
+#include "model.h"
+#include "util.h"
+#include <stdio.h>
+
+/* "func (file:line) < caller < caller": the first informative frame (the
+ * allocator, shim, libc and C++ runtime skipped) and up to ctx callers. */
+const char *site_name(const struct mfile *f, uint32_t stack, int ctx, char *buf, size_t n);
+/* The function of the first informative frame (for matching in tests and
+ * JSON), or "[unknown]". */
+const char *site_func(const struct mfile *f, uint32_t stack, char *buf, size_t n);
+/* Stable identity across files: module basename + offset of each frame. */
+char *site_key(const struct mfile *f, uint32_t stack, int kind);
+/* The whole symbolized stack, one frame a line, with a prefix. */
+void site_print_stack(FILE *out, const struct mfile *f, uint32_t stack, const char *prefix);
+/* JSON array of the symbolized frames. */
+void site_json_stack(struct sb *s, const struct mfile *f, uint32_t stack);
+
+/* Sort sites (copied) by live bytes, largest first. */
+struct site *sites_sorted(const struct snap *s, size_t *n);
+
+#endif

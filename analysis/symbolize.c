@@ -1,0 +1,273 @@
+/* symbolize.c — libdw (elfutils) symbolization, offline (symbolize.h).
+ * One Dwfl per module file, reported at bias 0 and queried at
+ * pc - base - 1, so the same library loaded at different addresses by many
+ * ranks is read once.  Stripped modules find their debug files through
+ * libdw's standard search (/usr/lib/debug/.build-id/xx/yyy.debug and
+ * .gnu_debuglink); with no symbols at all a frame reads module+0xoffset. */
+#include "symbolize.h"
+#include "util.h"
+#include <dwarf.h>
+#include <elfutils/libdwfl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+char *__cxa_demangle(const char *name, char *buf, size_t *n, int *status);
+
+struct symmod {
+	char *path, *build_id;
+	Dwfl *dwfl;
+	Dwfl_Module *mod;
+	int status;          /* SYM_OK, SYM_GONE, SYM_MISMATCH */
+};
+static struct symmod *mods;
+static size_t nmods;
+
+struct cached {         /* address cache: open addressing on (module, offset) */
+	struct symmod *m;
+	uint64_t off;
+	struct frame *fr;
+	int n;
+};
+static struct cached *cache;
+static size_t cache_cap, cache_n;
+
+static char *debuginfo_path;
+static const Dwfl_Callbacks callbacks = {
+	.find_elf = dwfl_build_id_find_elf,
+	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.section_address = dwfl_offline_section_address,
+	.debuginfo_path = &debuginfo_path,
+};
+
+static char *
+demangle(const char *s) {
+	if (!s)
+		return NULL;
+	if (s[0] == '_' && s[1] == 'Z') {
+		int st;
+		char *d = __cxa_demangle(s, NULL, NULL, &st);
+		if (d && !st)
+			return d;
+		free(d);
+	}
+	return xstrdup(s);
+}
+
+static char *
+hexid(const unsigned char *b, int n) {
+	char *s = xmalloc((size_t)n * 2 + 1);
+	for (int i = 0; i < n; i++)
+		sprintf(s + 2 * i, "%02x", b[i]);
+	return s;
+}
+
+static struct symmod *
+module_for(const struct module *m) {
+	for (size_t i = 0; i < nmods; i++)
+		if (!strcmp(mods[i].path, m->path) &&
+		    !strcmp(mods[i].build_id ? mods[i].build_id : "", m->build_id ? m->build_id : ""))
+			return &mods[i];
+	mods = xrealloc(mods, (nmods + 1) * sizeof *mods);
+	struct symmod *s = &mods[nmods++];
+	memset(s, 0, sizeof *s);
+	s->path = xstrdup(m->path);
+	s->build_id = m->build_id ? xstrdup(m->build_id) : NULL;
+	s->status = SYM_GONE;
+	if (m->path[0] != '/' || access(m->path, R_OK))
+		return s;
+	s->dwfl = dwfl_begin(&callbacks);
+	if (!s->dwfl)
+		return s;
+	dwfl_report_begin(s->dwfl);
+	s->mod = dwfl_report_elf(s->dwfl, m->path, m->path, -1, 0, false);
+	dwfl_report_end(s->dwfl, NULL, NULL);
+	if (!s->mod)
+		return s;
+	s->status = SYM_OK;
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	int n = dwfl_module_build_id(s->mod, &bits, &vaddr);
+	if (m->build_id && n > 0) {
+		char *have = hexid(bits, n);
+		if (strcmp(have, m->build_id))
+			s->status = SYM_MISMATCH; /* the file changed since the run */
+		free(have);
+	}
+	return s;
+}
+
+static char *
+die_name(Dwarf_Die *die) {
+	Dwarf_Attribute a;
+	const char *s = NULL;
+	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &a) ||
+	    dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a))
+		s = dwarf_formstring(&a);
+	if (!s && dwarf_attr_integrate(die, DW_AT_name, &a))
+		s = dwarf_formstring(&a);
+	return demangle(s);
+}
+
+static const char *
+call_file(Dwarf_Die *cu, Dwarf_Die *die) {
+	Dwarf_Attribute a;
+	Dwarf_Word idx;
+	Dwarf_Files *files;
+	size_t n;
+	if (!dwarf_attr(die, DW_AT_call_file, &a) || dwarf_formudata(&a, &idx))
+		return NULL;
+	if (dwarf_getsrcfiles(cu, &files, &n) || idx >= n)
+		return NULL;
+	return dwarf_filesrc(files, idx, NULL, NULL);
+}
+
+static int
+resolve(struct symmod *m, uint64_t off, struct frame *out, int max) {
+	struct frame base = {.module = m->path, .offset = off, .status = m->status};
+	if (m->status != SYM_OK) {
+		out[0] = base;
+		return 1;
+	}
+	GElf_Addr addr = off;
+	int line = 0;
+	const char *file = NULL;
+	Dwfl_Line *l = dwfl_module_getsrc(m->mod, addr);
+	if (l) {
+		const char *src = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
+		file = src;
+	}
+	int n = 0;
+	Dwarf_Addr bias;
+	Dwarf_Die *cu = dwfl_module_addrdie(m->mod, addr, &bias);
+	Dwarf_Die *scopes = NULL;
+	int ns = cu ? dwarf_getscopes(cu, addr - bias, &scopes) : 0;
+	for (int i = 0; i < ns && n < max; i++) {
+		int tag = dwarf_tag(&scopes[i]);
+		if (tag != DW_TAG_subprogram && tag != DW_TAG_inlined_subroutine)
+			continue;
+		struct frame fr = base;
+		fr.func = die_name(&scopes[i]);
+		fr.file = file ? xstrdup(file) : NULL;
+		fr.line = line;
+		fr.inlined = tag == DW_TAG_inlined_subroutine;
+		out[n++] = fr;
+		if (tag == DW_TAG_subprogram)
+			break;
+		Dwarf_Attribute a;
+		Dwarf_Word cl = 0;
+		if (dwarf_attr(&scopes[i], DW_AT_call_line, &a))
+			dwarf_formudata(&a, &cl);
+		file = call_file(cu, &scopes[i]);
+		line = (int)cl;
+	}
+	free(scopes);
+	if (!n) { /* no DWARF scope: the symbol table */
+		GElf_Off so;
+		GElf_Sym sym;
+		const char *name = dwfl_module_addrinfo(m->mod, addr, &so, &sym, NULL, NULL, NULL);
+		out[0] = base;
+		out[0].func = demangle(name);
+		out[0].file = file ? xstrdup(file) : NULL;
+		out[0].line = line;
+		if (!name)
+			out[0].status = SYM_NOSYM;
+		n = 1;
+	}
+	return n;
+}
+
+static size_t
+slot_of(struct symmod *m, uint64_t off) {
+	uint64_t h = ((uint64_t)(uintptr_t)m * 31 + off) * 0x9e3779b97f4a7c15ull;
+	return (size_t)(h >> 20) & (cache_cap - 1);
+}
+
+int
+sym_frames(const struct mfile *f, uint64_t pc, struct frame *out, int max) {
+	const struct module *mod = file_module(f, pc);
+	if (!mod) {
+		struct frame fr = {.offset = pc, .status = SYM_NOMODULE, .module = "?"};
+		out[0] = fr;
+		return 1;
+	}
+	struct symmod *m = module_for(mod);
+	uint64_t off = pc - mod->base - 1;
+	if (cache_n * 2 >= cache_cap) { /* grow the address cache */
+		size_t ocap = cache_cap;
+		struct cached *old = cache;
+		cache_cap = cache_cap ? cache_cap * 2 : 4096;
+		cache = xcalloc(cache_cap, sizeof *cache);
+		for (size_t i = 0; i < ocap; i++)
+			if (old[i].m) {
+				size_t j = slot_of(old[i].m, old[i].off);
+				while (cache[j].m)
+					j = (j + 1) & (cache_cap - 1);
+				cache[j] = old[i];
+			}
+		free(old);
+	}
+	size_t j = slot_of(m, off);
+	while (cache[j].m && !(cache[j].m == m && cache[j].off == off))
+		j = (j + 1) & (cache_cap - 1);
+	if (!cache[j].m) {
+		struct frame tmp[32];
+		int n = resolve(m, off, tmp, 32);
+		cache[j].m = m;
+		cache[j].off = off;
+		cache[j].n = n;
+		cache[j].fr = xmalloc((size_t)n * sizeof *tmp);
+		memcpy(cache[j].fr, tmp, (size_t)n * sizeof *tmp);
+		cache_n++;
+	}
+	int n = cache[j].n < max ? cache[j].n : max;
+	memcpy(out, cache[j].fr, (size_t)n * sizeof *out);
+	return n;
+}
+
+const char *
+sym_text(const struct frame *fr, char *buf, size_t n, int full_path) {
+	const char *mod = fr->module ? fr->module : "?";
+	const char *mb = strrchr(mod, '/') ? strrchr(mod, '/') + 1 : mod;
+	if (fr->status == SYM_GONE)
+		snprintf(buf, n, "%s+0x%llx [module gone]", full_path ? mod : mb,
+			 (unsigned long long)fr->offset);
+	else if (fr->status == SYM_MISMATCH)
+		snprintf(buf, n, "%s+0x%llx [build id differs]", full_path ? mod : mb,
+			 (unsigned long long)fr->offset);
+	else if (fr->status == SYM_NOMODULE)
+		snprintf(buf, n, "0x%llx [no module]", (unsigned long long)fr->offset);
+	else if (!fr->func)
+		snprintf(buf, n, "%s+0x%llx", full_path ? mod : mb, (unsigned long long)fr->offset);
+	else if (fr->file && fr->line) {
+		const char *fb = full_path || !strrchr(fr->file, '/') ? fr->file : strrchr(fr->file, '/') + 1;
+		snprintf(buf, n, "%s (%s:%d)%s", fr->func, fb, fr->line, fr->inlined ? " [inlined]" : "");
+	} else {
+		snprintf(buf, n, "%s (%s)", fr->func, full_path ? mod : mb);
+	}
+	return buf;
+}
+
+int
+sym_boring(const struct frame *fr) {
+	static const char *mods_skip[] = {"libc.so", "libmemtally.so", "ld-linux", "libstdc++.so",
+					  "libgcc_s.so", "libjemalloc.so", "libtcmalloc", NULL};
+	static const char *fn_skip[] = {"operator new", "operator delete", "malloc", "calloc",
+					"realloc", "free", "posix_memalign", "aligned_alloc",
+					"memalign", "valloc", "pvalloc", "mmap", "mmap64",
+					"mremap", "reallocarray", "__libc_", "_int_malloc", NULL};
+	const char *mod = fr->module ? fr->module : "";
+	const char *mb = strrchr(mod, '/') ? strrchr(mod, '/') + 1 : mod;
+	for (int i = 0; mods_skip[i]; i++)
+		if (!strncmp(mb, mods_skip[i], strlen(mods_skip[i])))
+			return 1;
+	if (fr->func)
+		for (int i = 0; fn_skip[i]; i++) {
+			size_t n = strlen(fn_skip[i]);
+			if (!strncmp(fr->func, fn_skip[i], n) &&
+			    (fn_skip[i][n - 1] == '_' || fr->func[n] == 0 || fr->func[n] == '(' ||
+			     fr->func[n] == ' '))
+				return 1;
+		}
+	return 0;
+}

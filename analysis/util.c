@@ -1,0 +1,170 @@
+/* util.c — helpers for the analysis command (util.h). */
+#include "util.h"
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+void *
+xmalloc(size_t n) {
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		die(EXIT_BAD_INPUT, "out of memory (%zu bytes)", n);
+	return p;
+}
+
+void *
+xcalloc(size_t n, size_t size) {
+	void *p = calloc(n ? n : 1, size ? size : 1);
+	if (!p)
+		die(EXIT_BAD_INPUT, "out of memory (%zu x %zu bytes)", n, size);
+	return p;
+}
+
+void *
+xrealloc(void *p, size_t n) {
+	p = realloc(p, n ? n : 1);
+	if (!p)
+		die(EXIT_BAD_INPUT, "out of memory (%zu bytes)", n);
+	return p;
+}
+
+char *
+xstrdup(const char *s) {
+	return xstrndup(s, strlen(s));
+}
+
+char *
+xstrndup(const char *s, size_t n) {
+	char *p = xmalloc(n + 1);
+	memcpy(p, s, n);
+	p[n] = 0;
+	return p;
+}
+
+void
+die(int code, const char *fmt, ...) {
+	va_list ap;
+	fflush(stdout);
+	fputs("memtally: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(code);
+}
+
+void
+warnx(const char *fmt, ...) {
+	va_list ap;
+	fputs("memtally: warning: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void
+sb_grow(struct sb *s, size_t n) {
+	if (s->len + n + 1 <= s->cap)
+		return;
+	size_t cap = s->cap ? s->cap * 2 : 256;
+	while (cap < s->len + n + 1)
+		cap *= 2;
+	s->p = xrealloc(s->p, cap);
+	s->cap = cap;
+}
+
+void
+sb_putc(struct sb *s, char c) {
+	sb_grow(s, 1);
+	s->p[s->len++] = c;
+	s->p[s->len] = 0;
+}
+
+void
+sb_puts(struct sb *s, const char *str) {
+	size_t n = strlen(str);
+	sb_grow(s, n);
+	memcpy(s->p + s->len, str, n + 1);
+	s->len += n;
+}
+
+void
+sb_printf(struct sb *s, const char *fmt, ...) {
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	sb_grow(s, (size_t)n);
+	va_start(ap, fmt);
+	vsnprintf(s->p + s->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	s->len += (size_t)n;
+}
+
+void
+sb_json_str(struct sb *s, const char *str) {
+	sb_putc(s, '"');
+	for (const unsigned char *p = (const unsigned char *)(str ? str : ""); *p; p++) {
+		if (*p == '"' || *p == '\\') {
+			sb_putc(s, '\\');
+			sb_putc(s, (char)*p);
+		} else if (*p < 0x20) {
+			sb_printf(s, "\\u%04x", *p);
+		} else {
+			sb_putc(s, (char)*p);
+		}
+	}
+	sb_putc(s, '"');
+}
+
+void
+sb_free(struct sb *s) {
+	free(s->p);
+	s->p = NULL;
+	s->len = s->cap = 0;
+}
+
+const char *
+human(int64_t bytes, char *buf) {
+	static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+	double v = (double)(bytes < 0 ? -bytes : bytes);
+	int i = 0;
+	while (v >= 1024 && i < 5) {
+		v /= 1024;
+		i++;
+	}
+	const char *sign = bytes < 0 ? "-" : "";
+	if (i == 0)
+		snprintf(buf, 16, "%s%.0f B", sign, v);
+	else
+		snprintf(buf, 16, "%s%.*f %s", sign, v < 10 ? 2 : v < 100 ? 1 : 0, v, u[i]);
+	return buf;
+}
+
+const char *
+human_ms(int64_t ms, char *buf) {
+	if (ms < 60000)
+		snprintf(buf, 16, "%.1fs", (double)ms / 1000);
+	else if (ms < 3600000)
+		snprintf(buf, 16, "%dm%02ds", (int)(ms / 60000), (int)(ms / 1000 % 60));
+	else
+		snprintf(buf, 16, "%dh%02dm", (int)(ms / 3600000), (int)(ms / 60000 % 60));
+	return buf;
+}
+
+static int
+cmp_double(const void *a, const void *b) {
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+double
+median(double *v, size_t n) {
+	if (!n)
+		return 0;
+	qsort(v, n, sizeof *v, cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}

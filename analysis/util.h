@@ -1,0 +1,36 @@
+/* util.h — the analysis command's small helpers: allocation that dies on
+ * failure, errors with exit codes, growable strings, number formatting. */
+#ifndef MTA_UTIL_H
+#define MTA_UTIL_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum { EXIT_OK = 0, EXIT_BAD_INPUT = 1, EXIT_USAGE = 2 };
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+/* "memtally: ..." on stderr, then exit(code). */
+void die(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+void warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Growable string. */
+struct sb { char *p; size_t len, cap; };
+void sb_putc(struct sb *s, char c);
+void sb_puts(struct sb *s, const char *str);
+void sb_printf(struct sb *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sb_json_str(struct sb *s, const char *str); /* "escaped" */
+void sb_free(struct sb *s);
+
+/* "1.5 MiB", "-32 KiB", "123 B" into buf (>= 16 bytes); returns buf. */
+const char *human(int64_t bytes, char *buf);
+/* "2m03s", "1.5s" */
+const char *human_ms(int64_t ms, char *buf);
+
+/* Robust statistics on doubles (the array is reordered). */
+double median(double *v, size_t n);
+
+#endif
