@@ -14,6 +14,13 @@ extern "C" {
  * answer within 10 s.  Not from a signal handler. */
 int memtally_snapshot(const char *label);
 
+/* Record the current value of a progress counter (e.g. "step", 1200).
+ * Every later snapshot carries the latest value of each mark (up to 8
+ * names of up to 31 bytes), so `memtally leaks` can give growth per step.
+ * Lock-free and allocation-free: safe to call every iteration.  Returns 0,
+ * or -1 when the name table is full or the name is empty. */
+int memtally_mark(const char *name, double value);
+
 #ifdef __cplusplus
 }
 #endif

@@ -48,6 +48,9 @@ void mt_trigger(int reason);
 uint64_t mt_ms_since_start(void);
 /* C API: a snapshot now, waiting until it is written (<= 10 s). */
 int mt_request_snapshot(const char *label);
+/* Marks (api.c) as `"marks":{...},` for the snapshot, if any. */
+struct mt_buf;
+void mt_marks_json(struct mt_buf *b);
 /* Constructor hook for signal.c. */
 void mt_signal_init(void);
 

@@ -457,6 +457,7 @@ mt_snapshot_write(const char *reason, const char *lab) {
 		      (unsigned long)mt_wall_ns(), (unsigned long)mono,
 		      (unsigned long)((mono - mt_start_mono_ns) / 1000000u));
 	proc(b);
+	mt_marks_json(b);
 	totals(b);
 	callsites(b);
 	mt_buf_printf(b,

@@ -1,0 +1,271 @@
+/* leaks.c — `memtally leaks`: call sites ranked by sustained growth.
+ *
+ * Method (README "How leaks are found"): per process, snapshots in the
+ * first --warmup fraction of the run are ignored; of the rest, up to 80
+ * evenly spaced snapshots are used.  For each call site, live bytes over
+ * time get a Theil-Sen slope (the median of pairwise slopes: robust to a
+ * few odd snapshots) and Kendall's tau (how consistently it rises).  A
+ * suspect has a positive slope, tau >= 0.6, fitted growth of at least
+ * 64 KiB over the window, and is still growing in the window's second half
+ * (slope there >= 30% of the whole window's), so a cache that filled and
+ * stopped is not one; churn has tau near 0.  Suspects are ranked by bytes
+ * per hour; with marks (memtally_mark), growth per unit of the first mark
+ * (e.g. bytes per step) is given too. */
+#include "cmd.h"
+#include "sites.h"
+#include "stats.h"
+#include "util.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXPTS 80
+#define MIN_GROWTH (64 << 10)
+
+struct suspect {
+	uint32_t stack;
+	int kind;
+	double per_hour, per_step, tau, growth, share;
+	int64_t live;
+};
+
+struct ser {
+	uint32_t stack;
+	int kind;
+	double y[MAXPTS];
+};
+
+static int
+cmp_suspect(const void *a, const void *b) {
+	const struct suspect *x = a, *y = b;
+	return x->per_hour < y->per_hour ? 1 : x->per_hour > y->per_hour ? -1 : 0;
+}
+
+/* Series index for (stack, kind), via an open-addressing map. */
+struct smap {
+	struct ser *v;
+	size_t n, cap;
+	int64_t *slot; /* index + 1 */
+	size_t scap;
+};
+
+static struct ser *
+series(struct smap *m, uint32_t stack, int kind) {
+	if (m->n * 2 >= m->scap) {
+		size_t ncap = m->scap ? m->scap * 2 : 1024;
+		int64_t *ns = xcalloc(ncap, sizeof *ns);
+		for (size_t i = 0; i < m->n; i++) {
+			uint64_t h = ((uint64_t)m->v[i].stack * 8 + (uint64_t)m->v[i].kind) *
+				     0x9e3779b97f4a7c15ull;
+			size_t j = (size_t)(h >> 17) & (ncap - 1);
+			while (ns[j])
+				j = (j + 1) & (ncap - 1);
+			ns[j] = (int64_t)i + 1;
+		}
+		free(m->slot);
+		m->slot = ns;
+		m->scap = ncap;
+	}
+	uint64_t h = ((uint64_t)stack * 8 + (uint64_t)kind) * 0x9e3779b97f4a7c15ull;
+	size_t j = (size_t)(h >> 17) & (m->scap - 1);
+	while (m->slot[j]) {
+		struct ser *s = &m->v[m->slot[j] - 1];
+		if (s->stack == stack && s->kind == kind)
+			return s;
+		j = (j + 1) & (m->scap - 1);
+	}
+	if (m->n == m->cap) {
+		m->cap = m->cap ? m->cap * 2 : 256;
+		m->v = xrealloc(m->v, m->cap * sizeof *m->v);
+	}
+	struct ser *s = &m->v[m->n];
+	memset(s, 0, sizeof *s);
+	s->stack = stack;
+	s->kind = kind;
+	m->slot[j] = (int64_t)++m->n;
+	return s;
+}
+
+/* The first mark name in the last snapshot, if every used one has it. */
+static const char *
+step_mark(const struct snap **pts, size_t n, double *steps) {
+	const struct snap *last = pts[n - 1];
+	if (!last->nmarks)
+		return NULL;
+	const char *name = last->marks[0].name;
+	for (size_t i = 0; i < n; i++) {
+		int found = 0;
+		for (int k = 0; k < pts[i]->nmarks; k++)
+			if (!strcmp(pts[i]->marks[k].name, name)) {
+				steps[i] = pts[i]->marks[k].value;
+				found = 1;
+			}
+		if (!found)
+			return NULL;
+	}
+	return name;
+}
+
+static void
+analyse(const struct mfile *f, struct opts *o, struct sb *j, int first) {
+	char lab[128], a[16], b[16], c[16], name[512];
+	const struct snap *pts[MAXPTS];
+	size_t npts = 0;
+	if (f->nsnaps) {
+		int64_t t0 = f->snaps[0].elapsed_ms, t1 = f->snaps[f->nsnaps - 1].elapsed_ms;
+		double from = (double)t0 + o->warmup * (double)(t1 - t0);
+		size_t lo = 0;
+		while (lo < f->nsnaps && (double)f->snaps[lo].elapsed_ms < from)
+			lo++;
+		size_t cnt = f->nsnaps - lo;
+		for (size_t i = 0; i < cnt && npts < MAXPTS; i++) {
+			size_t k = cnt <= MAXPTS ? i : i * (cnt - 1) / (MAXPTS - 1);
+			pts[npts++] = &f->snaps[lo + k];
+			if (cnt > MAXPTS && i == MAXPTS - 1)
+				break;
+		}
+	}
+	struct suspect *sus = NULL;
+	size_t nsus = 0, examined = 0;
+	double x[MAXPTS], steps[MAXPTS];
+	const char *mark = NULL;
+	if (npts >= 3) {
+		mark = step_mark(pts, npts, steps);
+		for (size_t i = 0; i < npts; i++)
+			x[i] = (double)pts[i]->elapsed_ms / 3.6e6; /* hours */
+		struct smap m = {0};
+		for (size_t i = 0; i < npts; i++)
+			for (size_t k = 0; k < pts[i]->nsites; k++) {
+				const struct site *s = &pts[i]->sites[k];
+				if (o->kind >= 0 && s->kind != o->kind)
+					continue;
+				series(&m, s->stack, s->kind)->y[i] = (double)s->live_bytes;
+			}
+		examined = m.n;
+		double total_growth = 0;
+		double *growth = xcalloc(m.n + 1, sizeof *growth);
+		double *slope = xcalloc(m.n + 1, sizeof *slope);
+		for (size_t i = 0; i < m.n; i++) {
+			slope[i] = theil_sen(x, m.v[i].y, npts);
+			growth[i] = slope[i] * (x[npts - 1] - x[0]);
+			if (growth[i] > 0)
+				total_growth += growth[i];
+		}
+		for (size_t i = 0; i < m.n; i++) {
+			struct ser *s = &m.v[i];
+			if (slope[i] <= 0 || growth[i] < MIN_GROWTH)
+				continue;
+			double tau = kendall_tau(x, s->y, npts);
+			if (tau < 0.6)
+				continue;
+			if (npts >= 6) { /* still growing in the second half? */
+				size_t h = npts / 2;
+				double late = theil_sen(x + h, s->y + h, npts - h);
+				if (late < 0.3 * slope[i])
+					continue;
+			}
+			sus = xrealloc(sus, (nsus + 1) * sizeof *sus);
+			struct suspect *t = &sus[nsus++];
+			t->stack = s->stack;
+			t->kind = s->kind;
+			t->per_hour = slope[i];
+			t->tau = tau;
+			t->growth = growth[i];
+			t->share = total_growth > 0 ? growth[i] / total_growth : 0;
+			t->live = (int64_t)s->y[npts - 1];
+			t->per_step = mark ? theil_sen(steps, s->y, npts) : NAN;
+		}
+		free(growth);
+		free(slope);
+		free(m.v);
+		free(m.slot);
+		qsort(sus, nsus, sizeof *sus, cmp_suspect);
+	}
+	if (o->json) {
+		if (!first)
+			sb_putc(j, ',');
+		sb_puts(j, "{\"file\":");
+		sb_json_str(j, f->path);
+		sb_printf(j, ",\"pid\":%lld,\"rank\":", (long long)f->pid);
+		if (f->rank >= 0)
+			sb_printf(j, "%lld", (long long)f->rank);
+		else
+			sb_puts(j, "null");
+		sb_printf(j, ",\"snapshots_used\":%zu,\"sites_examined\":%zu,\"step_mark\":", npts,
+			  examined);
+		if (mark)
+			sb_json_str(j, mark);
+		else
+			sb_puts(j, "null");
+		sb_puts(j, ",\"suspects\":[");
+		for (size_t i = 0; i < nsus && (int)i < o->top; i++) {
+			struct suspect *t = &sus[i];
+			if (i)
+				sb_putc(j, ',');
+			sb_printf(j, "{\"rank\":%zu,\"stack\":%u,\"kind\":\"%s\",\"function\":", i + 1,
+				  t->stack, kind_names[t->kind]);
+			sb_json_str(j, site_func(f, t->stack, name, sizeof name));
+			sb_puts(j, ",\"where\":");
+			sb_json_str(j, site_name(f, t->stack, 2, name, sizeof name));
+			sb_printf(j, ",\"bytes_per_hour\":%.0f,\"bytes_per_step\":", t->per_hour);
+			if (mark)
+				sb_printf(j, "%.1f", t->per_step);
+			else
+				sb_puts(j, "null");
+			sb_printf(j, ",\"fit\":%.3f,\"growth_bytes\":%.0f,\"share\":%.4f,\"live_bytes\":%lld,"
+				     "\"frames\":",
+				  t->tau, t->growth, t->share, (long long)t->live);
+			site_json_stack(j, f, t->stack);
+			sb_putc(j, '}');
+		}
+		sb_puts(j, "]}");
+	} else {
+		printf("== %s  %s\n", file_label(f, lab, sizeof lab), f->argv);
+		if (npts < 3) {
+			printf("  too few snapshots after warm-up (%zu; need 3): take snapshots with "
+			       "MEMTALLY_INTERVAL or MEMTALLY_EVERY\n\n", npts);
+		} else if (!nsus) {
+			printf("  no leak suspects: no call site grows steadily (%zu examined, %zu "
+			       "snapshots after the first %.0f%%)\n\n", examined, npts, o->warmup * 100);
+		} else {
+			printf("  %zu leak suspect%s (%zu call sites, %zu snapshots after the first %.0f%%):\n",
+			       nsus, nsus == 1 ? "" : "s", examined, npts, o->warmup * 100);
+			printf("  %2s %11s %11s %5s %6s %10s %-5s %s\n", "#", "growth/h",
+			       mark ? "per step" : "", "fit", "share", "live", "kind", "where");
+			for (size_t i = 0; i < nsus && (int)i < o->top; i++) {
+				struct suspect *t = &sus[i];
+				site_name(f, t->stack, 2, name, sizeof name);
+				if (strlen(name) > 44 && !o->stacks)
+					strcpy(name + 41, "...");
+				printf("  %2zu %11s %11s %5.2f %5.1f%% %10s %-5s %s\n", i + 1,
+				       human((int64_t)t->per_hour, a),
+				       mark ? human((int64_t)llround(t->per_step), b) : "", t->tau,
+				       t->share * 100, human(t->live, c),
+				       t->kind == K_MMAP_FILE ? "mfile" : kind_names[t->kind], name);
+				if (o->stacks)
+					site_print_stack(stdout, f, t->stack, "       ");
+			}
+			if (mark)
+				printf("  (per step: growth per unit of the mark \"%s\")\n", mark);
+			printf("\n");
+		}
+	}
+	free(sus);
+}
+
+int
+cmd_leaks(struct opts *o) {
+	struct run r;
+	run_load(&r, o->paths, o->npaths);
+	struct sb j = {0};
+	if (o->json)
+		sb_puts(&j, "{\"processes\":[");
+	for (size_t i = 0; i < r.nfiles; i++)
+		analyse(&r.files[i], o, &j, i == 0);
+	if (o->json) {
+		sb_puts(&j, "]}\n");
+		fputs(j.p, stdout);
+		sb_free(&j);
+	}
+	return 0;
+}

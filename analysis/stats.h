@@ -1,0 +1,16 @@
+/* stats.h — robust statistics for growth: Theil-Sen slope, Kendall's tau,
+ * and the median/MAD z-score. */
+#ifndef MTA_STATS_H
+#define MTA_STATS_H
+#include <stddef.h>
+
+/* Median of pairwise slopes (y_j - y_i)/(x_j - x_i) over pairs with
+ * distinct x; at most 80 evenly spaced points are used. */
+double theil_sen(const double *x, const double *y, size_t n);
+/* Kendall's tau-b between x and y (1: y always rises with x). */
+double kendall_tau(const double *x, const double *y, size_t n);
+/* Robust z-scores (x - median) / (1.4826 * MAD) into z; when MAD is 0,
+ * values away from the median by more than 10% of it get +-1e9. */
+void robust_z(const double *x, size_t n, double *z);
+
+#endif
