@@ -26,7 +26,7 @@ AN_CFLAGS := $(WARN) $(CFLAGS) -D_GNU_SOURCE
 AN_LIBS := -ldw -lelf -lm -lstdc++
 
 .PHONY: all test check bench demo install clean deps format
-all: $(B)/libmemtally.so $(B)/memtally $(B)/memtally-config
+all: $(B)/libmemtally.so $(B)/memtally $(B)/memtally-config $(B)/demo_trainer
 
 $(B)/shim/%.o: shim/%.c $(wildcard shim/*.h) | $(B)/shim
 	$(CC) $(SHIM_CFLAGS) -c -o $@ $<
@@ -37,6 +37,9 @@ $(B)/libmemtally.so: $(SHIM_OBJ)
 # Prints the option table (README generation, tests).
 $(B)/memtally-config: scripts/memtally-config.c $(B)/shim/config.o $(B)/shim/buf.o $(B)/shim/glue.o
 	$(CC) $(WARN) $(CFLAGS) -o $@ $^
+
+$(B)/demo_trainer: scripts/demo_trainer.c
+	$(CC) -O1 -g -fno-omit-frame-pointer -o $@ $< -ldl
 
 $(B)/analysis/%.o: analysis/%.c $(wildcard analysis/*.h) | $(B)/analysis
 	$(CC) $(AN_CFLAGS) -c -o $@ $<

@@ -108,7 +108,7 @@ step_mark(const struct snap **pts, size_t n, double *steps) {
 
 static void
 analyse(const struct mfile *f, struct opts *o, struct sb *j, int first) {
-	char lab[128], a[16], b[16], c[16], name[512];
+	char a[16], b[16], c[16], name[512];
 	const struct snap *pts[MAXPTS];
 	size_t npts = 0;
 	if (f->nsnaps) {
@@ -220,7 +220,7 @@ analyse(const struct mfile *f, struct opts *o, struct sb *j, int first) {
 		}
 		sb_puts(j, "]}");
 	} else {
-		printf("== %s  %s\n", file_label(f, lab, sizeof lab), f->argv);
+		file_title(f);
 		if (npts < 3) {
 			printf("  too few snapshots after warm-up (%zu; need 3): take snapshots with "
 			       "MEMTALLY_INTERVAL or MEMTALLY_EVERY\n\n", npts);

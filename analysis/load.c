@@ -420,3 +420,15 @@ file_label(const struct mfile *f, char *buf, size_t n) {
 		snprintf(buf, n, "%s p%lld", f->host ? f->host : "?", (long long)f->pid);
 	return buf;
 }
+
+void
+file_title(const struct mfile *f) {
+	char lab[128];
+	file_label(f, lab, sizeof lab);
+	int room = 100 - 5 - (int)strlen(lab);
+	int n = (int)strlen(f->argv);
+	if (n <= room)
+		printf("== %s  %s\n", lab, f->argv);
+	else
+		printf("== %s  %.*s...\n", lab, room > 3 ? room - 3 : 0, f->argv);
+}

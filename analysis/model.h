@@ -80,5 +80,7 @@ const struct snap *file_peak(const struct mfile *f);
 const struct module *file_module(const struct mfile *f, uint64_t pc);
 /* "host r3 p1234" or "host p1234" */
 const char *file_label(const struct mfile *f, char *buf, size_t n);
+/* "== label  argv" on stdout, cut to 100 columns. */
+void file_title(const struct mfile *f);
 
 #endif

@@ -43,8 +43,8 @@ sites_text(const struct mfile *f, const struct snap *s, struct opts *o, const ch
 		if (!v[i].live_bytes && shown)
 			break;
 		site_name(f, v[i].stack, 2, name, sizeof name);
-		if (strlen(name) > 45 && !o->stacks)
-			strcpy(name + 42, "...");
+		if (strlen(name) > 44 && !o->stacks)
+			strcpy(name + 41, "...");
 		printf("  %11s %9lld %9lld %11s %-9s %s\n", human(v[i].live_bytes, a),
 		       (long long)v[i].live_count, (long long)v[i].allocs,
 		       human(v[i].alloc_bytes, b), kind_names[v[i].kind], name);
@@ -142,7 +142,7 @@ cmd_report(struct opts *o) {
 			sb_putc(&j, '}');
 			continue;
 		}
-		printf("== %s  %s\n", file_label(f, lab, sizeof lab), f->argv);
+		file_title(f);
 		if (!f->nsnaps) {
 			printf("  no snapshots (the process wrote only its header)\n\n");
 			continue;

@@ -1,0 +1,85 @@
+"""The memtally command on real shim output: report names the functions
+with exact bytes; leaks puts the planted leak first with the right bytes
+per step and lists neither churn, cache nor checkpoints, and without the
+leak lists nothing; diff finds the change between two runs; run starts a
+command with the shim and keeps its exit code."""
+import json, os, subprocess, sys
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
+import mt
+
+B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
+MT = os.path.join(B, 'memtally')
+T = os.path.join(B, 'test')
+
+def memtally(*args):
+    r = subprocess.run([MT] + list(args), capture_output=True, text=True)
+    return r
+
+def traced(name, argv):
+    out = os.path.join(OUT, name)
+    r = subprocess.run([MT, 'run', '--out', out, '--'] + argv, capture_output=True, text=True)
+    return r, out
+
+# run: exit code kept, the closing line names the directory
+r, known = traced('known', [os.path.join(T, 'prog_known')])
+mt.eq(r.returncode, 0, 'run: exit code of the command')
+mt.check('1 new file in %s; see: memtally report %s' % (known, known) in r.stderr,
+         'run: says where the files are: %r' % r.stderr.strip())
+r, _ = traced('znow', [os.path.join(T, 'prog_znow')])
+mt.eq(r.returncode, 7, 'run: non-zero exit code passed through')
+r = subprocess.run([MT, 'run', '--out', os.path.join(OUT, 'nx'), '--', '/nonexistent/cmd'],
+                   capture_output=True, text=True)
+mt.eq(r.returncode, 127, 'run: a missing command exits 127')
+
+# report --json: exact bytes by function
+r = memtally('report', '--json', '--top', '50', known)
+mt.eq(r.returncode, 0, 'report: exit code')
+rep = json.loads(r.stdout)
+last = rep['processes'][0]['last']['callsites']
+by = {}
+for c in last:
+    k = (c['function'], c['kind'])
+    by[k] = by.get(k, 0) + c['live_bytes']
+mt.eq(by.get(('alloc_pages', 'heap')), 4096000, 'report: alloc_pages live bytes')
+mt.eq(by.get(('map_one', 'mmap')), 300 << 20, 'report: map_one live bytes')
+mt.eq(by.get(('realloc_chain', 'heap')), 81920, 'report: realloc_chain live bytes')
+f0 = last[0]['frames'][0]
+mt.check(f0['function'] == 'map_one' and f0['file'].endswith('prog_known.c') and f0['line'] > 0,
+         'report: frames carry function, file and line: %r' % f0)
+r = memtally('report', known)
+mt.check(r.returncode == 0 and 'alloc_pages (prog_known.c:' in r.stdout, 'report: text names the line')
+mt.check(max(len(l) for l in r.stdout.splitlines()) <= 100, 'report: text fits 100 columns')
+
+# leaks: planted leak among churn, an LRU cache and mmap checkpoints
+r, leak = traced('leak', [os.path.join(T, 'prog_trainer'), 'leak'])
+r, noleak = traced('noleak', [os.path.join(T, 'prog_trainer'), 'noleak'])
+r = memtally('leaks', '--json', leak)
+sus = json.loads(r.stdout)['processes'][0]['suspects']
+mt.check(len(sus) >= 1 and sus[0]['function'] == 'leak_history',
+         'leaks: leak_history first (%s)' % [s['function'] for s in sus])
+if sus:
+    mt.check(abs(sus[0]['bytes_per_step'] - 10240) <= 10240 * 0.005,
+             'leaks: %.1f bytes per step (10240 planted)' % sus[0]['bytes_per_step'])
+mt.check(not any(s['function'] in ('churn', 'cache_put', 'checkpoint') for s in sus),
+         'leaks: churn, cache and checkpoints are not suspects')
+r = memtally('leaks', '--json', noleak)
+mt.eq(json.loads(r.stdout)['processes'][0]['suspects'], [], 'leaks: no suspect without the leak')
+r = memtally('leaks', noleak)
+mt.check('no leak suspects' in r.stdout, 'leaks: text says there is none')
+
+# diff: the two trainer runs differ by the leak (ASLR-independent matching)
+r = memtally('diff', '--json', noleak, leak)
+pairs = json.loads(r.stdout)['pairs']
+top = pairs[0]['callsites'][0]
+mt.eq((top['function'], top['change_bytes']), ('leak_history', 200 * 10240), 'diff: the leak is the change')
+f = mt.files(leak)[0]
+r = memtally('diff', '--json', '%s@20' % f.path, '%s@30' % f.path)
+top = json.loads(r.stdout)['pairs'][0]['callsites'][0]
+mt.eq((top['function'], top['change_bytes']), ('leak_history', 50 * 10240),
+      'diff: between two snapshots of one file (steps 105 and 155)')
+
+# usage errors exit 2
+mt.eq(memtally('report').returncode, 2, 'usage: no input exits 2')
+mt.eq(memtally('frobnicate', known).returncode, 2, 'usage: unknown command exits 2')
+mt.eq(memtally('report', '--top', 'x', known).returncode, 2, 'usage: bad option value exits 2')
+mt.done()

@@ -1,0 +1,60 @@
+"""Bad input to the command gets one clear message naming the file and
+line, and exit code 1: empty, corrupt, wrong version, not ours, stacks used
+before their record, deep nesting, huge numbers.  A truncated last line
+(a process killed mid-write) is ignored and said so.  Never a crash."""
+import json, os, subprocess, sys
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
+import mt
+
+B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
+MT = os.path.join(B, 'memtally')
+good_dir = os.path.join(OUT, 'good')
+subprocess.run([MT, 'run', '--out', good_dir, '--', os.path.join(B, 'test', 'prog_trainer'),
+                'leak', '20'], capture_output=True, check=True)
+good = mt.files(good_dir)[0].path
+lines = open(good, 'rb').read().split(b'\n')[:-1]
+first_snap = next(i for i, l in enumerate(lines) if b'"type":"snapshot"' in l)
+first_stack = next(i for i, l in enumerate(lines) if b'"type":"stack"' in l)
+
+def case(name, data, code, msg):
+    p = os.path.join(OUT, 'memtally.%s.p1.jsonl' % name)
+    with open(p, 'wb') as f:
+        f.write(data)
+    for cmd in ('report', 'leaks', 'ranks'):
+        r = subprocess.run([MT, cmd, p], capture_output=True, text=True)
+        want = msg.replace('FILE', p)
+        ok = r.returncode == code and (want in r.stderr if msg else True)
+        mt.check(ok and r.returncode < 128, '%s (%s): exit %d, stderr %r' %
+                 (name, cmd, r.returncode, r.stderr.strip()[:160]))
+
+join = lambda ls: b'\n'.join(ls) + b'\n'
+case('empty', b'', 1, 'memtally: FILE: empty file (no header record)')
+case('garbage', b'hello world\n', 1, 'memtally: FILE:1: unexpected character (column 1)')
+case('notours', b'{"type":"snapshot","seq":0}\n', 1,
+     'memtally: FILE:1: not a memtally file: the first record is "snapshot", not a header')
+hdr = json.loads(lines[0])
+hdr['version'] = 99
+case('version', join([json.dumps(hdr).encode()] + lines[1:]), 1,
+     'memtally: FILE:1: format version 99; this memtally reads version 1')
+bad = lines[:]
+bad[first_snap] = bad[first_snap][:-40] + b'}'
+case('corrupt', join(bad), 1, 'memtally: FILE:%d: ' % (first_snap + 1))
+trunc = join(lines)[:-30]
+case('truncated', trunc, 0, '')
+r = subprocess.run([MT, 'report', os.path.join(OUT, 'memtally.truncated.p1.jsonl')],
+                   capture_output=True, text=True)
+mt.check('last line truncated' in r.stdout, 'truncated: report says the last line was cut')
+nostack = lines[:first_stack] + lines[first_stack + 1:]
+sid = json.loads(lines[first_stack])['id']
+case('nostack', join(nostack), 1,
+     'which has no earlier stack record'.replace('which', 'call site refers to stack %d, which' % sid))
+deep = b'[' * 100 + b']' * 100
+case('deep', join([lines[0], b'{"type":"x","v":' + deep + b'}']), 1,
+     'memtally: FILE:2: nesting deeper than 64 levels')
+snap = json.loads(lines[first_snap])
+snap['seq'] = 10 ** 400
+case('huge', join(lines[:first_snap] + [json.dumps(snap).encode()]), 1,
+     'memtally: FILE:%d: field "seq" is not an integer' % (first_snap + 1))
+case('utf8', join([lines[0], b'{"type":"mark","name":"\xff\xfe"}'] + lines[1:]), 0, '')
+case('unknown', join([lines[0], b'{"type":"from_the_future","x":[1,2,{"y":null}]}'] + lines[1:]), 0, '')
+mt.done()
