@@ -78,7 +78,9 @@ clean:
 	rm -rf $(B)
 
 # ---- tests: programs run under LD_PRELOAD, unit tests of shim modules ----
-TEST_PROGS := $(patsubst test/integration/%.c,$(B)/test/%,$(wildcard test/integration/prog_*.c))
+TEST_PROGS := $(patsubst test/integration/%.c,$(B)/test/%,$(filter-out test/integration/prog_mpi.c,$(wildcard test/integration/prog_*.c)))
+# MPI programs only where mpicc exists (setup-deps installs it).
+TEST_PROGS += $(if $(shell command -v mpicc),$(B)/test/prog_mpi)
 TEST_LIBS := $(patsubst test/integration/%.c,$(B)/test/%.so,$(wildcard test/integration/lib_*.c))
 UNIT := $(patsubst test/unit/%.c,$(B)/test/unit_%,$(wildcard test/unit/test_*.c))
 TEST_CFLAGS := -O0 -g -fno-omit-frame-pointer -fno-inline -pthread -D_GNU_SOURCE -Wno-alloc-size-larger-than
@@ -86,6 +88,8 @@ TEST_CFLAGS := -O0 -g -fno-omit-frame-pointer -fno-inline -pthread -D_GNU_SOURCE
 tests: all $(TEST_PROGS) $(TEST_LIBS) $(UNIT)
 $(B)/test/prog_%: test/integration/prog_%.c | $(B)/test
 	$(CC) $(TEST_CFLAGS) -o $@ $< -ldl $(PROG_LDFLAGS_$*)
+$(B)/test/prog_mpi: test/integration/prog_mpi.c | $(B)/test
+	mpicc $(TEST_CFLAGS) -o $@ $< -ldl
 $(B)/test/lib_%.so: test/integration/lib_%.c | $(B)/test
 	$(CC) $(TEST_CFLAGS) -fPIC -shared -o $@ $<
 $(B)/test/unit_%: test/unit/%.c $(filter-out $(B)/shim/interpose.o $(B)/shim/signal.o $(B)/shim/shim.o $(B)/shim/api.o,$(SHIM_OBJ)) | $(B)/test

@@ -61,12 +61,13 @@ cmp_key(const void *x, const void *y) {
 }
 
 static void
-compare(const struct mfile *fa, const struct snap *a, const struct mfile *fb,
+compare(struct mfile *fa, const struct snap *a, struct mfile *fb,
 	const struct snap *b, struct opts *o, struct sb *j, int first) {
-	size_t n = a->nsites + b->nsites, nr = 0;
-	struct row *rows = xcalloc(n + 1, sizeof *rows);
-	for (size_t i = 0; i < a->nsites; i++) {
-		const struct site *s = &a->sites[i];
+	size_t nsa, nsb, nr = 0;
+	struct site *sa = snap_sites(fa, a, &nsa), *sb_ = snap_sites(fb, b, &nsb);
+	struct row *rows = xcalloc(nsa + nsb + 1, sizeof *rows);
+	for (size_t i = 0; i < nsa; i++) {
+		const struct site *s = &sa[i];
 		if (o->kind >= 0 && s->kind != o->kind)
 			continue;
 		struct row *r = &rows[nr++];
@@ -76,8 +77,8 @@ compare(const struct mfile *fa, const struct snap *a, const struct mfile *fb,
 	}
 	qsort(rows, nr, sizeof *rows, cmp_key);
 	size_t na = nr;
-	for (size_t i = 0; i < b->nsites; i++) {
-		const struct site *s = &b->sites[i];
+	for (size_t i = 0; i < nsb; i++) {
+		const struct site *s = &sb_[i];
 		if (o->kind >= 0 && s->kind != o->kind)
 			continue;
 		char *key = site_key(fb, s->stack, s->kind);
@@ -157,6 +158,8 @@ compare(const struct mfile *fa, const struct snap *a, const struct mfile *fb,
 	for (size_t i = 0; i < nr; i++)
 		free(rows[i].key);
 	free(rows);
+	free(sa);
+	free(sb_);
 }
 
 int
@@ -176,9 +179,9 @@ cmd_diff(struct opts *o) {
 		pairs = 1;
 	} else {
 		for (size_t i = 0; i < a.r.nfiles; i++) {
-			const struct mfile *fa = &a.r.files[i];
+			struct mfile *fa = &a.r.files[i];
 			for (size_t k = 0; k < b.r.nfiles; k++) {
-				const struct mfile *fb = &b.r.files[k];
+				struct mfile *fb = &b.r.files[k];
 				if (fa->rank < 0 || fa->rank != fb->rank)
 					continue;
 				compare(fa, pick(fa, a.seq, o->paths[0]), fb, pick(fb, b.seq, o->paths[1]),

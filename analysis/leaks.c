@@ -107,7 +107,7 @@ step_mark(const struct snap **pts, size_t n, double *steps) {
 }
 
 static void
-analyse(const struct mfile *f, struct opts *o, struct sb *j, int first) {
+analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 	char a[16], b[16], c[16], name[512];
 	const struct snap *pts[MAXPTS];
 	size_t npts = 0;
@@ -134,13 +134,17 @@ analyse(const struct mfile *f, struct opts *o, struct sb *j, int first) {
 		for (size_t i = 0; i < npts; i++)
 			x[i] = (double)pts[i]->elapsed_ms / 3.6e6; /* hours */
 		struct smap m = {0};
-		for (size_t i = 0; i < npts; i++)
-			for (size_t k = 0; k < pts[i]->nsites; k++) {
-				const struct site *s = &pts[i]->sites[k];
+		for (size_t i = 0; i < npts; i++) {
+			size_t nv;
+			struct site *v = snap_sites(f, pts[i], &nv);
+			for (size_t k = 0; k < nv; k++) {
+				const struct site *s = &v[k];
 				if (o->kind >= 0 && s->kind != o->kind)
 					continue;
 				series(&m, s->stack, s->kind)->y[i] = (double)s->live_bytes;
 			}
+			free(v);
+		}
 		examined = m.n;
 		double total_growth = 0;
 		double *growth = xcalloc(m.n + 1, sizeof *growth);

@@ -220,6 +220,15 @@ snapshot(struct ctx *c, struct jv *o) {
 				s->marks[s->nmarks].name = xstrndup(x->key, x->keylen);
 				s->marks[s->nmarks++].value = x->d;
 			}
+	const char *mode = json_str(c->d, o, "callsites_mode");
+	s->mode = !mode || !strcmp(mode, "full") ? SITES_FULL
+		  : !strcmp(mode, "delta")       ? SITES_DELTA
+		  : !strcmp(mode, "top")         ? SITES_TOP
+						 : -1;
+	if (s->mode < 0)
+		bad(c, "unknown callsites_mode \"%s\"", mode);
+	if (s->mode == SITES_DELTA && !f->nsnaps)
+		bad(c, "the first snapshot of a file cannot be a delta");
 	struct jv *cs = json_get(c->d, o, "callsites");
 	if (!cs || cs->type != J_ARR)
 		bad(c, "snapshot without a \"callsites\" array");
@@ -252,6 +261,7 @@ load_file(struct mfile *f, const char *path) {
 	memset(f, 0, sizeof *f);
 	f->path = xstrdup(path);
 	f->rank = f->pid = -1;
+	f->cur_idx = -1;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		die(EXIT_BAD_INPUT, "%s: %s", path, strerror(errno));
@@ -431,4 +441,68 @@ file_title(const struct mfile *f) {
 		printf("== %s  %s\n", lab, f->argv);
 	else
 		printf("== %s  %.*s...\n", lab, room > 3 ? room - 3 : 0, f->argv);
+}
+
+static void
+replay(struct mfile *f, const struct snap *s) {
+	if (s->mode != SITES_DELTA) {
+		f->ncur = 0;
+		if (f->curmap)
+			memset(f->curmap, 0, f->mapcap * sizeof *f->curmap);
+	}
+	for (size_t i = 0; i < s->nsites; i++) {
+		const struct site *t = &s->sites[i];
+		if ((f->ncur + 1) * 2 > f->mapcap) {
+			f->mapcap = f->mapcap ? f->mapcap * 2 : 1024;
+			free(f->curmap);
+			f->curmap = xcalloc(f->mapcap, sizeof *f->curmap);
+			for (size_t k = 0; k < f->ncur; k++) {
+				uint64_t h = ((uint64_t)f->cur[k].stack * 8 + f->cur[k].kind) *
+					     0x9e3779b97f4a7c15ull;
+				size_t j = (size_t)(h >> 17) & (f->mapcap - 1);
+				while (f->curmap[j])
+					j = (j + 1) & (f->mapcap - 1);
+				f->curmap[j] = (int64_t)k + 1;
+			}
+		}
+		uint64_t h = ((uint64_t)t->stack * 8 + t->kind) * 0x9e3779b97f4a7c15ull;
+		size_t j = (size_t)(h >> 17) & (f->mapcap - 1);
+		while (f->curmap[j]) {
+			struct site *c = &f->cur[f->curmap[j] - 1];
+			if (c->stack == t->stack && c->kind == t->kind)
+				break;
+			j = (j + 1) & (f->mapcap - 1);
+		}
+		if (f->curmap[j]) {
+			f->cur[f->curmap[j] - 1] = *t;
+			continue;
+		}
+		if (f->ncur == f->capcur) {
+			f->capcur = f->capcur ? f->capcur * 2 : 256;
+			f->cur = xrealloc(f->cur, f->capcur * sizeof *f->cur);
+		}
+		f->cur[f->ncur] = *t;
+		f->curmap[j] = (int64_t)++f->ncur;
+	}
+}
+
+struct site *
+snap_sites(struct mfile *f, const struct snap *s, size_t *n) {
+	long idx = (long)(s - f->snaps);
+	if (idx < f->cur_idx)
+		f->cur_idx = -1; /* replay from the start */
+	long from = f->cur_idx + 1;
+	/* A full or top snapshot resets the state: start at the last one. */
+	for (long i = idx; i > from; i--)
+		if (f->snaps[i].mode != SITES_DELTA) {
+			from = i;
+			break;
+		}
+	for (long i = from; i <= idx; i++)
+		replay(f, &f->snaps[i]);
+	f->cur_idx = idx;
+	struct site *v = xmalloc((f->ncur + 1) * sizeof *v);
+	memcpy(v, f->cur, f->ncur * sizeof *v);
+	*n = f->ncur;
+	return v;
 }

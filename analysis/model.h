@@ -31,13 +31,17 @@ struct snap {
 	int64_t wall_ns, mono_ns, elapsed_ms;
 	int64_t rss_bytes, vms_bytes;   /* -1 when absent */
 	struct totals tot[NKINDS];
-	struct site *sites;
+	struct site *sites;    /* as written: see mode; use snap_sites() */
 	size_t nsites;
+	int mode;              /* SITES_FULL, SITES_DELTA (changed since the
+				* previous snapshot), SITES_TOP (largest only) */
 	struct markval marks[MAX_MARKS]; /* latest mark values at this snapshot */
 	int nmarks;
 	int64_t dropped_stacks, dropped_live, shim_bytes;
 	int line;              /* line number in the file */
 };
+
+enum { SITES_FULL, SITES_DELTA, SITES_TOP };
 
 struct module {
 	char *path;
@@ -63,6 +67,12 @@ struct mfile {
 	struct snap *snaps;
 	size_t nsnaps;
 	int truncated;             /* the last line was cut short */
+	/* Replay state for snap_sites(): the call sites as of snapshot cur_idx. */
+	struct site *cur;
+	size_t ncur, capcur;
+	int64_t *curmap;           /* open addressing: index + 1 */
+	size_t mapcap;
+	long cur_idx;
 };
 
 struct run {
@@ -73,6 +83,9 @@ struct run {
 /* Read the paths (files or directories of memtally.*.jsonl, OOM dumps
  * excluded unless named); a bad record exits 1 with "FILE:LINE: reason". */
 void run_load(struct run *r, char **paths, int npaths);
+/* Every call site as of snapshot s of f (deltas replayed), as a fresh
+ * array the caller frees. */
+struct site *snap_sites(struct mfile *f, const struct snap *s, size_t *n);
 /* A snapshot's figure for a kind, summed over kinds when kind < 0. */
 int64_t snap_live(const struct snap *s, int kind);
 /* The snapshot with the most live heap + mmap bytes. */

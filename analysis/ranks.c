@@ -39,11 +39,15 @@ cmd_ranks(struct opts *o) {
 	run_load(&r, o->paths, o->npaths);
 	size_t n = r.nfiles;
 	struct rk *v = xcalloc(n, sizeof *v);
-	size_t m = 0;
+	size_t m = 0, ranked = 0, skipped = 0;
+	for (size_t i = 0; i < n; i++)
+		ranked += r.files[i].rank >= 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct mfile *f = &r.files[i];
-		if (!f->nsnaps)
+		if (!f->nsnaps || (ranked && f->rank < 0)) { /* launchers, helpers */
+			skipped += ranked && f->rank < 0;
 			continue;
+		}
 		struct rk *k = &v[m++];
 		k->f = f;
 		double *x = xmalloc(f->nsnaps * sizeof *x), *y = xmalloc(f->nsnaps * sizeof *y);
@@ -130,8 +134,13 @@ cmd_ranks(struct opts *o) {
 		sb_puts(&j, "]}\n");
 		fputs(j.p, stdout);
 		sb_free(&j);
-	} else if (!outliers) {
-		printf("no rank stands out%s\n", m < 3 ? " (fewer than 3 ranks: no comparison)" : "");
+	} else {
+		if (!outliers)
+			printf("no rank stands out%s\n",
+			       m < 3 ? " (fewer than 3 ranks: no comparison)" : "");
+		if (skipped)
+			printf("(%zu process%s without a rank, e.g. the launcher, not compared)\n",
+			       skipped, skipped == 1 ? "" : "es");
 	}
 	free(fin), free(gro), free(rss), free(zf), free(zg), free(zr), free(v);
 	return 0;

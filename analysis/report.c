@@ -28,9 +28,9 @@ timeline_text(const struct mfile *f) {
 }
 
 static void
-sites_text(const struct mfile *f, const struct snap *s, struct opts *o, const char *title) {
+sites_text(struct mfile *f, const struct snap *s, struct opts *o, const char *title) {
 	size_t n;
-	struct site *v = sites_sorted(s, &n);
+	struct site *v = sites_sorted(f, s, &n);
 	char a[16], b[16], name[512];
 	printf("  top call sites by live bytes %s (snapshot %lld, %s):\n", title, (long long)s->seq,
 	       s->reason);
@@ -58,9 +58,9 @@ sites_text(const struct mfile *f, const struct snap *s, struct opts *o, const ch
 }
 
 static void
-sites_json(struct sb *j, const struct mfile *f, const struct snap *s, struct opts *o) {
+sites_json(struct sb *j, struct mfile *f, const struct snap *s, struct opts *o) {
 	size_t n;
-	struct site *v = sites_sorted(s, &n);
+	struct site *v = sites_sorted(f, s, &n);
 	char fn[512];
 	sb_printf(j, "{\"seq\":%lld,\"reason\":", (long long)s->seq);
 	sb_json_str(j, s->reason);
@@ -97,7 +97,7 @@ cmd_report(struct opts *o) {
 	if (o->json)
 		sb_puts(&j, "{\"processes\":[");
 	for (size_t i = 0; i < r.nfiles; i++) {
-		const struct mfile *f = &r.files[i];
+		struct mfile *f = &r.files[i];
 		char lab[128], a[16];
 		if (o->json) {
 			if (i)

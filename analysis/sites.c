@@ -136,10 +136,8 @@ cmp_live(const void *a, const void *b) {
 }
 
 struct site *
-sites_sorted(const struct snap *s, size_t *n) {
-	struct site *v = xmalloc((s->nsites + 1) * sizeof *v);
-	memcpy(v, s->sites, s->nsites * sizeof *v);
-	qsort(v, s->nsites, sizeof *v, cmp_live);
-	*n = s->nsites;
+sites_sorted(struct mfile *f, const struct snap *s, size_t *n) {
+	struct site *v = snap_sites(f, s, n);
+	qsort(v, *n, sizeof *v, cmp_live);
 	return v;
 }

@@ -21,6 +21,6 @@ void site_print_stack(FILE *out, const struct mfile *f, uint32_t stack, const ch
 void site_json_stack(struct sb *s, const struct mfile *f, uint32_t stack);
 
 /* Sort sites (copied) by live bytes, largest first. */
-struct site *sites_sorted(const struct snap *s, size_t *n);
+struct site *sites_sorted(struct mfile *f, const struct snap *s, size_t *n);
 
 #endif

@@ -40,6 +40,17 @@ static char label[128];
 static uint64_t last_write_ns;
 static char path[1200];
 
+/* What the file already says of each call site: a snapshot after the
+ * first lists only the sites whose figures changed ("delta"), so a long
+ * run's file grows with activity, not with snapshots x sites. */
+struct shadow {
+	int64_t live_bytes;
+	uint64_t allocs, frees;
+	int64_t peak_bytes;
+};
+static struct shadow *shadow;    /* [max_stacks][MT_NKINDS] */
+static int full_next = 1;        /* the next snapshot lists every site */
+
 struct top { /* call-site candidates when MEMTALLY_TOP limits them */
 	int64_t live;
 	uint32_t id;
@@ -75,6 +86,12 @@ mt_snapshot_init(char **argv, char **envp) {
 	if (r < 0 && r > -4096)
 		return ENOMEM;
 	written = (uint8_t *)r;
+	r = mt_sys(SYS_mmap, 0, mt_cfg.max_stacks * MT_NKINDS * sizeof *shadow,
+		   PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		   -1, 0);
+	if (r < 0 && r > -4096)
+		return ENOMEM;
+	shadow = (struct shadow *)r;
 	if (mt_buf_init(&out, 1 << 20) || mt_buf_init(&lines, 1 << 20))
 		return ENOMEM;
 	struct {
@@ -192,6 +209,7 @@ ensure_open(void) {
 		return err;
 	}
 	fd = (int)r;
+	full_next = 1; /* a new file starts with every call site */
 	struct mt_buf *b = &lines;
 	b->len = 0;
 	header(b);
@@ -359,28 +377,40 @@ top_push(uint64_t *n, struct top t) {
 static void
 callsites(struct mt_buf *b) {
 	uint32_t n = mt_stack_count();
-	int first = 1;
-	mt_buf_puts(b, "\"callsites\":[");
+	int first = 1, full = full_next;
 	if (mt_cfg.top && !topv) {
 		topcap = mt_cfg.top;
 		topv = mt_sys_mmap(topcap * sizeof *topv);
 	}
+	mt_buf_printf(b, "\"callsites_mode\":\"%s\",\"callsites\":[",
+		      topv ? "top" : full ? "full" : "delta");
 	uint64_t nt = 0;
 	for (uint32_t id = 0; id < n; id++) {
 		for (int k = 0; k < MT_NKINDS; k++) {
-			const struct mt_site *s = mt_site_get(id, k);
-			if (!__atomic_load_n(&s->allocs, __ATOMIC_RELAXED))
+			struct mt_site c = *mt_site_get(id, k); /* racy copy */
+			if (!c.allocs)
 				continue;
-			if (topv)
-				top_push(&nt, (struct top){s->live_bytes, id,
+			if (topv) {
+				top_push(&nt, (struct top){c.live_bytes, id,
 							   (uint32_t)k});
-			else
-				site_json(b, id, k, s, &first);
+				continue;
+			}
+			struct shadow *sh = &shadow[(uint64_t)id * MT_NKINDS + k];
+			if (!full && sh->live_bytes == c.live_bytes &&
+			    sh->allocs == c.allocs && sh->frees == c.frees &&
+			    sh->peak_bytes == c.peak_bytes)
+				continue; /* unchanged since the last snapshot */
+			sh->live_bytes = c.live_bytes;
+			sh->allocs = c.allocs;
+			sh->frees = c.frees;
+			sh->peak_bytes = c.peak_bytes;
+			site_json(b, id, k, &c, &first);
 		}
 	}
-	for (uint64_t i = 0; topv && i < nt; i++)
-		site_json(b, topv[i].id, (int)topv[i].kind,
-			  mt_site_get(topv[i].id, (int)topv[i].kind), &first);
+	for (uint64_t i = 0; topv && i < nt; i++) {
+		struct mt_site c = *mt_site_get(topv[i].id, (int)topv[i].kind);
+		site_json(b, topv[i].id, (int)topv[i].kind, &c, &first);
+	}
 	mt_buf_putc(b, ']');
 }
 
@@ -475,21 +505,24 @@ mt_snapshot_write(const char *reason, const char *lab) {
 		      (unsigned long)last_write_ns);
 	int err = 0;
 	if (b->overflow || lines.overflow) {
+		err = ENOMEM;
 		mt_warn("snapshot %lu does not fit in memory; skipped",
 			(unsigned long)(seq - 1));
-		lines.len = 0; /* stacks will be written again later */
-		for (uint32_t i = 0; i < mt_stack_count(); i++)
-			written[i] = 0;
 	} else {
 		err = mt_write_all(fd, lines.p, lines.len);
 		if (!err)
 			err = mt_write_all(fd, b->p, b->len);
+		if (err)
+			mt_warn("writing %s failed (errno %d)", path, err);
 	}
+	if (err) { /* what the file lacks is written again next time */
+		for (uint32_t i = 0; i < mt_stack_count(); i++)
+			written[i] = 0;
+		last_adds = last_subs = ~0ull;
+	}
+	full_next = err != 0;
 	lines.len = 0;
 	lines.overflow = 0;
-	if (err) {
-		mt_warn("writing %s failed (errno %d)", path, err);
-	}
 	last_write_ns = mt_now_ns() - t0;
 	mt_unlock(&writer_lock);
 }

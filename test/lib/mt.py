@@ -10,6 +10,7 @@ class File:
         self.maps = []
         self.stacks = {}
         self.snapshots = []
+        state = {}
         with open(path) as f:
             lines = f.read().split('\n')
         for i, line in enumerate(lines):
@@ -29,10 +30,17 @@ class File:
             elif t == 'stack':
                 self.stacks[r['id']] = [int(x, 16) for x in r['pcs']]
             elif t == 'snapshot':
-                self.snapshots.append(r)
+                # Replay deltas so each snapshot's 'callsites' is complete.
+                mode = r.get('callsites_mode', 'full')
+                if mode != 'delta':
+                    state = {}
                 for c in r['callsites']:
                     assert c['stack'] == 0 or c['stack'] in self.stacks, \
                         '%s: stack %d used before its record' % (path, c['stack'])
+                    state[(c['stack'], c['kind'])] = c
+                r['written_callsites'] = len(r['callsites'])
+                r['callsites'] = list(state.values())
+                self.snapshots.append(r)
 
     def final(self):
         return self.snapshots[-1]
