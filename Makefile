@@ -57,10 +57,21 @@ test: deps
 	$(MAKE) all
 	bash test/run.sh
 
+# check: strict warnings as errors, the whole suite, then the analysis
+# command built with ASan and UBSan through the analysis tests.
 check: deps
 	$(MAKE) clean
 	$(MAKE) all CFLAGS="-O2 -g $(STRICT)"
 	bash test/run.sh
+	$(MAKE) $(B)/asan/memtally
+	for t in analysis badinput mpi; do \
+		MT_MEMTALLY=$(CURDIR)/$(B)/asan/memtally MEMTALLY_LIB=$(CURDIR)/$(B)/libmemtally.so \
+		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		MEMTALLY_TEST=$$t bash test/run.sh || exit 1; done
+
+$(B)/asan/memtally: $(AN_SRC) $(wildcard analysis/*.h)
+	mkdir -p $(B)/asan
+	$(CC) $(WARN) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -D_GNU_SOURCE -o $@ $(AN_SRC) $(AN_LIBS)
 
 bench: deps all
 	bash test/bench/run.sh

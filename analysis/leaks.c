@@ -183,7 +183,8 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 		free(slope);
 		free(m.v);
 		free(m.slot);
-		qsort(sus, nsus, sizeof *sus, cmp_suspect);
+		if (nsus)
+			qsort(sus, nsus, sizeof *sus, cmp_suspect);
 	}
 	if (o->json) {
 		if (!first)

@@ -93,7 +93,8 @@ void
 sb_printf(struct sb *s, const char *fmt, ...) {
 	va_list ap;
 	va_start(ap, fmt);
-	int n = vsnprintf(NULL, 0, fmt, ap);
+	char probe[1];
+	int n = vsnprintf(probe, sizeof probe, fmt, ap);
 	va_end(ap);
 	if (n < 0)
 		return;

@@ -8,7 +8,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
 
 B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
-MT = os.path.join(B, 'memtally')
+MT = os.environ.get('MT_MEMTALLY') or os.path.join(B, 'memtally')
 T = os.path.join(B, 'test')
 
 def memtally(*args):

@@ -7,7 +7,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
 
 B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
-MT = os.path.join(B, 'memtally')
+MT = os.environ.get('MT_MEMTALLY') or os.path.join(B, 'memtally')
 good_dir = os.path.join(OUT, 'good')
 subprocess.run([MT, 'run', '--out', good_dir, '--', os.path.join(B, 'test', 'prog_trainer'),
                 'leak', '20'], capture_output=True, check=True)

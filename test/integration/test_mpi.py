@@ -7,7 +7,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
 
 B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
-MT = os.path.join(B, 'memtally')
+MT = os.environ.get('MT_MEMTALLY') or os.path.join(B, 'memtally')
 if not shutil.which('mpirun'):
     print('  FAIL mpirun not installed (scripts/setup-deps.sh installs openmpi-bin)')
     sys.exit(1)
