@@ -22,7 +22,10 @@ node(struct p *p) {
 		d->v = xrealloc(d->v, (size_t)d->cap * sizeof *d->v);
 	}
 	uint32_t i = d->n++;
-	memset(&d->v[i], 0, sizeof d->v[i]);
+	struct jv *v = &d->v[i];
+	v->key = NULL;
+	v->keylen = v->next = v->first = v->len = 0;
+	v->is_int = 0;
 	return i;
 }
 

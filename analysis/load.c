@@ -235,27 +235,102 @@ snapshot(struct ctx *c, struct jv *o) {
 	s->sites = xmalloc(cs->len * sizeof *s->sites);
 	for (struct jv *x = json_child(c->d, cs); x; x = json_next(c->d, x)) {
 		struct site *t = &s->sites[s->nsites];
-		int64_t id = need_int(c, x, "stack");
-		if (id < 0 || (id > 0 && ((size_t)id >= f->nstacks || !f->stacks[id].pcs)))
+		if (x->type != J_OBJ)
+			bad(c, "a call site is not an object");
+		/* One pass over the members (the reader's hot loop). */
+		int64_t id = -1;
+		int kind = -2, have_live = 0;
+		memset(t, 0, sizeof *t);
+		for (struct jv *m = json_child(c->d, x); m; m = json_next(c->d, m)) {
+			const char *k = m->key;
+			uint32_t kl = m->keylen;
+			if (m->type == J_STR && kl == 4 && !memcmp(k, "kind", 4)) {
+				kind = kind_parse(m->s);
+				continue;
+			}
+			if (m->type != J_NUM || !m->is_int)
+				continue;
+			int64_t v = m->i;
+			switch (kl) {
+			case 5:
+				if (!memcmp(k, "stack", 5))
+					id = v;
+				else if (!memcmp(k, "frees", 5))
+					t->frees = v;
+				break;
+			case 6:
+				if (!memcmp(k, "allocs", 6))
+					t->allocs = v;
+				break;
+			case 10:
+				if (!memcmp(k, "live_bytes", 10))
+					t->live_bytes = v, have_live = 1;
+				else if (!memcmp(k, "live_count", 10))
+					t->live_count = v;
+				else if (!memcmp(k, "peak_bytes", 10))
+					t->peak_bytes = v;
+				break;
+			case 11:
+				if (!memcmp(k, "alloc_bytes", 11))
+					t->alloc_bytes = v;
+				break;
+			}
+		}
+		if (id < 0)
+			bad(c, "call site without an integer \"stack\"");
+		if (!have_live)
+			bad(c, "call site without an integer \"live_bytes\"");
+		if (kind == -2)
+			bad(c, "call site without a \"kind\"");
+		if (id > 0 && ((size_t)id >= f->nstacks || !f->stacks[id].pcs))
 			bad(c, "call site refers to stack %lld, which has no earlier stack record",
 			    (long long)id);
-		const char *k = json_str(c->d, x, "kind");
-		int kind = k ? kind_parse(k) : -1;
 		if (kind < 0)
 			continue; /* a kind from a newer shim: ignored */
 		t->stack = (uint32_t)id;
 		t->kind = (uint8_t)kind;
-		t->live_bytes = need_int(c, x, "live_bytes");
-		t->live_count = json_int(c->d, x, "live_count", 0);
-		t->allocs = json_int(c->d, x, "allocs", 0);
-		t->alloc_bytes = json_int(c->d, x, "alloc_bytes", 0);
-		t->frees = json_int(c->d, x, "frees", 0);
-		t->peak_bytes = json_int(c->d, x, "peak_bytes", 0);
 		s->nsites++;
 	}
 	f->nsnaps++;
 }
 
+/* One record: parse the line (in place) and fold it into the model.
+ * Returns 0, or -1 for a line that does not parse when it is the last one
+ * and has no newline (a write cut short). */
+static int
+record(struct ctx *c, char *p, size_t len, int last) {
+	const char *err;
+	size_t col;
+	struct jv *o = json_parse(c->d, p, len, &err, &col);
+	if (!o) {
+		if (last)
+			return -1;
+		bad(c, "%s (column %zu)", err, col + 1);
+	}
+	if (o->type != J_OBJ)
+		bad(c, "a record must be a JSON object");
+	const char *type = json_str(c->d, o, "type");
+	if (!type)
+		bad(c, "record without a \"type\"");
+	if (c->line == 1 && strcmp(type, "header"))
+		bad(c, "not a memtally file: the first record is \"%s\", not a header", type);
+	if (!strcmp(type, "header")) {
+		if (c->line != 1)
+			bad(c, "a second header record");
+		header(c, o);
+	} else if (!strcmp(type, "maps")) {
+		maps(c, o);
+	} else if (!strcmp(type, "stack")) {
+		stack(c, o);
+	} else if (!strcmp(type, "snapshot")) {
+		snapshot(c, o);
+	} /* other types: ignored (readers of newer files) */
+	return 0;
+}
+
+/* Lines are read with read(2) into one reused buffer (a private writable
+ * mapping would take a copy-on-write fault per page the parser writes,
+ * which costs more than the copy) and parsed in place. */
 static void
 load_file(struct mfile *f, const char *path) {
 	memset(f, 0, sizeof *f);
@@ -270,71 +345,48 @@ load_file(struct mfile *f, const char *path) {
 		die(EXIT_BAD_INPUT, "%s: %s", path, strerror(errno));
 	if (!S_ISREG(st.st_mode))
 		die(EXIT_BAD_INPUT, "%s: not a regular file", path);
-	size_t size = (size_t)st.st_size;
-	if (!size)
+	if (!st.st_size)
 		die(EXIT_BAD_INPUT, "%s: empty file (no header record)", path);
-	/* A private writable mapping: lines are parsed in place. */
-	char *buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-	if (buf == MAP_FAILED)
-		die(EXIT_BAD_INPUT, "%s: %s", path, strerror(errno));
-	close(fd);
+	size_t cap = 8 << 20, have = 0;
+	char *buf = xmalloc(cap + 1);
 	struct jdoc d = {0};
 	struct ctx c = {f, &d, 0};
-	char *p = buf, *end = buf + size;
-	while (p < end) {
-		char *nl = memchr(p, '\n', (size_t)(end - p));
-		int last = nl == NULL;
-		char *e = nl ? nl : end;
-		c.line++;
-		size_t len = (size_t)(e - p);
-		if (!len) {
-			p = e + 1;
-			continue;
+	int eof = 0;
+	while (!eof || have) {
+		if (!eof && have < cap) {
+			ssize_t r = read(fd, buf + have, cap - have);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0)
+				die(EXIT_BAD_INPUT, "%s: %s", path, strerror(errno));
+			eof = r == 0;
+			have += (size_t)r;
 		}
-		/* The parser may write one byte past the line: the newline is
-		 * ours to use; a last line without one is copied first. */
-		char keep = last ? 0 : *e, *tail = NULL;
-		if (last) {
-			tail = xmalloc(len + 1);
-			memcpy(tail, p, len);
-			p = tail;
-		}
-		const char *err;
-		size_t col;
-		struct jv *o = json_parse(&d, p, len, &err, &col);
-		if (!o) {
-			if (last) { /* cut short by a kill: ignore, as documented */
-				f->truncated = 1;
-				free(tail);
+		char *p = buf, *end = buf + have;
+		for (;;) {
+			char *nl = memchr(p, '\n', (size_t)(end - p));
+			if (!nl)
 				break;
-			}
-			bad(&c, "%s (column %zu)", err, col + 1);
+			c.line++;
+			if (nl > p)
+				record(&c, p, (size_t)(nl - p), 0);
+			p = nl + 1;
 		}
-		if (o->type != J_OBJ)
-			bad(&c, "a record must be a JSON object");
-		const char *type = json_str(&d, o, "type");
-		if (!type)
-			bad(&c, "record without a \"type\"");
-		if (c.line == 1 && strcmp(type, "header"))
-			bad(&c, "not a memtally file: the first record is \"%s\", not a header", type);
-		if (!strcmp(type, "header")) {
-			if (c.line != 1)
-				bad(&c, "a second header record");
-			header(&c, o);
-		} else if (!strcmp(type, "maps")) {
-			maps(&c, o);
-		} else if (!strcmp(type, "stack")) {
-			stack(&c, o);
-		} else if (!strcmp(type, "snapshot")) {
-			snapshot(&c, o);
-		} /* other types: ignored (readers of newer files) */
-		if (!last)
-			*e = keep;
-		free(tail);
-		p = e + 1;
+		have = (size_t)(end - p);
+		memmove(buf, p, have);
+		if (eof && have) { /* a last line without a newline */
+			c.line++;
+			if (record(&c, buf, have, 1))
+				f->truncated = 1;
+			have = 0;
+		} else if (have == cap) { /* a line longer than the buffer */
+			cap *= 2;
+			buf = xrealloc(buf, cap + 1);
+		}
 	}
+	close(fd);
+	free(buf);
 	json_free(&d);
-	munmap(buf, size);
 	if (!f->version)
 		die(EXIT_BAD_INPUT, "%s:1: not a memtally file (no header record)", path);
 }

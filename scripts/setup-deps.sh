@@ -3,7 +3,7 @@
 # only those missing (idempotent; a no-op on a machine that has them).
 # MEMTALLY_DEPS_EXTRA adds packages (e.g. for `make bench`).
 set -eu
-need=(gcc make binutils libc6-dev libunwind-dev libdw-dev libelf-dev python3 procps
+need=(gcc make binutils libc6-dev libunwind-dev libdw-dev libelf-dev python3 procps bc
 	openmpi-bin libopenmpi-dev)
 need+=(${MEMTALLY_DEPS_EXTRA:-})
 missing=()
