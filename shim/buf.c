@@ -17,6 +17,25 @@ mt_buf_fixed(struct mt_buf *b, char *mem, size_t cap) {
 	b->cap = cap;
 	b->growable = 0;
 	b->overflow = 0;
+	b->flush_fd = 0;
+	b->flush_err = 0;
+}
+
+void
+mt_buf_stream(struct mt_buf *b, char *mem, size_t cap, int fd) {
+	mt_buf_fixed(b, mem, cap);
+	b->flush_fd = fd;
+}
+
+int
+mt_buf_flush(struct mt_buf *b) {
+	if (b->flush_fd > 0 && b->len) {
+		int err = mt_write_all(b->flush_fd, b->p, b->len);
+		if (err && !b->flush_err)
+			b->flush_err = err;
+		b->len = 0;
+	}
+	return b->flush_err;
 }
 
 int
@@ -27,6 +46,8 @@ mt_buf_init(struct mt_buf *b, size_t cap) {
 	b->cap = b->p ? cap : 0;
 	b->growable = 1;
 	b->overflow = b->p == NULL;
+	b->flush_fd = 0;
+	b->flush_err = 0;
 	return b->p ? 0 : ENOMEM;
 }
 
@@ -42,6 +63,11 @@ int
 mt_buf_reserve(struct mt_buf *b, size_t n) {
 	if (b->len + n <= b->cap)
 		return 0;
+	if (b->flush_fd > 0) {
+		mt_buf_flush(b);
+		if (n <= b->cap)
+			return 0;
+	}
 	if (!b->growable || !b->p) {
 		b->overflow = 1;
 		return ENOMEM;

@@ -17,10 +17,18 @@ struct mt_buf {
 	size_t cap;   /* bytes available */
 	int growable; /* 1: storage is ours, from mmap, may mremap */
 	int overflow; /* a fixed buffer ran out: output truncated */
+	int flush_fd; /* > 0: a streaming buffer, written to this fd when full */
+	int flush_err; /* errno of a failed flush */
 };
 
 /* A fixed buffer over caller storage.  Never allocates. */
 void mt_buf_fixed(struct mt_buf *b, char *mem, size_t cap);
+/* A fixed buffer that writes itself to fd whenever it fills (OOM dumps:
+ * any amount of output through memory reserved in advance).  Lines may be
+ * split across write calls; only one thread writes that fd.  mt_buf_flush
+ * writes what is left.  Never allocates. */
+void mt_buf_stream(struct mt_buf *b, char *mem, size_t cap, int fd);
+int mt_buf_flush(struct mt_buf *b);
 /* A growable buffer starting at cap bytes of fresh mmap.  Returns 0 or ENOMEM. */
 int mt_buf_init(struct mt_buf *b, size_t cap);
 void mt_buf_free(struct mt_buf *b);

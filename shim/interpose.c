@@ -15,6 +15,7 @@
 #include "shim.h"
 #include "buf.h"
 #include "sites.h"
+#include "oom.h"
 #include <dlfcn.h>
 #include <malloc.h>
 #include <stdlib.h>
@@ -105,6 +106,15 @@ resolve(void) {
 			resolve();                                             \
 	} while (0)
 
+/* A failed allocation: the dump is written before the error returns. */
+#define OOM(api, size)                                                         \
+	do {                                                                   \
+		int e_ = errno;                                                \
+		if (e_ == ENOMEM)                                              \
+			mt_oom_host(api, size);                                \
+		errno = e_;                                                    \
+	} while (0)
+
 /* Whether a hook records: the shim is active and we are not inside it. */
 #define RECORDING() (MT_LIKELY(__atomic_load_n(&mt_active, __ATOMIC_RELAXED)) && !mt_self.guard)
 
@@ -123,6 +133,8 @@ malloc(size_t n) {
 		int e = errno;
 		mt_heap_alloc(p, n);
 		errno = e;
+	} else {
+		OOM("malloc", n);
 	}
 	mt_self.guard = 0;
 	return p;
@@ -147,6 +159,9 @@ calloc(size_t n, size_t size) {
 		int e = errno;
 		mt_heap_alloc(p, n * size);
 		errno = e;
+	} else {
+		size_t t;
+		OOM("calloc", __builtin_mul_overflow(n, size, &t) ? SIZE_MAX : t);
 	}
 	mt_self.guard = 0;
 	return p;
@@ -200,6 +215,8 @@ realloc_common(void *p, size_t n, size_t size, int array) {
 	else if (had && total) /* failed: the old block is still live */
 		mt_heap_restore(&old);
 	errno = e;
+	if (!q && total)
+		OOM(array ? "reallocarray" : "realloc", total);
 	mt_self.guard = 0;
 	return q;
 }
@@ -243,6 +260,10 @@ posix_memalign(void **out, size_t align, size_t n) {
 		int e = errno;
 		mt_heap_alloc(*out, n);
 		errno = e;
+	} else if (r == ENOMEM) {
+		int e = errno;
+		mt_oom_host("posix_memalign", n);
+		errno = e;
 	}
 	mt_self.guard = 0;
 	return r;
@@ -263,6 +284,8 @@ posix_memalign(void **out, size_t align, size_t n) {
 			int e = errno;                                         \
 			mt_heap_alloc(p, size);                                \
 			errno = e;                                             \
+		} else {                                                       \
+			OOM(#name, size);                                      \
 		}                                                              \
 		mt_self.guard = 0;                                             \
 		return p;                                                      \
@@ -298,6 +321,8 @@ mmap_common(void *(*fn)(void *, size_t, int, int, int, off_t), void *a,
 		int e = errno;
 		mt_map_add(p, len, !(flags & MAP_ANONYMOUS), 0);
 		errno = e;
+	} else {
+		OOM("mmap", len);
 	}
 	mt_self.guard = 0;
 	return p;
@@ -369,6 +394,8 @@ mremap(void *old, size_t oldlen, size_t newlen, int flags, ...) {
 	else if (first.start)
 		mt_map_add(old, oldlen, first.kind == MT_MMAP_FILE, first.stack);
 	errno = e;
+	if (p == MAP_FAILED)
+		OOM("mremap", newlen);
 	mt_self.guard = 0;
 	return p;
 }

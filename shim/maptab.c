@@ -122,6 +122,14 @@ mt_maptab_add(const struct mt_map *m) {
 	return err;
 }
 
+void
+mt_maptab_each(void (*fn)(const struct mt_map *, void *), void *arg) {
+	mt_lock(&map_lock);
+	for (uint64_t i = 0; i < nmaps; i++)
+		fn(&maps[i], arg);
+	mt_unlock(&map_lock);
+}
+
 uint64_t
 mt_maptab_count(void) {
 	return __atomic_load_n(&nmaps, __ATOMIC_RELAXED);

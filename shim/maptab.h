@@ -29,6 +29,9 @@ void mt_maptab_release(uintptr_t start, uintptr_t end, struct mt_map *first);
  * Takes map_lock. */
 int mt_maptab_add(const struct mt_map *m);
 uint64_t mt_maptab_count(void);
+/* Call fn for every tracked range under map_lock (fn must not touch the
+ * map table; it may write(2)).  For dumps. */
+void mt_maptab_each(void (*fn)(const struct mt_map *, void *), void *arg);
 uint64_t mt_maptab_memory(void);
 void mt_maptab_prefork(void);
 void mt_maptab_postfork_parent(void);

@@ -137,6 +137,18 @@ out:
 	return found;
 }
 
+void
+mt_ptrtab_each(void (*fn)(const struct mt_ptr *, void *), void *arg) {
+	for (int i = 0; i < NSHARDS; i++) {
+		struct shard *s = &shards[i];
+		mt_lock(&s->lock);
+		for (uint64_t k = 0; s->mask && k <= s->mask; k++)
+			if (s->slot[k].addr)
+				fn(&s->slot[k], arg);
+		mt_unlock(&s->lock);
+	}
+}
+
 uint64_t
 mt_ptrtab_count(void) {
 	uint64_t n = 0;

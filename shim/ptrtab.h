@@ -31,6 +31,9 @@ int mt_ptrtab_put(const struct mt_ptr *e, struct mt_ptr *replaced);
 int mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out);
 /* Entries live now (racy read). */
 uint64_t mt_ptrtab_count(void);
+/* Call fn for every entry, one shard at a time under its lock (fn must not
+ * touch the pointer table; it may write(2)).  For dumps. */
+void mt_ptrtab_each(void (*fn)(const struct mt_ptr *, void *), void *arg);
 uint64_t mt_ptrtab_memory(void);
 void mt_ptrtab_prefork(void);
 void mt_ptrtab_postfork_parent(void);

@@ -21,6 +21,8 @@
 #include "sites.h"
 #include "snapshot.h"
 #include "unwind.h"
+#include "oom.h"
+#include "procstat.h"
 #include <linux/futex.h>
 #include <math.h>
 #include <pthread.h>
@@ -41,6 +43,7 @@ static int writer_running;
 static uint32_t req_ticket;     /* requests taken (C API) */
 static uint32_t req_served;     /* requests covered by a written snapshot */
 static int initialised;
+static long mt_pid;             /* ours; a vfork child has another */
 
 uint64_t
 mt_ms_since_start(void) {
@@ -129,6 +132,8 @@ count_tracked(void) {
 static void
 uncharge(const struct mt_ptr *e) {
 	int64_t bytes = (int64_t)e->size, count = 1;
+	if (e->size >= mt_cfg.exact_above)
+		mt_event(MT_EV_FREE, e->kind, e->addr, e->size, e->stack);
 	if (e->sampled)
 		sample_weights(e->size, &bytes, &count);
 	mt_site_free(e->stack, e->kind, bytes, count);
@@ -165,6 +170,8 @@ mt_heap_alloc(void *p, size_t size) {
 	if (err == EEXIST) /* freed behind our back: forget the old one */
 		uncharge(&old);
 	mt_site_alloc(e.stack, MT_HEAP, bytes, count);
+	if (size >= mt_cfg.exact_above) /* large blocks go to the event ring */
+		mt_event(MT_EV_ALLOC, MT_HEAP, (uintptr_t)p, size, e.stack);
 	mt_add(&t->live_count, count);
 	int64_t live = mt_add(&t->live_bytes, bytes);
 	int64_t peak = __atomic_load_n(&t->peak_bytes, __ATOMIC_RELAXED);
@@ -220,10 +227,12 @@ mt_map_add(void *p, size_t len, int file, uint32_t stack) {
 			   .kind = file ? MT_MMAP_FILE : MT_MMAP,
 			   .counted = 1,
 			   .time_ms = (uint32_t)mt_ms_since_start()};
-	if (mt_maptab_add(&m))
+	if (mt_maptab_add(&m)) {
 		mt_add(&mt_dropped_live, 1);
-	else
+	} else {
+		mt_event(MT_EV_ALLOC, m.kind, m.start, m.end - m.start, m.stack);
 		count_tracked();
+	}
 }
 
 void
@@ -232,6 +241,7 @@ mt_map_release(void *p, size_t len, struct mt_map *first) {
 	uintptr_t e = ((uintptr_t)p + len + 4095) & ~(uintptr_t)4095;
 	if (first)
 		memset(first, 0, sizeof *first);
+	mt_event(MT_EV_FREE, MT_MMAP, s, e - s, 0);
 	mt_maptab_release(s, e, first);
 }
 
@@ -253,6 +263,8 @@ static const char *
 reason_name(int bits) {
 	if (bits & MT_REASON_EXIT)
 		return "exit";
+	if (bits & MT_REASON_PREOOM)
+		return "preoom";
 	if (bits & MT_REASON_SIGNAL)
 		return "signal";
 	if (bits & MT_REASON_REQUEST)
@@ -268,10 +280,24 @@ writer_main(void *arg) {
 	mt_self.guard = 1; /* this thread's own allocations are not tracked */
 	uint64_t period = (uint64_t)(mt_cfg.interval * 1e9);
 	uint64_t next = period ? mt_now_ns() + period : 0;
+	/* Pre-OOM: the cgroup's usage is read every 100 ms (three syscalls),
+	 * only when there is a limit to approach. */
+	char probe[256];
+	uint64_t cur, max;
+	uint64_t tick = mt_cfg.preoom > 0 &&
+				!mt_cgroup_usage(&cur, &max, probe, sizeof probe)
+			? 100000000u
+			: 0;
+	uint64_t next_tick = tick ? mt_now_ns() + tick : 0;
 	for (;;) {
 		uint32_t w = __atomic_load_n(&wake_word, __ATOMIC_ACQUIRE);
 		int bits = __atomic_exchange_n(&pending, 0, __ATOMIC_ACQ_REL);
 		uint64_t now = mt_now_ns();
+		if (tick && now >= next_tick) {
+			next_tick = now + tick;
+			if (mt_preoom_check())
+				bits |= MT_REASON_PREOOM;
+		}
 		if (period && now >= next) {
 			bits |= MT_REASON_INTERVAL;
 			next += period;
@@ -288,8 +314,11 @@ writer_main(void *arg) {
 			continue;
 		}
 		struct timespec ts, *tp = NULL;
-		if (period) {
-			uint64_t d = next - now;
+		uint64_t wake = period ? next : 0;
+		if (tick && (!wake || next_tick < wake))
+			wake = next_tick;
+		if (wake) {
+			uint64_t d = wake > now ? wake - now : 0;
 			ts.tv_sec = (time_t)(d / 1000000000u);
 			ts.tv_nsec = (long)(d % 1000000000u);
 			tp = &ts;
@@ -372,6 +401,8 @@ postfork_child(void) {
 	mt_ptrtab_postfork_child(follow);
 	mt_sites_postfork_child(follow);
 	mt_snapshot_postfork_child(follow);
+	mt_oom_postfork_child();
+	mt_pid = mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0);
 	if (!follow) {
 		mt_active = 0;
 	} else {
@@ -387,6 +418,34 @@ postfork_child(void) {
 
 /* ---- lifecycle ------------------------------------------------------- */
 
+/* MEMTALLY_FOLLOW=0: take the shim out of LD_PRELOAD in place (the string
+ * only gets shorter), so exec'd children run without it. */
+static void
+scrub_preload(char **envp) {
+	for (char **e = envp; e && *e; e++) {
+		if (strncmp(*e, "LD_PRELOAD=", 11))
+			continue;
+		char *src = *e + 11, *dst = src;
+		while (*src) {
+			size_t n = strcspn(src, ": ");
+			int ours = 0;
+			for (size_t i = 0; i + 14 <= n; i++)
+				if (!memcmp(src + i, "libmemtally.so", 14))
+					ours = 1;
+			if (!ours) {
+				if (dst != *e + 11)
+					*dst++ = ' ';
+				memmove(dst, src, n);
+				dst += n;
+			}
+			src += n;
+			while (*src == ':' || *src == ' ')
+				src++;
+		}
+		*dst = 0;
+	}
+}
+
 __attribute__((constructor(101))) static void
 mt_init(int argc, char **argv, char **envp) {
 	(void)argc;
@@ -398,18 +457,22 @@ mt_init(int argc, char **argv, char **envp) {
 	mt_start_mono_ns = mt_now_ns();
 	mt_start_wall_ns = mt_wall_ns();
 	mt_config_init(envp);
+	if (!mt_cfg.follow)
+		scrub_preload(envp);
 	if (!mt_cfg.host) {
 		mt_self.guard--;
 		return;
 	}
 	if (mt_sites_init(mt_cfg.max_stacks, (int)mt_cfg.depth) ||
 	    mt_ptrtab_init(mt_cfg.max_live) || mt_maptab_init(mt_cfg.max_live) ||
-	    mt_snapshot_init(argv, envp)) {
+	    mt_snapshot_init(argv, envp) || mt_oom_init()) {
 		mt_warn("cannot reserve memory for the tables; not tracking");
 		mt_self.guard--;
 		return;
 	}
 	mt_unwind_init();
+	mt_procstat_init();
+	mt_pid = mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0);
 	{ /* warm libunwind (its caches and pools) before tracking starts */
 		uintptr_t pcs[4];
 		mt_unwind(pcs, 4, mt_cfg.unwind);
@@ -427,9 +490,30 @@ __attribute__((destructor(101))) static void
 mt_fini(void) {
 	if (!__atomic_load_n(&mt_active, __ATOMIC_ACQUIRE))
 		return;
+	/* A vfork child shares our memory and must not write: its pid is
+	 * not the one we recorded (fork children update it). */
+	if (mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0) != mt_pid)
+		return;
 	mt_self.guard++;
 	mt_snapshot_write("exit", NULL);
 	mt_snapshot_close(); /* later writes are refused */
 	__atomic_store_n(&mt_active, 0, __ATOMIC_RELEASE);
 	mt_self.guard--;
 }
+
+/* _exit and _Exit skip destructors: forked workers (Python's
+ * multiprocessing, DataLoader workers) leave this way, and their exit
+ * snapshot is still written.  The process then ends with exit_group, as
+ * glibc's _exit does. */
+MT_EXPORT void
+_exit(int status) {
+	mt_fini();
+	for (;;)
+		mt_sys(SYS_exit_group, status, 0, 0, 0, 0, 0);
+}
+
+MT_EXPORT void
+_Exit(int status) {
+	_exit(status);
+}
+

@@ -1,21 +1,22 @@
 /*
  * sites.c — the stack table and the per-(stack, kind) call-site figures.
  *
- * Stacks live in an append-only frame arena and an array of stack headers,
- * both reserved at init with MAP_NORESERVE (pages are committed as ids are
- * used).  A power-of-two index of ids is probed without a lock; a new stack
+ * Stacks live in append-only frame arenas (1 MiB each, mapped as needed)
+ * and a chunked array of stack headers (chunks.h).  A power-of-two index of ids is probed without a lock; a new stack
  * is added under stack_lock, and when the index grows the new one is
  * published with a release store and the old one is kept (at most the sum
  * of a geometric series, i.e. the final size again), so a reader still
  * probing it never touches freed memory; a reader that misses there takes
  * the lock and looks again in the current index.
  *
- * Call-site figures are an array [stack id][kind] of atomic counters, read
- * racily by the snapshot writer.  The pointer table (ptrtab.c) remembers
+ * Call-site figures are a chunked array [stack id][kind] of atomic
+ * counters, read racily by the snapshot writer; a stack id's chunk is
+ * mapped before the id is published.  The pointer table (ptrtab.c) remembers
  * which site each live allocation belongs to.
  */
 #include "glue.h"
 #include "sites.h"
+#include "chunks.h"
 #include <string.h>
 #include <sys/mman.h>
 
@@ -24,9 +25,9 @@ const char *const mt_kind_names[MT_NKINDS] = {
 	"cuda_vmm"};
 
 struct stack {
-	uint64_t hash;  /* of the frames */
-	uint64_t off;   /* first frame in the arena */
-	uint32_t n;     /* frames */
+	uint64_t hash;      /* of the frames */
+	uintptr_t *frames;  /* in an arena */
+	uint32_t n;         /* frames */
 	uint32_t pad;
 };
 
@@ -35,14 +36,16 @@ struct index {
 	uint32_t slot[];  /* stack ids; 0 = empty */
 };
 
-static struct stack *stacks;   /* [max_stacks] headers */
-static uintptr_t *arena;       /* frames of all stacks */
-static uint64_t arena_used, arena_cap;
+static struct mt_chunked stacks = {.elem = sizeof(struct stack)};
+static struct mt_chunked sites = {.elem = MT_NKINDS * sizeof(struct mt_site)};
+#define ARENA_FRAMES (128u << 10) /* 1 MiB of frames per arena */
+static uintptr_t *arena;       /* the current arena */
+static uint64_t arena_used;    /* frames used in it */
+static uint64_t frames_total, frames_cap, arena_bytes;
 static struct index *cur_index;
 static uint64_t max_stacks;
 static uint32_t nstacks;       /* ids handed out, including 0 */
 static mt_lock_t stack_lock;
-static struct mt_site *sites;  /* [max_stacks][MT_NKINDS] */
 static uint64_t index_bytes;
 struct mt_totals mt_totals[MT_NKINDS];
 uint64_t mt_sites_dropped;
@@ -67,16 +70,37 @@ index_new(uint64_t slots) {
 
 int
 mt_sites_init(uint64_t max, int depth) {
-	max_stacks = max;
-	stacks = reserve(max * sizeof *stacks);
-	arena_cap = max * (uint64_t)depth;
-	arena = reserve(arena_cap * sizeof *arena);
-	sites = reserve(max * MT_NKINDS * sizeof *sites);
+	max_stacks = max < (uint64_t)MT_MAX_CHUNKS * MT_CHUNK_IDS
+			     ? max
+			     : (uint64_t)MT_MAX_CHUNKS * MT_CHUNK_IDS;
+	frames_cap = max_stacks * (uint64_t)depth;
 	cur_index = index_new(1024);
-	if (!stacks || !arena || !sites || !cur_index)
+	if (!cur_index || mt_chunk_ensure(&stacks, 0) || mt_chunk_ensure(&sites, 0))
 		return ENOMEM;
 	nstacks = 1; /* id 0: the unknown stack */
 	return 0;
+}
+
+static inline struct stack *
+stack_at(uint32_t id) {
+	return mt_chunk_at(&stacks, id);
+}
+
+/* Room for n frames (under stack_lock). */
+static uintptr_t *
+frames_alloc(int n) {
+	if (!arena || arena_used + (uint64_t)n > ARENA_FRAMES) {
+		uintptr_t *a = mt_sys_mmap(ARENA_FRAMES * sizeof *a);
+		if (!a)
+			return NULL;
+		arena = a;
+		arena_used = 0;
+		arena_bytes += ARENA_FRAMES * sizeof *a;
+	}
+	uintptr_t *f = arena + arena_used;
+	arena_used += (uint64_t)n;
+	frames_total += (uint64_t)n;
+	return f;
 }
 
 static uint64_t
@@ -100,9 +124,9 @@ probe(const struct index *ix, uint64_t h, const uintptr_t *pcs, int n,
 				*slot_out = i;
 			return 0;
 		}
-		const struct stack *s = &stacks[id];
+		const struct stack *s = stack_at(id);
 		if (s->hash == h && s->n == (uint32_t)n &&
-		    !memcmp(arena + s->off, pcs, (size_t)n * sizeof *pcs))
+		    !memcmp(s->frames, pcs, (size_t)n * sizeof *pcs))
 			return id;
 	}
 }
@@ -115,7 +139,7 @@ grow_index(void) {
 	if (!ix)
 		return ENOMEM;
 	for (uint32_t id = 1; id < nstacks; id++) {
-		uint64_t i = stacks[id].hash & ix->mask;
+		uint64_t i = stack_at(id)->hash & ix->mask;
 		while (ix->slot[i])
 			i = (i + 1) & ix->mask;
 		ix->slot[i] = id;
@@ -138,7 +162,8 @@ mt_stack_intern(const uintptr_t *pcs, int n) {
 	id = probe(ix, h, pcs, n, &slot);
 	if (id)
 		goto out;
-	if (nstacks >= max_stacks || arena_used + (uint64_t)n > arena_cap) {
+	if (nstacks >= max_stacks || frames_total + (uint64_t)n > frames_cap ||
+	    mt_chunk_ensure(&stacks, nstacks) || mt_chunk_ensure(&sites, nstacks)) {
 		mt_add(&mt_sites_dropped, 1); /* full: the caller charges id 0 */
 		goto out;
 	}
@@ -148,13 +173,17 @@ mt_stack_intern(const uintptr_t *pcs, int n) {
 		ix = cur_index;
 		probe(ix, h, pcs, n, &slot);
 	}
+	uintptr_t *frames = frames_alloc(n);
+	if (!frames) {
+		mt_add(&mt_sites_dropped, 1);
+		goto out;
+	}
 	id = nstacks;
-	struct stack *s = &stacks[id];
+	struct stack *s = stack_at(id);
 	s->hash = h;
 	s->n = (uint32_t)n;
-	s->off = arena_used;
-	memcpy(arena + arena_used, pcs, (size_t)n * sizeof *pcs);
-	arena_used += (uint64_t)n;
+	s->frames = frames;
+	memcpy(frames, pcs, (size_t)n * sizeof *pcs);
 	mt_store(&nstacks, id + 1);
 	mt_store(&ix->slot[slot], id); /* publish after the frames */
 out:
@@ -168,8 +197,8 @@ mt_stack_frames(uint32_t id, int *n) {
 		*n = 0;
 		return NULL;
 	}
-	*n = (int)stacks[id].n;
-	return arena + stacks[id].off;
+	*n = (int)stack_at(id)->n;
+	return stack_at(id)->frames;
 }
 
 uint32_t
@@ -179,7 +208,7 @@ mt_stack_count(void) {
 
 struct mt_site *
 mt_site_get(uint32_t id, int kind) {
-	return &sites[(uint64_t)id * MT_NKINDS + (uint64_t)kind];
+	return (struct mt_site *)mt_chunk_at(&sites, id) + kind;
 }
 
 static void
@@ -251,23 +280,13 @@ mt_sites_postfork_child(int fresh) {
 	stack_lock.v = 0;
 	if (!fresh)
 		return;
-	/* The child's figures start from zero: a fresh reservation replaces
-	 * the inherited array (cheaper than clearing it, which would copy
-	 * every touched page). */
-	struct mt_site *n = reserve(max_stacks * MT_NKINDS * sizeof *sites);
-	if (n) {
-		mt_sys_munmap(sites, max_stacks * MT_NKINDS * sizeof *sites);
-		sites = n;
-	} else {
-		memset(sites, 0, (uint64_t)nstacks * MT_NKINDS * sizeof *sites);
-	}
+	/* The child's figures start from zero; its stacks are the parent's. */
+	mt_chunk_reset(&sites);
 	memset(mt_totals, 0, sizeof mt_totals);
 	mt_sites_dropped = 0;
 }
 
 uint64_t
 mt_sites_memory(void) {
-	uint64_t n = mt_load(&nstacks);
-	return n * sizeof(struct stack) + arena_used * sizeof(uintptr_t) +
-	       n * MT_NKINDS * sizeof(struct mt_site) + index_bytes;
+	return stacks.mapped + sites.mapped + arena_bytes + index_bytes;
 }

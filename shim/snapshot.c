@@ -16,6 +16,9 @@
 #include "ptrtab.h"
 #include "shim.h"
 #include "sites.h"
+#include "procstat.h"
+#include "oom.h"
+#include "chunks.h"
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
@@ -31,7 +34,6 @@ static int closed;
 static int open_failed;          /* warned once */
 static uint64_t seq;
 static unsigned long long last_adds = ~0ull, last_subs = ~0ull;
-static uint8_t *written;         /* [max_stacks]: stack record written */
 static struct mt_buf out, lines; /* snapshot line; stack/maps lines */
 static char host[256], exe[1024];
 static char cmdline[8192];
@@ -39,6 +41,7 @@ static size_t cmdline_len;
 static char label[128];
 static uint64_t last_write_ns;
 static char path[1200];
+static char scratch[64 << 10];   /* /proc and /sys reads (writer only) */
 
 /* What the file already says of each call site: a snapshot after the
  * first lists only the sites whose figures changed ("delta"), so a long
@@ -48,7 +51,16 @@ struct shadow {
 	uint64_t allocs, frees;
 	int64_t peak_bytes;
 };
-static struct shadow *shadow;    /* [max_stacks][MT_NKINDS] */
+struct track {                   /* per stack id; writer lock */
+	struct shadow k[MT_NKINDS];  /* what the file says of each kind */
+	uint8_t written;             /* its stack record is in the file */
+};
+static struct mt_chunked track = {.elem = sizeof(struct track)};
+
+static struct track *
+track_at(uint32_t id) {
+	return mt_chunk_ensure(&track, id) ? NULL : mt_chunk_at(&track, id);
+}
 static int full_next = 1;        /* the next snapshot lists every site */
 
 struct top { /* call-site candidates when MEMTALLY_TOP limits them */
@@ -81,17 +93,7 @@ int
 mt_snapshot_init(char **argv, char **envp) {
 	(void)argv;
 	(void)envp;
-	long r = mt_sys(SYS_mmap, 0, mt_cfg.max_stacks, PROT_READ | PROT_WRITE,
-			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (r < 0 && r > -4096)
-		return ENOMEM;
-	written = (uint8_t *)r;
-	r = mt_sys(SYS_mmap, 0, mt_cfg.max_stacks * MT_NKINDS * sizeof *shadow,
-		   PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-		   -1, 0);
-	if (r < 0 && r > -4096)
-		return ENOMEM;
-	shadow = (struct shadow *)r;
+	long r;
 	if (mt_buf_init(&out, 1 << 20) || mt_buf_init(&lines, 1 << 20))
 		return ENOMEM;
 	struct {
@@ -289,13 +291,17 @@ maps_cb(struct dl_phdr_info *info, size_t size, void *arg) {
 }
 
 static void
-maps_if_changed(struct mt_buf *b) {
+maps_if_changed(struct mt_buf *b, int always) {
 	/* dl_iterate_phdr holds the loader lock around the callback, which
 	 * only formats into our buffer: no allocation, no other lock. */
 	size_t mark = b->len;
 	struct maps_ctx c = {b, 0, 0, 0};
 	mt_buf_puts(b, "{\"type\":\"maps\",\"modules\":[");
 	dl_iterate_phdr(maps_cb, &c);
+	if (always) {
+		mt_buf_puts(b, "]}\n");
+		return;
+	}
 	if (c.adds == last_adds && c.subs == last_subs) {
 		b->len = mark; /* nothing new */
 		return;
@@ -308,7 +314,7 @@ maps_if_changed(struct mt_buf *b) {
 /* ---- snapshot -------------------------------------------------------- */
 
 static void
-stack_line(struct mt_buf *b, uint32_t id) {
+stack_line(struct mt_buf *b, uint32_t id, int mark) {
 	int n;
 	const uintptr_t *pcs = mt_stack_frames(id, &n);
 	mt_buf_printf(b, "{\"type\":\"stack\",\"id\":%u,\"pcs\":[", id);
@@ -320,14 +326,18 @@ stack_line(struct mt_buf *b, uint32_t id) {
 		mt_buf_putc(b, '"');
 	}
 	mt_buf_puts(b, "]}\n");
-	written[id] = 1;
+	struct track *t;
+	if (mark && (t = track_at(id)))
+		t->written = 1;
 }
 
+/* dump: the file holds every stack already (OOM dumps write them all). */
 static void
 site_json(struct mt_buf *b, uint32_t id, int kind, const struct mt_site *s,
-	  int *first) {
-	if (!written[id])
-		stack_line(&lines, id);
+	  int *first, int dump) {
+	struct track *t = dump ? NULL : track_at(id);
+	if (!dump && (!t || !t->written))
+		stack_line(&lines, id, 1);
 	if (!*first)
 		mt_buf_putc(b, ',');
 	*first = 0;
@@ -375,27 +385,37 @@ top_push(uint64_t *n, struct top t) {
 }
 
 static void
-callsites(struct mt_buf *b) {
+callsites(struct mt_buf *b, int dump) {
 	uint32_t n = mt_stack_count();
-	int first = 1, full = full_next;
+	int first = 1, full = full_next || dump;
+	struct top *tv = dump ? NULL : topv;
 	if (mt_cfg.top && !topv) {
 		topcap = mt_cfg.top;
 		topv = mt_sys_mmap(topcap * sizeof *topv);
 	}
 	mt_buf_printf(b, "\"callsites_mode\":\"%s\",\"callsites\":[",
-		      topv ? "top" : full ? "full" : "delta");
+		      tv ? "top" : full ? "full" : "delta");
 	uint64_t nt = 0;
 	for (uint32_t id = 0; id < n; id++) {
 		for (int k = 0; k < MT_NKINDS; k++) {
 			struct mt_site c = *mt_site_get(id, k); /* racy copy */
 			if (!c.allocs)
 				continue;
-			if (topv) {
+			if (tv) {
 				top_push(&nt, (struct top){c.live_bytes, id,
 							   (uint32_t)k});
 				continue;
 			}
-			struct shadow *sh = &shadow[(uint64_t)id * MT_NKINDS + k];
+			if (dump) { /* complete, and the file's state untouched */
+				site_json(b, id, k, &c, &first, 1);
+				continue;
+			}
+			struct track *t = track_at(id);
+			if (!t) { /* no memory for the shadow: list it */
+				site_json(b, id, k, &c, &first, 0);
+				continue;
+			}
+			struct shadow *sh = &t->k[k];
 			if (!full && sh->live_bytes == c.live_bytes &&
 			    sh->allocs == c.allocs && sh->frees == c.frees &&
 			    sh->peak_bytes == c.peak_bytes)
@@ -404,12 +424,12 @@ callsites(struct mt_buf *b) {
 			sh->allocs = c.allocs;
 			sh->frees = c.frees;
 			sh->peak_bytes = c.peak_bytes;
-			site_json(b, id, k, &c, &first);
+			site_json(b, id, k, &c, &first, 0);
 		}
 	}
-	for (uint64_t i = 0; topv && i < nt; i++) {
-		struct mt_site c = *mt_site_get(topv[i].id, (int)topv[i].kind);
-		site_json(b, topv[i].id, (int)topv[i].kind, &c, &first);
+	for (uint64_t i = 0; tv && i < nt; i++) {
+		struct mt_site c = *mt_site_get(tv[i].id, (int)tv[i].kind);
+		site_json(b, tv[i].id, (int)tv[i].kind, &c, &first, 0);
 	}
 	mt_buf_putc(b, ']');
 }
@@ -435,23 +455,40 @@ totals(struct mt_buf *b) {
 	}
 }
 
+
+/* The snapshot line itself.  dump: for an OOM dump's file (every call
+ * site, none of the main file's state touched). */
 static void
-proc(struct mt_buf *b) {
-	char buf[128];
-	long n = read_file("/proc/self/statm", buf, sizeof buf - 1);
-	if (n <= 0)
-		return;
-	buf[n] = 0;
-	uint64_t v[2] = {0, 0};
-	const char *p = buf;
-	for (int i = 0; i < 2; i++) {
-		while (*p == ' ')
-			p++;
-		while (*p >= '0' && *p <= '9')
-			v[i] = v[i] * 10 + (uint64_t)(*p++ - '0');
+snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
+		const char *lab, int dump, char *scr, size_t nscr) {
+	mt_buf_printf(b, "{\"type\":\"snapshot\",\"seq\":%lu,\"reason\":\"%s\",",
+		      (unsigned long)sq, reason);
+	if (lab) {
+		mt_buf_puts(b, "\"label\":");
+		mt_buf_jstr(b, lab);
+		mt_buf_putc(b, ',');
 	}
-	mt_buf_printf(b, "\"proc\":{\"vms_bytes\":%lu,\"rss_bytes\":%lu},",
-		      (unsigned long)(v[0] * 4096), (unsigned long)(v[1] * 4096));
+	uint64_t mono = mt_now_ns();
+	mt_buf_printf(b, "\"wall_ns\":%lu,\"mono_ns\":%lu,\"elapsed_ms\":%lu,",
+		      (unsigned long)mt_wall_ns(), (unsigned long)mono,
+		      (unsigned long)((mono - mt_start_mono_ns) / 1000000u));
+	mt_procstat_json(b, scr, nscr);
+	mt_marks_json(b);
+	totals(b);
+	callsites(b, dump);
+	mt_buf_printf(b,
+		      ",\"shim\":{\"memory_bytes\":%lu,\"stacks\":%u,"
+		      "\"live_entries\":%lu,\"live_maps\":%lu,"
+		      "\"dropped_stacks\":%lu,\"dropped_live\":%lu,"
+		      "\"oom_dumps\":%lu,\"last_write_ns\":%lu}}\n",
+		      (unsigned long)(mt_sites_memory() + mt_ptrtab_memory() +
+				      mt_maptab_memory() + out.cap + lines.cap +
+				      track.mapped),
+		      mt_stack_count() - 1, (unsigned long)mt_ptrtab_count(),
+		      (unsigned long)mt_maptab_count(),
+		      (unsigned long)mt_sites_dropped,
+		      (unsigned long)mt_dropped_live, (unsigned long)mt_oom_count(),
+		      (unsigned long)last_write_ns);
 }
 
 /*
@@ -469,40 +506,13 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	}
 	uint64_t t0 = mt_now_ns();
 	struct mt_buf *b = &out;
-	maps_if_changed(&lines);
+	maps_if_changed(&lines, 0);
 	b->len = 0;
 	b->overflow = 0;
-	mt_buf_printf(b, "{\"type\":\"snapshot\",\"seq\":%lu,\"reason\":\"%s\",",
-		      (unsigned long)seq++, reason);
 	if (!lab && !strcmp(reason, "request") && label[0])
 		lab = label;
-	if (lab) {
-		mt_buf_puts(b, "\"label\":");
-		mt_buf_jstr(b, lab);
-		mt_buf_putc(b, ',');
-	}
+	snapshot_record(b, seq++, reason, lab, 0, scratch, sizeof scratch);
 	label[0] = 0;
-	uint64_t mono = mt_now_ns();
-	mt_buf_printf(b, "\"wall_ns\":%lu,\"mono_ns\":%lu,\"elapsed_ms\":%lu,",
-		      (unsigned long)mt_wall_ns(), (unsigned long)mono,
-		      (unsigned long)((mono - mt_start_mono_ns) / 1000000u));
-	proc(b);
-	mt_marks_json(b);
-	totals(b);
-	callsites(b);
-	mt_buf_printf(b,
-		      ",\"shim\":{\"memory_bytes\":%lu,\"stacks\":%u,"
-		      "\"live_entries\":%lu,\"live_maps\":%lu,"
-		      "\"dropped_stacks\":%lu,\"dropped_live\":%lu,"
-		      "\"last_write_ns\":%lu}}\n",
-		      (unsigned long)(mt_sites_memory() + mt_ptrtab_memory() +
-				      mt_maptab_memory() + out.cap + lines.cap +
-				      mt_cfg.max_stacks / 64),
-		      mt_stack_count() - 1, (unsigned long)mt_ptrtab_count(),
-		      (unsigned long)mt_maptab_count(),
-		      (unsigned long)mt_sites_dropped,
-		      (unsigned long)mt_dropped_live,
-		      (unsigned long)last_write_ns);
 	int err = 0;
 	if (b->overflow || lines.overflow) {
 		err = ENOMEM;
@@ -516,8 +526,11 @@ mt_snapshot_write(const char *reason, const char *lab) {
 			mt_warn("writing %s failed (errno %d)", path, err);
 	}
 	if (err) { /* what the file lacks is written again next time */
-		for (uint32_t i = 0; i < mt_stack_count(); i++)
-			written[i] = 0;
+		for (uint32_t i = 0; i < mt_stack_count(); i++) {
+			struct track *t = mt_chunk_at(&track, i);
+			if (t)
+				t->written = 0;
+		}
 		last_adds = last_subs = ~0ull;
 	}
 	full_next = err != 0;
@@ -580,13 +593,36 @@ mt_snapshot_postfork_child(int follow) {
 	}
 	/* Stack ids are kept, but the child's file must carry its own stack
 	 * records: forget which were written. */
-	long r = mt_sys(SYS_mmap, 0, mt_cfg.max_stacks, PROT_READ | PROT_WRITE,
-			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (r < 0 && r > -4096) {
-		memset(written, 0, mt_stack_count());
-	} else {
-		mt_sys_munmap(written, mt_cfg.max_stacks);
-		written = (uint8_t *)r;
-	}
+	mt_chunk_reset(&track);
 	out.len = lines.len = 0;
+}
+
+long
+mt_snapshot_dump_open(unsigned idx, char *dst, size_t n) {
+	struct mt_buf b;
+	mt_buf_fixed(&b, dst, n - 1);
+	mt_buf_printf(&b, "%s/memtally.%s.", mt_cfg.out, host);
+	if (mt_cfg.rank >= 0)
+		mt_buf_printf(&b, "r%ld.", mt_cfg.rank);
+	mt_buf_printf(&b, "p%ld.oom%u.jsonl", mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0), idx);
+	dst[b.len] = 0;
+	int err = mkdirs(mt_cfg.out);
+	if (err)
+		return -err;
+	return mt_sys(SYS_open, dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644, 0, 0, 0);
+}
+
+int
+mt_snapshot_dump(int dfd, struct mt_buf *b, const char *reason,
+		 void (*body)(struct mt_buf *, void *), void *arg, char *scr,
+		 size_t nscr) {
+	header(b);
+	maps_if_changed(b, 1);
+	uint32_t n = mt_stack_count();
+	for (uint32_t id = 1; id < n; id++)
+		stack_line(b, id, 0);
+	body(b, arg);
+	snapshot_record(b, 0, reason, NULL, 1, scr, nscr);
+	(void)dfd;
+	return mt_buf_flush(b);
 }

@@ -57,4 +57,13 @@ mt.eq((r.returncode, len(fs)), (0, 0), 'HOST=0: runs, writes nothing')
 
 r, fs = run('nofollow', 'prog_threads', ['20000'], FOLLOW='0')
 mt.eq((r.returncode, len(fs)), (0, 1), 'FOLLOW=0: only the parent writes a file')
+
+# Address space: the shim maps its tables as they fill, so a program under
+# RLIMIT_AS or `ulimit -v` keeps its room (it once reserved 900 MiB).
+def vmsize(env):
+    r = subprocess.run(['grep', 'VmSize', '/proc/self/status'], env=env, capture_output=True, text=True)
+    return int(r.stdout.split()[1]) * 1024
+plain = vmsize(dict(os.environ))
+shim = vmsize(dict(os.environ, LD_PRELOAD=SHIM, MEMTALLY_OUT=os.path.join(OUT, 'vms')))
+mt.check(shim - plain < 32 << 20, 'the shim adds %d KiB of address space (< 32 MiB)' % ((shim - plain) >> 10))
 mt.done()

@@ -1,0 +1,33 @@
+/*
+ * oom.h — failure dumps and the event ring they carry.  When a tracked
+ * allocation fails with ENOMEM the failing thread writes
+ * <name>.oom<N>.jsonl before the error reaches the program; the writer
+ * thread writes a "preoom" dump when cgroup usage crosses MEMTALLY_PREOOM.
+ * Rules: never calls malloc; a dump allocates nothing at all (its buffers
+ * are reserved at start) and takes only the dump lock (try-lock: a second
+ * thread failing at the same moment does not wait) and, briefly, each table
+ * lock while listing segments.
+ */
+#ifndef MT_OOM_H
+#define MT_OOM_H
+#include <stddef.h>
+#include <stdint.h>
+
+enum { MT_EV_ALLOC = 1, MT_EV_FREE = 2, MT_EV_OOM = 3 };
+
+/* Reserve the ring (MEMTALLY_TRACE entries) and dump buffers.  0 or ENOMEM. */
+int mt_oom_init(void);
+/* Add an event to the ring (lock-free).  Async-signal-safe. */
+void mt_event(int op, int kind, uintptr_t addr, uint64_t size, uint32_t stack);
+/* A host allocation failed with ENOMEM: dump, then return.  api: "malloc",
+ * "mmap", ...  Never allocates. */
+void mt_oom_host(const char *api, uint64_t requested);
+/* Writer thread: check cgroup usage against MEMTALLY_PREOOM; dump once per
+ * crossing.  Returns 1 when it dumped. */
+int mt_preoom_check(void);
+/* Dumps written so far. */
+uint64_t mt_oom_count(void);
+/* fork child: counts and the ring start over. */
+void mt_oom_postfork_child(void);
+
+#endif

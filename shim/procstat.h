@@ -1,0 +1,25 @@
+/*
+ * procstat.h — the figures that tell a leak from fragmentation from page
+ * cache: process (/proc/self/status, smaps_rollup, threads, fds), cgroup
+ * (v2, or v1's memory controller) and allocator (glibc mallinfo2, or
+ * jemalloc's mallctl stats when jemalloc is the allocator).
+ * Rules: never calls malloc; reads /proc and /sys with raw syscalls into
+ * the caller's scratch buffer.  Called from the writer thread or an OOM
+ * dump, never from a hook's fast path.
+ */
+#ifndef MT_PROCSTAT_H
+#define MT_PROCSTAT_H
+#include <stddef.h>
+#include <stdint.h>
+
+struct mt_buf;
+/* Find the cgroup and the allocator (constructor).  Never allocates. */
+void mt_procstat_init(void);
+/* Append `"proc":{...},"cgroup":{...},"allocator":{...},` (absent files are
+ * absent fields).  scratch: >= 64 KiB.  Never allocates. */
+void mt_procstat_json(struct mt_buf *b, char *scratch, size_t n);
+/* cgroup memory usage and limit in bytes; 0 when known, -1 when there is no
+ * cgroup memory limit.  Never allocates. */
+int mt_cgroup_usage(uint64_t *current, uint64_t *max, char *scratch, size_t n);
+
+#endif

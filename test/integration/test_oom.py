@@ -1,0 +1,57 @@
+"""Host OOM: a program capped with RLIMIT_AS allocates until malloc fails.
+The dump exists before malloc returns NULL (the program checks), names
+the call sites holding memory with exact bytes, lists every live block as a
+segment and recent large events as trace lines, and the program's own NULL
+check runs afterwards with errno ENOMEM.  Dumps are capped by
+MEMTALLY_OOM_DUMPS."""
+import glob, json, os, subprocess, sys
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
+import mt
+
+B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
+env = dict(os.environ, LD_PRELOAD=os.path.join(B, 'libmemtally.so'), MEMTALLY_OUT=OUT)
+r = subprocess.run([os.path.join(B, 'test', 'prog_oom'), '400', OUT], env=env,
+                   capture_output=True, text=True, timeout=120)
+mt.eq(r.returncode, 0, 'exit code')
+res = json.loads(r.stdout)
+mt.eq(res['errno'], 12, 'the program sees ENOMEM')
+mt.eq(res['dump_before_return'], 1, 'the dump was on disk before malloc returned NULL')
+dumps = sorted(glob.glob(os.path.join(OUT, '*.oom*.jsonl')))
+mt.eq(len(dumps), 1, 'one dump')
+d = mt.File(dumps[0])
+recs = [json.loads(l) for l in open(dumps[0])]
+oom = [x for x in recs if x['type'] == 'oom'][0]
+mt.eq((oom['kind'], oom['api'], oom['requested_bytes'], oom['error']),
+      ('host', 'malloc', 1 << 20, 'ENOMEM'), 'oom record: kind, api, requested bytes, error')
+segs = [x for x in recs if x['type'] == 'segment']
+snap = d.final()
+mt.eq(snap['reason'], 'oom', 'the dump ends with a complete snapshot')
+agg = d.sites_by_function(snap, kinds=['heap'])
+mt.eq(agg.get(('hold_block', 'heap'), {}).get('live_bytes'), res['blocks'] << 20,
+      'hold_block holds exactly %d MiB' % res['blocks'])
+mt.eq(agg.get(('small_blocks', 'heap'), {}).get('live_bytes'), 10000 * 1000,
+      'small_blocks holds exactly 10000 x 1000 B')
+stacks_hold = {c['stack'] for c in snap['callsites']
+               if d.sites_by_function({'callsites': [c]}).get(('hold_block', 'heap'))}
+seg_hold = sum(s['size'] for s in segs if s['stack'] in stacks_hold)
+mt.eq(seg_hold, res['blocks'] << 20, 'segments of hold_block add up to the same bytes')
+mt.eq(sum(1 for s in segs if s['size'] == 1000), 10000, '10000 segments of 1000 B')
+traces = [x for x in recs if x['type'] == 'trace']
+mt.check(traces and traces[-1]['op'] == 'oom' and traces[-1]['size'] == 1 << 20,
+         'the trace ends with the failed request')
+mt.check(sum(1 for t in traces if t['op'] == 'alloc' and t['size'] == 1 << 20) >= min(res['blocks'], 100),
+         'the trace holds the large allocations before it')
+main = mt.files(OUT)[0]
+mt.eq(main.final()['reason'], 'exit', 'the main file still gets its exit snapshot')
+mt.eq(main.final()['shim']['oom_dumps'], 1, 'the main file counts the dump')
+
+# the cap: MEMTALLY_OOM_DUMPS=2 with a program that fails 5 times
+out2 = os.path.join(OUT, 'cap')
+env2 = dict(env, MEMTALLY_OUT=out2, MEMTALLY_OOM_DUMPS='2')
+code = ('import ctypes\nlibc = ctypes.CDLL(None)\nlibc.malloc.argtypes = [ctypes.c_size_t]\n'
+        'libc.malloc.restype = ctypes.c_void_p\n'
+        'for i in range(5): assert libc.malloc(1 << 62) is None\nprint("ok")')
+r = subprocess.run(['/usr/bin/python3', '-c', code], env=env2, capture_output=True, text=True)
+mt.eq((r.returncode, r.stdout), (0, 'ok\n'), 'five failures: the program runs on')
+mt.eq(len(glob.glob(os.path.join(out2, '*.oom*.jsonl'))), 2, 'MEMTALLY_OOM_DUMPS=2 caps the dumps')
+mt.done()
