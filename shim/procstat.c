@@ -12,6 +12,7 @@
 #include "procstat.h"
 #include "buf.h"
 #include "config.h"
+#include "snapshot.h"
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <malloc.h>
@@ -247,7 +248,8 @@ proc_json(struct mt_buf *b, char *buf, size_t cap) {
 			if (!field(buf, keys[i][0], &v))
 				kv(b, &first, keys[i][1], v * 1024);
 	}
-	/* open fds: entries of /proc/self/fd, less the one reading it */
+	/* open fds: the program's entries of /proc/self/fd (neither the one
+	 * reading it nor the shim's own file) */
 	long dfd = mt_sys(SYS_open, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC,
 			  0, 0, 0, 0);
 	if (dfd >= 0) {
@@ -259,13 +261,16 @@ proc_json(struct mt_buf *b, char *buf, size_t cap) {
 			for (long off = 0; off < r;) {
 				unsigned short reclen = *(unsigned short *)(buf + off + 16);
 				const char *name = buf + off + 19;
-				if (name[0] != '.')
+				long fdn = 0;
+				for (const char *c = name; *c >= '0' && *c <= '9'; c++)
+					fdn = fdn * 10 + (*c - '0');
+				if (name[0] != '.' && fdn != dfd && fdn != mt_snapshot_own_fd())
 					n++;
 				off += reclen;
 			}
 		}
 		mt_sys(SYS_close, dfd, 0, 0, 0, 0, 0);
-		kv(b, &first, "fds", n ? n - 1 : 0);
+		kv(b, &first, "fds", n);
 	}
 	mt_buf_puts(b, "},");
 }

@@ -569,6 +569,11 @@ mt_snapshot_describe(void) {
 	mt_say("writing %s", path);
 }
 
+int
+mt_snapshot_own_fd(void) {
+	return __atomic_load_n(&fd, __ATOMIC_RELAXED);
+}
+
 void
 mt_snapshot_prefork(void) {
 	mt_lock(&writer_lock);

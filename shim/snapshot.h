@@ -30,6 +30,8 @@ long mt_snapshot_dump_open(unsigned idx, char *dst, size_t n);
 int mt_snapshot_dump(int fd, struct mt_buf *b, const char *reason,
 		     void (*body)(struct mt_buf *, void *), void *arg, char *scratch,
 		     size_t nscratch);
+/* The main file's descriptor, or -1.  Never allocates. */
+int mt_snapshot_own_fd(void);
 void mt_snapshot_prefork(void);
 void mt_snapshot_postfork_parent(void);
 /* follow: a new file for the child (opened at its first snapshot). */
