@@ -23,15 +23,15 @@
 	X(pydepth, PYDEPTH, U64, "16", "max Python frames per stack (issue 10: accepted, not yet active)") \
 	X(unwind, UNWIND, UNWIND, "libunwind", "stack walker: libunwind or fp (frame pointers)") \
 	X(top, TOP, U64, "0", "call sites per snapshot, largest live first (0 = all)") \
-	X(trace, TRACE, U64, "100000", "CUDA events kept for OOM dumps (issue 4: accepted, not yet active)") \
-	X(oom_dumps, OOM_DUMPS, U64, "3", "max OOM dumps per process (issues 3, 4: accepted, not yet active)") \
+	X(trace, TRACE, U64, "100000", "events kept in the ring that OOM dumps carry (mmaps, large heap blocks, failures)") \
+	X(oom_dumps, OOM_DUMPS, U64, "3", "max OOM and pre-OOM dumps per process") \
 	X(oom_render, OOM_RENDER, BOOL, "0", "also render pickle, HTML and flame graph next to each OOM dump (issue 6: accepted, not yet active)") \
 	X(cuda, CUDA, BOOL, "1", "hook the CUDA driver (issue 4: accepted, not yet active)") \
 	X(host, HOST, BOOL, "1", "track heap and mmap (0: pass every call straight through)") \
-	X(smaps, SMAPS, BOOL, "1", "read /proc/self/smaps_rollup in snapshots (issue 3: accepted, not yet active)") \
-	X(cgroup, CGROUP, BOOL, "1", "read cgroup memory stats in snapshots (issue 3: accepted, not yet active)") \
-	X(preoom, PREOOM, FRAC, "0.95", "dump when cgroup usage reaches this fraction of its limit (issue 3: accepted, not yet active)") \
-	X(follow, FOLLOW, BOOL, "1", "children (fork, exec) are tracked too (0: fork children write nothing)") \
+	X(smaps, SMAPS, BOOL, "1", "read /proc/self/smaps_rollup (pss, uss, shared) in snapshots") \
+	X(cgroup, CGROUP, BOOL, "1", "read the process's cgroup memory figures (v2, or v1's memory controller) in snapshots") \
+	X(preoom, PREOOM, FRAC, "0.95", "dump when cgroup usage reaches this fraction of its limit, checked every 100 ms (0 = off)") \
+	X(follow, FOLLOW, BOOL, "1", "children are tracked too (0: fork children write nothing, exec'd children run without the shim)") \
 	X(verbose, VERBOSE, BOOL, "0", "print the effective configuration and output path to stderr") \
 	X(seed, SEED, U64, "0", "sampling random seed (0 = from time and thread id; set it for repeatable runs)") \
 	X(max_stacks, MAX_STACKS, U64, "1048576", "distinct stacks kept; further new stacks are counted as dropped") \
