@@ -96,7 +96,18 @@ TEST_LIBS := $(patsubst test/integration/%.c,$(B)/test/%.so,$(wildcard test/inte
 UNIT := $(patsubst test/unit/%.c,$(B)/test/unit_%,$(wildcard test/unit/test_*.c))
 TEST_CFLAGS := -O0 -g -fno-omit-frame-pointer -fno-inline -pthread -D_GNU_SOURCE -Wno-alloc-size-larger-than
 .PHONY: tests
-tests: all $(TEST_PROGS) $(TEST_LIBS) $(UNIT)
+FAKECUDA := $(B)/test/fakecuda/libcuda.so.1 $(B)/test/cuda_prog $(B)/test/cuda_direct
+tests: all $(TEST_PROGS) $(TEST_LIBS) $(UNIT) $(FAKECUDA)
+# The fake driver: -Bsymbolic, so its own name table never resolves into
+# the shim (tests would pass for the wrong reason).
+$(B)/test/fakecuda/libcuda.so.1: test/fakecuda/fakecuda.c
+	mkdir -p $(@D)
+	$(CC) -O1 -g -fPIC -shared -Wl,-Bsymbolic -Wl,-soname,libcuda.so.1 -pthread -o $@ $<
+	ln -sf libcuda.so.1 $(@D)/libcuda.so
+$(B)/test/cuda_prog: test/fakecuda/cuda_prog.c | $(B)/test
+	$(CC) $(TEST_CFLAGS) -o $@ $< -ldl
+$(B)/test/cuda_direct: test/fakecuda/cuda_prog.c $(B)/test/fakecuda/libcuda.so.1 | $(B)/test
+	$(CC) $(TEST_CFLAGS) -DDIRECT -o $@ $< -L$(B)/test/fakecuda -lcuda -ldl
 $(B)/test/prog_%: test/integration/prog_%.c | $(B)/test
 	$(CC) $(TEST_CFLAGS) -o $@ $< -ldl $(PROG_LDFLAGS_$*)
 $(B)/test/prog_mpi: test/integration/prog_mpi.c | $(B)/test

@@ -195,6 +195,25 @@ apply(const struct opt *o, const char *s) {
 		if (!strcmp(s, "fp"))
 			return *(int *)f = 1, 0;
 		return -1;
+	case MT_ROUTES: {
+		static const char *const names[] = {"direct", "dlsym", "gpa", "self"};
+		if (!strcmp(s, "all"))
+			return *(uint64_t *)f = 15, 0;
+		uint64_t bits = 0;
+		while (*s) {
+			size_t n = strcspn(s, ",");
+			int k;
+			for (k = 0; k < 4; k++)
+				if (strlen(names[k]) == n && !strncmp(s, names[k], n))
+					break;
+			if (k == 4 && !(n == 4 && !strncmp(s, "none", 4)))
+				return -1;
+			if (k < 4)
+				bits |= 1u << k;
+			s += n + (s[n] == ',');
+		}
+		return *(uint64_t *)f = bits, 0;
+	}
 	}
 	return -1;
 }
@@ -275,6 +294,20 @@ value_json(struct mt_buf *b, const struct opt *o) {
 	case MT_UNWIND:
 		mt_buf_jstr(b, *(const int *)f ? "fp" : "libunwind");
 		break;
+	case MT_ROUTES: {
+		static const char *const names[] = {"direct", "dlsym", "gpa", "self"};
+		uint64_t bits = *(const uint64_t *)f;
+		mt_buf_putc(b, '"');
+		int any = 0;
+		for (int k = 0; k < 4; k++)
+			if (bits >> k & 1) {
+				if (any++)
+					mt_buf_putc(b, ',');
+				mt_buf_puts(b, names[k]);
+			}
+		mt_buf_puts(b, any ? "\"" : "none\"");
+		break;
+	}
 	}
 }
 

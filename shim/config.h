@@ -26,7 +26,8 @@
 	X(trace, TRACE, U64, "100000", "events kept in the ring that OOM dumps carry (mmaps, large heap blocks, failures)") \
 	X(oom_dumps, OOM_DUMPS, U64, "3", "max OOM and pre-OOM dumps per process") \
 	X(oom_render, OOM_RENDER, BOOL, "0", "also render pickle, HTML and flame graph next to each OOM dump (issue 6: accepted, not yet active)") \
-	X(cuda, CUDA, BOOL, "1", "hook the CUDA driver (issue 4: accepted, not yet active)") \
+	X(cuda, CUDA, BOOL, "1", "track CUDA driver allocations (device, pinned host, managed, VMM)") \
+	X(cuda_routes, CUDA_ROUTES, ROUTES, "all", "debug: the routes to the driver that are wrapped (direct,dlsym,gpa,self or all)") \
 	X(host, HOST, BOOL, "1", "track heap and mmap (0: pass every call straight through)") \
 	X(smaps, SMAPS, BOOL, "1", "read /proc/self/smaps_rollup (pss, uss, shared) in snapshots") \
 	X(cgroup, CGROUP, BOOL, "1", "read the process's cgroup memory figures (v2, or v1's memory controller) in snapshots") \
@@ -38,7 +39,7 @@
 	X(max_live, MAX_LIVE, U64, "67108864", "tracked live allocations kept; further ones are counted as dropped")
 
 enum mt_opt_type { MT_PATH, MT_U64, MT_SIZE, MT_SECS, MT_SIG, MT_BOOL,
-		   MT_FRAC, MT_UNWIND };
+		   MT_FRAC, MT_UNWIND, MT_ROUTES };
 
 struct mt_config {
 	char out[1024];      /* absolute output directory */
@@ -56,6 +57,7 @@ struct mt_config {
 	uint64_t oom_dumps;  /* dumps */
 	int oom_render;      /* bool */
 	int cuda;            /* bool */
+	uint64_t cuda_routes; /* bits: 1 direct, 2 dlsym, 4 gpa, 8 self */
 	int host;            /* bool */
 	int smaps;           /* bool */
 	int cgroup;          /* bool */

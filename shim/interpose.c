@@ -116,7 +116,9 @@ resolve(void) {
 	} while (0)
 
 /* Whether a hook records: the shim is active and we are not inside it. */
-#define RECORDING() (MT_LIKELY(__atomic_load_n(&mt_active, __ATOMIC_RELAXED)) && !mt_self.guard)
+#define RECORDING()                                                            \
+	(MT_LIKELY(__atomic_load_n(&mt_active, __ATOMIC_RELAXED)) && !mt_self.guard && \
+	 mt_cfg.host)
 
 MT_EXPORT void *
 malloc(size_t n) {

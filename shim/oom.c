@@ -18,6 +18,7 @@
 #include "shim.h"
 #include "sites.h"
 #include "snapshot.h"
+#include "cuda.h"
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -81,7 +82,10 @@ mt_oom_count(void) {
 }
 
 struct dump_ctx {
-	const char *kind;        /* "host" or "preoom" */
+	const char *kind;        /* "host", "cuda" or "preoom" */
+	int device;              /* cuda */
+	uint64_t drv_free, drv_total;
+	struct mt_buf *b;
 	const char *api;
 	uint64_t requested;
 	uint64_t cg_current, cg_max;
@@ -89,20 +93,38 @@ struct dump_ctx {
 	uint64_t nseg;
 };
 
+static int
+is_device_kind(int k) {
+	return k >= MT_CUDA;
+}
+
+/* A host dump lists host blocks; a CUDA dump the device allocations, VMM
+ * handles and mappings. */
 static void
 seg_ptr(const struct mt_ptr *e, void *arg) {
-	struct mt_buf *b = arg;
-	mt_buf_printf(b, "{\"type\":\"segment\",\"kind\":\"%s\",\"address\":\"",
-		      mt_kind_names[e->kind]);
-	mt_buf_hex(b, e->addr);
-	mt_buf_printf(b, "\",\"size\":%lu,\"stack\":%u,\"time_ms\":%u%s}\n",
+	struct dump_ctx *c = arg;
+	struct mt_buf *b = c->b;
+	int cuda = !strcmp(c->kind, "cuda");
+	if (is_device_kind(e->kind) != cuda)
+		return;
+	mt_buf_printf(b, "{\"type\":\"segment\",\"kind\":\"%s\",\"%s\":\"",
+		      mt_kind_names[e->kind], e->flags & MT_PTR_HANDLE ? "handle" : "address");
+	mt_buf_hex(b, e->addr & ~MT_TAG_MASK);
+	mt_buf_printf(b, "\",\"size\":%lu,\"stack\":%u,\"time_ms\":%u%s",
 		      (unsigned long)e->size, e->stack, e->time_ms,
 		      e->sampled ? ",\"sampled\":true" : "");
+	if (cuda)
+		mt_buf_printf(b, ",\"device\":%u,\"stream\":%u%s", e->device, e->stream,
+			      e->flags & MT_PTR_MAPPED ? ",\"mapped\":true" : "");
+	mt_buf_puts(b, "}\n");
 }
 
 static void
 seg_map(const struct mt_map *m, void *arg) {
-	struct mt_buf *b = arg;
+	struct dump_ctx *c = arg;
+	struct mt_buf *b = c->b;
+	if (!strcmp(c->kind, "cuda"))
+		return;
 	mt_buf_printf(b, "{\"type\":\"segment\",\"kind\":\"%s\",\"address\":\"",
 		      mt_kind_names[m->kind]);
 	mt_buf_hex(b, m->start);
@@ -138,14 +160,23 @@ body(struct mt_buf *b, void *arg) {
 	mt_buf_printf(b, "{\"type\":\"oom\",\"kind\":\"%s\",\"api\":\"%s\","
 			 "\"requested_bytes\":%lu,\"error\":\"%s\",\"sampled\":%s",
 		      c->kind, c->api, (unsigned long)c->requested,
-		      !strcmp(c->kind, "preoom") ? "cgroup_threshold" : "ENOMEM",
+		      !strcmp(c->kind, "preoom") ? "cgroup_threshold"
+		      : !strcmp(c->kind, "cuda") ? "CUDA_ERROR_OUT_OF_MEMORY"
+						   : "ENOMEM",
 		      mt_cfg.sample ? "true" : "false");
 	if (c->have_cg)
 		mt_buf_printf(b, ",\"cgroup_current_bytes\":%lu,\"cgroup_max_bytes\":%lu",
 			      (unsigned long)c->cg_current, (unsigned long)c->cg_max);
+	if (!strcmp(c->kind, "cuda")) {
+		mt_buf_printf(b, ",\"device\":%d", c->device);
+		if (c->drv_total)
+			mt_buf_printf(b, ",\"driver_free_bytes\":%lu,\"driver_total_bytes\":%lu",
+				      (unsigned long)c->drv_free, (unsigned long)c->drv_total);
+	}
 	mt_buf_printf(b, ",\"elapsed_ms\":%lu}\n", (unsigned long)mt_ms_since_start());
-	mt_ptrtab_each(seg_ptr, b);
-	mt_maptab_each(seg_map, b);
+	c->b = b;
+	mt_ptrtab_each(seg_ptr, c);
+	mt_maptab_each(seg_map, c);
 	trace(b);
 }
 
@@ -183,6 +214,14 @@ mt_oom_host(const char *api, uint64_t requested) {
 	mt_event(MT_EV_OOM, MT_HEAP, 0, requested, 0);
 	struct dump_ctx c = {.kind = "host", .api = api, .requested = requested};
 	c.have_cg = !mt_cgroup_usage(&c.cg_current, &c.cg_max, dump_scratch, DUMP_SCRATCH);
+	dump(&c, "oom");
+}
+
+void
+mt_oom_cuda(const char *api, uint64_t requested, int device, uint64_t drv_free,
+	    uint64_t drv_total) {
+	struct dump_ctx c = {.kind = "cuda", .api = api, .requested = requested,
+			     .device = device, .drv_free = drv_free, .drv_total = drv_total};
 	dump(&c, "oom");
 }
 

@@ -22,6 +22,10 @@ void mt_event(int op, int kind, uintptr_t addr, uint64_t size, uint32_t stack);
 /* A host allocation failed with ENOMEM: dump, then return.  api: "malloc",
  * "mmap", ...  Never allocates. */
 void mt_oom_host(const char *api, uint64_t requested);
+/* A CUDA allocation failed with CUDA_ERROR_OUT_OF_MEMORY: dump (device
+ * segments), then return.  Never allocates. */
+void mt_oom_cuda(const char *api, uint64_t requested, int device, uint64_t drv_free,
+		 uint64_t drv_total);
 /* Writer thread: check cgroup usage against MEMTALLY_PREOOM; dump once per
  * crossing.  Returns 1 when it dumped. */
 int mt_preoom_check(void);

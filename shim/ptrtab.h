@@ -12,13 +12,17 @@
 #include <stdint.h>
 
 struct mt_ptr {
-	uintptr_t addr;  /* key; 0 = empty slot */
-	uint64_t size;   /* requested bytes */
-	uint32_t stack;  /* stack id */
-	uint8_t kind;    /* enum mt_kind */
-	uint8_t sampled; /* 1: weighted sample (sampling mode) */
-	uint16_t pad;
+	uintptr_t addr;   /* key; 0 = empty slot.  CUDA keys carry a tag in
+			   * the top bits (cuda.c) so device addresses and
+			   * handles never meet host addresses */
+	uint64_t size;    /* requested bytes */
+	uint32_t stack;   /* stack id */
 	uint32_t time_ms; /* ms since process start (coarse clock), for dumps */
+	uint8_t kind;     /* enum mt_kind */
+	uint8_t sampled;  /* 1: weighted sample (sampling mode) */
+	uint8_t device;   /* CUDA device ordinal */
+	uint8_t flags;    /* CUDA: MT_PTR_* (cuda.c) */
+	uint32_t stream;  /* CUDA stream index (cuda.c), 0 = default */
 };
 
 int mt_ptrtab_init(uint64_t max_live);

@@ -23,6 +23,7 @@
 #include "unwind.h"
 #include "oom.h"
 #include "procstat.h"
+#include "cuda.h"
 #include <linux/futex.h>
 #include <math.h>
 #include <pthread.h>
@@ -219,6 +220,48 @@ mt_heap_restore(const struct mt_ptr *e) {
 	mt_add(&t->free_bytes, -e->size);
 }
 
+int
+mt_dev_track(uintptr_t key, uint64_t size, int kind, int device, uint32_t stream,
+	     int flags, uint32_t stack) {
+	struct mt_ptr e = {.addr = key, .size = size,
+			   .stack = stack ? stack : capture(), .kind = (uint8_t)kind,
+			   .device = (uint8_t)device, .flags = (uint8_t)flags,
+			   .stream = stream,
+			   .time_ms = (uint32_t)mt_ms_since_start()};
+	struct mt_ptr old;
+	int err = mt_ptrtab_put(&e, &old);
+	if (err == ENOMEM) {
+		mt_add(&mt_dropped_live, 1);
+		return -1;
+	}
+	if (err == EEXIST && !(old.flags & MT_PTR_MAPPED))
+		uncharge(&old);
+	if (!(flags & MT_PTR_MAPPED)) { /* a mapping of a handle: charged at create */
+		mt_site_alloc(e.stack, kind, (int64_t)size, 1);
+		mt_totals_alloc(kind, size);
+		count_tracked();
+	}
+	mt_event(MT_EV_ALLOC, kind, key & ~MT_TAG_MASK, size, e.stack);
+	return (int)e.stack;
+}
+
+int
+mt_dev_untrack(uintptr_t key, struct mt_ptr *e) {
+	if (!mt_ptrtab_take(key, e))
+		return 0;
+	if (!(e->flags & MT_PTR_MAPPED)) {
+		mt_site_free(e->stack, e->kind, (int64_t)e->size, 1);
+		mt_totals_free(e->kind, e->size, 1);
+	}
+	mt_event(MT_EV_FREE, e->kind, key & ~MT_TAG_MASK, e->size, e->stack);
+	return 1;
+}
+
+uint32_t
+mt_capture(void) {
+	return capture();
+}
+
 void
 mt_map_add(void *p, size_t len, int file, uint32_t stack) {
 	struct mt_map m = {.start = (uintptr_t)p,
@@ -402,6 +445,7 @@ postfork_child(void) {
 	mt_sites_postfork_child(follow);
 	mt_snapshot_postfork_child(follow);
 	mt_oom_postfork_child();
+	mt_cuda_postfork_child();
 	mt_pid = mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0);
 	if (!follow) {
 		mt_active = 0;
@@ -459,7 +503,7 @@ mt_init(int argc, char **argv, char **envp) {
 	mt_config_init(envp);
 	if (!mt_cfg.follow)
 		scrub_preload(envp);
-	if (!mt_cfg.host) {
+	if (!mt_cfg.host && !mt_cfg.cuda) {
 		mt_self.guard--;
 		return;
 	}
@@ -472,6 +516,7 @@ mt_init(int argc, char **argv, char **envp) {
 	}
 	mt_unwind_init();
 	mt_procstat_init();
+	mt_cuda_init();
 	mt_pid = mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0);
 	{ /* warm libunwind (its caches and pools) before tracking starts */
 		uintptr_t pcs[4];

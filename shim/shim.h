@@ -34,6 +34,14 @@ void mt_heap_freed(void);
 void mt_heap_take(void *p, struct mt_ptr *e, int *had);
 /* ... and put it back if the real realloc failed.  Never allocates. */
 void mt_heap_restore(const struct mt_ptr *e);
+/* CUDA (cuda.c): track key (tagged) for size bytes of kind on device;
+ * flags MT_PTR_MAPPED: a mapping, not charged (its handle is).  stack 0:
+ * capture one.  Returns the stack id, or -1 when the table is full. */
+int mt_dev_track(uintptr_t key, uint64_t size, int kind, int device,
+		 uint32_t stream, int flags, uint32_t stack);
+/* Take key's entry into *e, uncharging unless mapped; 1 if it was there. */
+int mt_dev_untrack(uintptr_t key, struct mt_ptr *e);
+uint32_t mt_capture(void);
 /* After a successful mmap/mremap of [p, p+len).  stack: charge to this
  * stack id instead of capturing one (mremap moves the charge). */
 void mt_map_add(void *p, size_t len, int file, uint32_t stack);

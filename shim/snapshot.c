@@ -19,6 +19,7 @@
 #include "procstat.h"
 #include "oom.h"
 #include "chunks.h"
+#include "cuda.h"
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
@@ -473,6 +474,7 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 		      (unsigned long)mt_wall_ns(), (unsigned long)mono,
 		      (unsigned long)((mono - mt_start_mono_ns) / 1000000u));
 	mt_procstat_json(b, scr, nscr);
+	mt_cuda_json(b);
 	mt_marks_json(b);
 	totals(b);
 	callsites(b, dump);

@@ -10,6 +10,6 @@ int main(void) {
 		keep[i] = m(333);
 	for (int i = 0; i < 50; i++)
 		f(keep[i]);
-	printf("znow ok %d\n", keep[99] != NULL);
+	puts(keep[99] != NULL ? "znow ok 1" : "znow ok 0");
 	return 7;
 }

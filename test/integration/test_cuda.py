@@ -1,0 +1,107 @@
+"""CUDA driver allocations through every route, on the fake driver
+(test/fakecuda, linked -Bsymbolic): -lcuda (direct exports), dlopen+dlsym
+(with "cuMemAllocAsync_ptsz"), cuGetProcAddress with the per-thread flag,
+and cudart 13's sequence (dlsym cuGetProcAddress_v2, self-lookup at 12000,
+lookups through the returned pointer).  Each route sees every allocation
+with exact bytes at the right function, and the per-device live bytes equal
+the fake driver's own accounting.  Switching off the route a program needs
+(MEMTALLY_CUDA_ROUTES) makes it see nothing, so the tests cannot pass for
+the wrong reason.  Also: VMM as expandable segments use it, 8 threads with
+the per-thread flag, the OOM dump complete on disk before the error
+returns, recovery after a retry, and dlsym(RTLD_NEXT) from another
+preloaded library."""
+import json, os, subprocess, sys
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
+import mt
+
+B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
+SHIM = os.path.join(B, 'libmemtally.so')
+FAKE = os.path.join(B, 'test', 'fakecuda')
+MIB = 1 << 20
+
+def run(name, route, work='mix', routes='all', extra=None):
+    out = os.path.join(OUT, name)
+    prog = os.path.join(B, 'test', 'cuda_direct' if route == 'direct' else 'cuda_prog')
+    env = dict(os.environ, LD_PRELOAD=SHIM, MEMTALLY_OUT=out, LD_LIBRARY_PATH=FAKE,
+               MEMTALLY_CUDA_ROUTES=routes, FAKE_CUDA_MEM=str(1 << 30))
+    env.update(extra or {})
+    r = subprocess.run([prog, route, work, out], env=env, capture_output=True, text=True,
+                       timeout=120)
+    mt.eq(r.returncode, 0, '%s: exit code %s' % (name, r.stderr[-200:]))
+    return json.loads(r.stdout), mt.files(out)[0]
+
+want = {('dev_alloc', 'cuda'): (6 * MIB, 6, 10), ('async_alloc', 'cuda'): (2 * MIB, 4, 5),
+        ('pinned_alloc', 'cuda_host'): (3 * 65536, 3, 3),
+        ('managed_alloc', 'cuda_managed'): (4 * MIB, 2, 2),
+        ('pitch_alloc', 'cuda'): (102400, 1, 1), ('array_alloc', 'cuda'): (262144, 1, 2),
+        ('dev1_alloc', 'cuda'): (3 * MIB, 3, 3)}
+CUDA_KINDS = ['cuda', 'cuda_host', 'cuda_managed', 'cuda_vmm']
+needs = {'direct': ['direct'], 'dlsym': ['dlsym'], 'gpa': ['dlsym', 'gpa'],
+         'rt': ['dlsym', 'gpa', 'self']}
+for route in ('direct', 'dlsym', 'gpa', 'rt'):
+    fake, f = run(route, route)
+    snap = f.final()
+    agg = f.sites_by_function(snap, kinds=CUDA_KINDS)
+    for (fn, kind), (live, count, allocs) in sorted(want.items()):
+        s = agg.get((fn, kind), {})
+        mt.eq((s.get('live_bytes'), s.get('live_count'), s.get('allocs')), (live, count, allocs),
+              '%s: %s %s live bytes, count, allocs' % (route, fn, kind))
+    devs = {d['device']: d for d in snap.get('devices', [])}
+    mt.eq((devs.get(0, {}).get('live_bytes'), devs.get(1, {}).get('live_bytes')),
+          (fake['used0'], fake['used1']), '%s: per-device live bytes equal the driver\'s own' % route)
+    mt.check(devs.get(0, {}).get('driver_total_bytes') == 1 << 30,
+             '%s: driver free/total in the snapshot' % route)
+    for off in needs[route]:
+        rest = ','.join(x for x in ('direct', 'dlsym', 'gpa', 'self') if x != off) or 'none'
+        fake, f = run('%s-no-%s' % (route, off), route, routes=rest)
+        seen = [c for c in f.final()['callsites'] if c['kind'] in CUDA_KINDS]
+        mt.eq(len(seen), 0, '%s without the %s route: no allocation seen' % (route, off))
+        mt.eq(fake['used0'], 12947456, '%s without the %s route: the program still works' % (route, off))
+fake, f = run('rt-nodirect', 'rt', routes='dlsym,gpa,self')
+agg = f.sites_by_function(f.final(), kinds=CUDA_KINDS)
+mt.eq(agg.get(('dev_alloc', 'cuda'), {}).get('live_bytes'), 6 * MIB,
+      'rt without the direct route: still every allocation (the routes, not the exports, caught them)')
+
+# VMM: charged at cuMemCreate, released at cuMemRelease; mappings charge nothing
+fake, f = run('vmm', 'rt', 'vmm')
+snap = f.final()
+s = f.sites_by_function(snap, kinds=CUDA_KINDS).get(('vmm_grow', 'cuda_vmm'), {})
+mt.eq((s.get('live_bytes'), s.get('live_count'), s.get('allocs')), (4 * MIB, 2, 3),
+      'vmm: vmm_grow live bytes, count, allocs (3 created, 1 released)')
+mt.eq(snap['devices'][0]['live_bytes'], fake['used0'], 'vmm: device live bytes equal the driver\'s')
+
+# 8 threads, async with the per-thread flag: the _ptsz functions are called
+fake, f = run('mt', 'rt', 'mt')
+s = f.sites_by_function(f.final(), kinds=CUDA_KINDS).get(('mt_worker', 'cuda'), {})
+mt.eq((s.get('live_bytes'), s.get('allocs'), s.get('frees')), (8 * 4096, 16000, 15992),
+      'mt: 8 x 2000 async allocations, one left per thread')
+mt.eq(fake['ptsz_calls'], 8 * 3999, 'mt: every call reached the driver\'s _ptsz variant')
+
+# OOM: the dump is on disk when the error reaches the program
+fake, f = run('oom', 'rt', 'oom')
+mt.eq((fake['error'], fake['dump_on_disk']), (2, 1),
+      'oom: CUDA_ERROR_OUT_OF_MEMORY, and the dump was complete before it returned')
+dump = [p for p in os.listdir(os.path.join(OUT, 'oom')) if '.oom1.' in p]
+recs = [json.loads(l) for l in open(os.path.join(OUT, 'oom', dump[0]))]
+oom = [x for x in recs if x['type'] == 'oom'][0]
+mt.eq((oom['kind'], oom['api'], oom['requested_bytes'], oom['device'], oom['error']),
+      ('cuda', 'cuMemAlloc_v2', 64 * MIB, 0, 'CUDA_ERROR_OUT_OF_MEMORY'), 'oom record')
+mt.eq((oom['driver_free_bytes'], oom['driver_total_bytes']), (0, 1 << 30), 'oom: driver free/total')
+segs = [x for x in recs if x['type'] == 'segment']
+mt.eq(sum(x['size'] for x in segs if x['device'] == 0 and x['kind'] != 'cuda_host'),
+      fake['used_at_oom'], 'oom: the dump\'s live device bytes equal the driver\'s accounting')
+mt.check(all(x['kind'] in CUDA_KINDS for x in segs), 'oom: a CUDA dump lists device segments only')
+trace = [x for x in recs if x['type'] == 'trace']
+mt.check(trace[-1]['op'] == 'oom' and trace[-1]['size'] == 64 * MIB, 'oom: the trace ends with the failure')
+dev = f.final()['devices'][0]
+mt.eq((dev['ooms'], dev['recovered'], dev['oom_recovered']), (1, 1, True),
+      'oom: a later success marks the dump recovered')
+
+# dlsym(RTLD_NEXT) from a library preloaded after the shim: a tail call
+env = dict(os.environ, LD_PRELOAD=SHIM + ' ' + os.path.join(B, 'test', 'lib_next.so'),
+           MEMTALLY_OUT=os.path.join(OUT, 'next'))
+r = subprocess.run(['/bin/echo', 'x'], env=env, capture_output=True, text=True)
+r = subprocess.run([os.path.join(B, 'test', 'prog_znow')], env=env, capture_output=True, text=True)
+mt.eq((r.returncode, r.stdout), (7, '[next] znow ok 1\n'),
+      'RTLD_NEXT from another preloaded library resolves past it, not to itself')
+mt.done()
