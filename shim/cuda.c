@@ -753,6 +753,17 @@ mt_cuda_json(struct mt_buf *b) {
 		mt_buf_puts(b, "],");
 }
 
+int
+mt_cuda_used(void) {
+	for (int k = MT_CUDA; k < MT_NKINDS; k++)
+		if (__atomic_load_n(&mt_totals[k].allocs, __ATOMIC_RELAXED))
+			return 1;
+	for (int d = 0; d < MAXDEV; d++)
+		if (devs[d].used)
+			return 1;
+	return 0;
+}
+
 void
 mt_cuda_init(void) {
 	routes = (int)mt_cfg.cuda_routes;

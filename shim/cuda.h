@@ -17,6 +17,8 @@ void mt_cuda_json(struct mt_buf *b);
 /* Read MEMTALLY_CUDA_ROUTES-style bits (config) at start. */
 void mt_cuda_init(void);
 void mt_cuda_postfork_child(void);
+/* Whether this process allocated through the driver at all. */
+int mt_cuda_used(void);
 
 /* Key tags: device allocations and handles share the pointer table with
  * host blocks; the top bits keep them apart. */

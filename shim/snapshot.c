@@ -501,6 +501,10 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
  */
 void
 mt_snapshot_write(const char *reason, const char *lab) {
+	/* MEMTALLY_HOST=0: only CUDA is tracked; a process that never used
+	 * it leaves no file. */
+	if (!mt_cfg.host && !mt_cuda_used())
+		return;
 	mt_lock(&writer_lock);
 	if (closed || ensure_open()) {
 		mt_unlock(&writer_lock);

@@ -53,7 +53,9 @@ mt.check(s['dropped_live'] > 0 and s['dropped_stacks'] >= 0, 'tiny tables: dropp
 mt.eq(fs[0].final()['heap']['allocs'] >= 1543, True, 'tiny tables: exact totals still kept')
 
 r, fs = run('nohost', 'prog_known', HOST='0')
-mt.eq((r.returncode, len(fs)), (0, 0), 'HOST=0: runs, writes nothing')
+mt.eq((r.returncode, len(fs)), (0, 0), 'HOST=0: runs, writes nothing (no CUDA used)')
+r, fs = run('nothing', 'prog_known', HOST='0', CUDA='0')
+mt.eq((r.returncode, len(fs)), (0, 0), 'HOST=0 CUDA=0: runs, writes nothing')
 
 r, fs = run('nofollow', 'prog_threads', ['20000'], FOLLOW='0')
 mt.eq((r.returncode, len(fs)), (0, 1), 'FOLLOW=0: only the parent writes a file')

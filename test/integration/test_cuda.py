@@ -62,6 +62,11 @@ agg = f.sites_by_function(f.final(), kinds=CUDA_KINDS)
 mt.eq(agg.get(('dev_alloc', 'cuda'), {}).get('live_bytes'), 6 * MIB,
       'rt without the direct route: still every allocation (the routes, not the exports, caught them)')
 
+# MEMTALLY_HOST=0: only the driver is tracked
+fake, f = run('cuda-only', 'rt', extra={'MEMTALLY_HOST': '0'})
+kinds = {c['kind'] for c in f.final()['callsites']}
+mt.check(kinds and kinds <= set(CUDA_KINDS), 'HOST=0: only CUDA kinds recorded (%s)' % sorted(kinds))
+
 # VMM: charged at cuMemCreate, released at cuMemRelease; mappings charge nothing
 fake, f = run('vmm', 'rt', 'vmm')
 snap = f.final()
