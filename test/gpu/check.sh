@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# check.sh — memtally on a real GPU and driver (run through `device` when a
+# GPU machine is lent; CI never runs it).  Builds, runs test/gpu/
+# torch_check.py under the shim with the plain and the expandable-segments
+# allocator, and prints a table: memtally's live device bytes beside
+# torch.cuda.memory_reserved() and the driver's used bytes (cuMemGetInfo),
+# per step, and whether the OOM dump existed before PyTorch raised.
+#   usage: bash test/gpu/check.sh [OUTDIR]
+set -u
+cd "$(dirname "$0")/../.."
+out=${1:-${OUT:-/tmp}/memtally-gpu}
+PY=${PYTHON:-python3}
+make -s all >/dev/null || { echo "build failed"; exit 1; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+$PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' || exit 1
+status=0
+for conf in "" "expandable_segments:True"; do
+	d=$out/${conf:-plain}; rm -rf "$d"; mkdir -p "$d"
+	res=$(PYTORCH_CUDA_ALLOC_CONF=$conf LD_PRELOAD=$PWD/build/libmemtally.so MEMTALLY_OUT=$d \
+		timeout 300 $PY test/gpu/torch_check.py 2>"$d/stderr") || { echo "run failed ($conf)"; tail -5 "$d/stderr"; status=1; continue; }
+	echo "$res" >"$d/result.json"
+	$PY - "$d" <<'PYEOF' || status=1
+import glob, json, os, sys
+d = sys.argv[1]
+res = json.load(open(os.path.join(d, 'result.json')))
+f = [p for p in glob.glob(os.path.join(d, 'memtally.*.jsonl')) if '.oom' not in p][0]
+snaps = {}
+for line in open(f):
+    try:
+        r = json.loads(line)
+    except ValueError:
+        continue
+    if r.get('type') == 'snapshot' and r.get('label'):
+        snaps[r['label']] = r
+print('allocator conf: %r  device: %s  torch %s' % (res['alloc_conf'], res['device'], res['torch']))
+print('%-10s %14s %14s %14s %14s' % ('step', 'memtally dev', 'torch reserved', 'driver used', 'mt - reserved'))
+ok = True
+for step in ('start', 'plain', 'cublas', 'emptied', 'after_oom'):
+    s = snaps.get(step, {})
+    live = sum(x['live_bytes'] for x in s.get('devices', []) if x['device'] == 0)
+    t = res[step]
+    print('%-10s %14d %14d %14d %14d' % (step, live, t['reserved'], t['driver_used'], live - t['reserved']))
+    # every byte PyTorch reserved went through the driver calls we wrap
+    ok &= live >= t['reserved']
+oom = res['oom']
+dumps = glob.glob(os.path.join(d, '*.oom*.jsonl'))
+print('OOM: %s; dumps now: %d' % (oom, len(dumps)))
+ok &= isinstance(oom, dict) and oom['dumps_at_raise'] >= 1
+dev = snaps.get('after_oom', {}).get('devices', [{}])[0]
+print('after OOM: ooms=%s recovered=%s' % (dev.get('ooms'), dev.get('oom_recovered')))
+print('RESULT:', 'ok' if ok else 'MISMATCH')
+sys.exit(0 if ok else 1)
+PYEOF
+done
+exit $status
