@@ -64,7 +64,7 @@ check: deps
 	$(MAKE) all CFLAGS="-O2 -g $(STRICT)"
 	bash test/run.sh
 	$(MAKE) $(B)/asan/memtally
-	for t in analysis badinput mpi; do \
+	for t in analysis badinput mpi cuda oom; do \
 		MT_MEMTALLY=$(CURDIR)/$(B)/asan/memtally MEMTALLY_LIB=$(CURDIR)/$(B)/libmemtally.so \
 		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		MEMTALLY_TEST=$$t bash test/run.sh || exit 1; done

@@ -17,6 +17,7 @@ int cmd_report(struct opts *o);
 int cmd_leaks(struct opts *o);
 int cmd_diff(struct opts *o);
 int cmd_ranks(struct opts *o);
+int cmd_oom(struct opts *o);
 int cmd_run(int argc, char **argv);
 void usage_exit(const char *msg) __attribute__((noreturn));
 

@@ -294,6 +294,80 @@ snapshot(struct ctx *c, struct jv *o) {
 	f->nsnaps++;
 }
 
+static void
+oom_record(struct ctx *c, struct jv *o) {
+	struct oominfo *m = xcalloc(1, sizeof *m);
+	const char *k = json_str(c->d, o, "kind"), *api = json_str(c->d, o, "api"),
+		   *err = json_str(c->d, o, "error");
+	if (!k)
+		bad(c, "oom record without a \"kind\"");
+	snprintf(m->kind, sizeof m->kind, "%s", k);
+	snprintf(m->api, sizeof m->api, "%s", api ? api : "?");
+	snprintf(m->error, sizeof m->error, "%s", err ? err : "?");
+	m->requested = json_int(c->d, o, "requested_bytes", 0);
+	m->device = json_int(c->d, o, "device", -1);
+	m->drv_free = json_int(c->d, o, "driver_free_bytes", -1);
+	m->drv_total = json_int(c->d, o, "driver_total_bytes", -1);
+	m->cg_current = json_int(c->d, o, "cgroup_current_bytes", -1);
+	m->cg_max = json_int(c->d, o, "cgroup_max_bytes", -1);
+	m->elapsed_ms = json_int(c->d, o, "elapsed_ms", 0);
+	struct jv *sm = json_get(c->d, o, "sampled");
+	m->sampled = sm && sm->type == J_TRUE;
+	free(c->f->oom);
+	c->f->oom = m;
+}
+
+static int
+kind_of(struct ctx *c, struct jv *o) {
+	const char *k = json_str(c->d, o, "kind");
+	int kind = k ? kind_parse(k) : -1;
+	if (!k)
+		bad(c, "record without a \"kind\"");
+	return kind;
+}
+
+static void
+segment(struct ctx *c, struct jv *o) {
+	struct mfile *f = c->f;
+	int kind = kind_of(c, o);
+	if (kind < 0)
+		return;
+	f->segs = xrealloc(f->segs, (f->nsegs + 1) * sizeof *f->segs);
+	struct segment *s = &f->segs[f->nsegs++];
+	memset(s, 0, sizeof *s);
+	s->kind = kind;
+	struct jv *a = json_get(c->d, o, "address"), *h = json_get(c->d, o, "handle");
+	s->is_handle = a == NULL && h != NULL;
+	if (!json_hex(a ? a : h, &s->addr))
+		bad(c, "segment without an \"address\" or \"handle\"");
+	s->size = (uint64_t)need_int(c, o, "size");
+	s->stack = (uint32_t)json_int(c->d, o, "stack", 0);
+	s->time_ms = json_int(c->d, o, "time_ms", 0);
+	s->device = (int)json_int(c->d, o, "device", -1);
+	s->stream = (int)json_int(c->d, o, "stream", 0);
+	struct jv *m = json_get(c->d, o, "mapped"), *sp = json_get(c->d, o, "sampled");
+	s->mapped = m && m->type == J_TRUE;
+	s->sampled = sp && sp->type == J_TRUE;
+}
+
+static void
+trace(struct ctx *c, struct jv *o) {
+	struct mfile *f = c->f;
+	int kind = kind_of(c, o);
+	if (kind < 0)
+		return;
+	f->events = xrealloc(f->events, (f->nevents + 1) * sizeof *f->events);
+	struct event *e = &f->events[f->nevents++];
+	memset(e, 0, sizeof *e);
+	const char *op = json_str(c->d, o, "op");
+	snprintf(e->op, sizeof e->op, "%s", op ? op : "?");
+	e->kind = kind;
+	json_hex(json_get(c->d, o, "address"), &e->addr);
+	e->size = (uint64_t)json_int(c->d, o, "size", 0);
+	e->stack = (uint32_t)json_int(c->d, o, "stack", 0);
+	e->time_ms = json_int(c->d, o, "time_ms", 0);
+}
+
 /* One record: parse the line (in place) and fold it into the model.
  * Returns 0, or -1 for a line that does not parse when it is the last one
  * and has no newline (a write cut short). */
@@ -324,6 +398,12 @@ record(struct ctx *c, char *p, size_t len, int last) {
 		stack(c, o);
 	} else if (!strcmp(type, "snapshot")) {
 		snapshot(c, o);
+	} else if (!strcmp(type, "oom")) {
+		oom_record(c, o);
+	} else if (!strcmp(type, "segment")) {
+		segment(c, o);
+	} else if (!strcmp(type, "trace")) {
+		trace(c, o);
 	} /* other types: ignored (readers of newer files) */
 	return 0;
 }
@@ -397,14 +477,26 @@ cmp_str(const void *a, const void *b) {
 }
 
 static int
-is_snapshot_file(const char *name) {
+is_snapshot_file(const char *name, int dumps) {
 	size_t n = strlen(name);
 	return !strncmp(name, "memtally.", 9) && n > 6 && !strcmp(name + n - 6, ".jsonl") &&
-	       !strstr(name, ".oom");
+	       (strstr(name, ".oom") != NULL) == dumps;
 }
+
+static void load_paths(struct run *r, char **paths, int npaths, int dumps);
 
 void
 run_load(struct run *r, char **paths, int npaths) {
+	load_paths(r, paths, npaths, 0);
+}
+
+void
+run_load_dumps(struct run *r, char **paths, int npaths) {
+	load_paths(r, paths, npaths, 1);
+}
+
+static void
+load_paths(struct run *r, char **paths, int npaths, int dumps) {
 	char **list = NULL;
 	size_t n = 0;
 	for (int i = 0; i < npaths; i++) {
@@ -422,7 +514,7 @@ run_load(struct run *r, char **paths, int npaths) {
 		size_t before = n;
 		struct dirent *e;
 		while ((e = readdir(d))) {
-			if (!is_snapshot_file(e->d_name))
+			if (!is_snapshot_file(e->d_name, dumps))
 				continue;
 			struct sb s = {0};
 			sb_printf(&s, "%s/%s", paths[i], e->d_name);
@@ -431,7 +523,9 @@ run_load(struct run *r, char **paths, int npaths) {
 		}
 		closedir(d);
 		if (n == before)
-			die(EXIT_BAD_INPUT, "%s: no memtally.*.jsonl files in this directory", paths[i]);
+			die(EXIT_BAD_INPUT, dumps ? "%s: no OOM dumps (memtally.*.oom*.jsonl) in this directory"
+						  : "%s: no memtally.*.jsonl files in this directory",
+			    paths[i]);
 		qsort(list + before, n - before, sizeof *list, cmp_str);
 	}
 	r->files = xcalloc(n, sizeof *r->files);

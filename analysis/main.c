@@ -15,6 +15,7 @@ static const char usage[] =
 	"  leaks    call sites ranked by sustained growth (robust slope, fit, share of growth)\n"
 	"  diff A B change per call site between two files, runs, or snapshots (FILE@SEQ)\n"
 	"  ranks    the same figures per rank side by side; outlier ranks named\n"
+	"  oom      what was live at an OOM dump, by call site and segment, and the events before it\n"
 	"\n"
 	"options:\n"
 	"  --json        machine-readable output\n"
@@ -95,6 +96,8 @@ main(int argc, char **argv) {
 		fn = cmd_diff;
 	else if (!strcmp(cmd, "ranks"))
 		fn = cmd_ranks;
+	else if (!strcmp(cmd, "oom"))
+		fn = cmd_oom;
 	else {
 		fprintf(stderr, "memtally: unknown command '%s'\n", cmd);
 		usage_exit(NULL);

@@ -54,6 +54,29 @@ struct stack {
 	int n;
 };
 
+struct segment {
+	int kind;
+	uint64_t addr;      /* address, or the handle when is_handle */
+	uint64_t size;
+	uint32_t stack;
+	int64_t time_ms;
+	int device, stream, mapped, is_handle, sampled;
+};
+
+struct event {
+	char op[8];         /* alloc, free, oom */
+	int kind;
+	uint64_t addr, size;
+	uint32_t stack;
+	int64_t time_ms;
+};
+
+struct oominfo {
+	char kind[16], api[64], error[48];
+	int64_t requested, device, drv_free, drv_total, cg_current, cg_max, elapsed_ms;
+	int sampled;
+};
+
 struct mfile {
 	char *path;
 	int version;
@@ -67,6 +90,11 @@ struct mfile {
 	struct snap *snaps;
 	size_t nsnaps;
 	int truncated;             /* the last line was cut short */
+	struct oominfo *oom;       /* an OOM dump's oom record, else NULL */
+	struct segment *segs;
+	size_t nsegs;
+	struct event *events;
+	size_t nevents;
 	/* Replay state for snap_sites(): the call sites as of snapshot cur_idx. */
 	struct site *cur;
 	size_t ncur, capcur;
@@ -83,6 +111,8 @@ struct run {
 /* Read the paths (files or directories of memtally.*.jsonl, OOM dumps
  * excluded unless named); a bad record exits 1 with "FILE:LINE: reason". */
 void run_load(struct run *r, char **paths, int npaths);
+/* The same for OOM dumps: directories contribute their *.oom<N>.jsonl. */
+void run_load_dumps(struct run *r, char **paths, int npaths);
 /* Every call site as of snapshot s of f (deltas replayed), as a fresh
  * array the caller frees. */
 struct site *snap_sites(struct mfile *f, const struct snap *s, size_t *n);

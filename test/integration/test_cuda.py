@@ -101,6 +101,21 @@ mt.check(trace[-1]['op'] == 'oom' and trace[-1]['size'] == 64 * MIB, 'oom: the t
 dev = f.final()['devices'][0]
 mt.eq((dev['ooms'], dev['recovered'], dev['oom_recovered']), (1, 1, True),
       'oom: a later success marks the dump recovered')
+MT = os.environ.get('MT_MEMTALLY') or os.path.join(B, 'memtally')
+r = subprocess.run([MT, 'oom', '--json', os.path.join(OUT, 'oom')], capture_output=True, text=True)
+mt.eq(r.returncode, 0, 'memtally oom: exit code')
+d0 = json.loads(r.stdout)['dumps'][0]
+mt.eq((d0['kind'], d0['live_bytes'], d0['callsites'][0]['function'], d0['callsites'][0]['live_bytes']),
+      ('cuda', fake['used_at_oom'], 'big_block', fake['used_at_oom']),
+      'memtally oom: big_block holds exactly what the driver counted')
+mt.check(d0['events'][-1]['op'] == 'oom' and len(d0['segments']) == 10, 'memtally oom: segments and events')
+r = subprocess.run([MT, 'report', '--json', os.path.join(OUT, 'oom', dump[0])], capture_output=True, text=True)
+cs = json.loads(r.stdout)['processes'][0]['last']['callsites']
+mt.eq(sum(c['live_bytes'] for c in cs if c['function'] == 'big_block' and c['kind'] == 'cuda'),
+      fake['used_at_oom'], 'memtally report on the dump: big_block\'s exact device bytes')
+r = subprocess.run([MT, 'oom', os.path.join(OUT, 'oom')], capture_output=True, text=True)
+mt.check('cuMemAlloc_v2(64.0 MiB) failed with CUDA_ERROR_OUT_OF_MEMORY' in r.stdout and
+         'big_block (cuda_prog.c:' in r.stdout, 'memtally oom: text names the call and the line')
 
 # dlsym(RTLD_NEXT) from a library preloaded after the shim: a tail call
 env = dict(os.environ, LD_PRELOAD=SHIM + ' ' + os.path.join(B, 'test', 'lib_next.so'),

@@ -41,6 +41,14 @@ mt.check(traces and traces[-1]['op'] == 'oom' and traces[-1]['size'] == 1 << 20,
          'the trace ends with the failed request')
 mt.check(sum(1 for t in traces if t['op'] == 'alloc' and t['size'] == 1 << 20) >= min(res['blocks'], 100),
          'the trace holds the large allocations before it')
+MT = os.environ.get('MT_MEMTALLY') or os.path.join(B, 'memtally')
+r = subprocess.run([MT, 'oom', '--json', OUT], capture_output=True, text=True)
+d0 = json.loads(r.stdout)['dumps'][0]
+by = {c['function']: c['live_bytes'] for c in d0['callsites']}
+mt.eq((d0['kind'], by.get('hold_block'), by.get('small_blocks')),
+      ('host', res['blocks'] << 20, 10000 * 1000), 'memtally oom: call sites with exact bytes')
+r = subprocess.run([MT, 'oom', os.path.join(OUT, 'nothing-here')], capture_output=True, text=True)
+mt.eq(r.returncode, 1, 'memtally oom on a missing path exits 1')
 main = mt.files(OUT)[0]
 mt.eq(main.final()['reason'], 'exit', 'the main file still gets its exit snapshot')
 mt.eq(main.final()['shim']['oom_dumps'], 1, 'the main file counts the dump')
