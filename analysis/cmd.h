@@ -9,6 +9,9 @@ struct opts {
 	int top;           /* --top N */
 	int kind;          /* --kind K, -1 = all */
 	double warmup;     /* --warmup F (leaks) */
+	const char *out;   /* -o FILE (flame, html, torch) */
+	const char *metric; /* --metric live|allocs|alloc_bytes (flame) */
+	long snapshot;     /* --snapshot N (flame), -1 = last */
 	char **paths;      /* positional */
 	int npaths;
 };
@@ -18,6 +21,9 @@ int cmd_leaks(struct opts *o);
 int cmd_diff(struct opts *o);
 int cmd_ranks(struct opts *o);
 int cmd_oom(struct opts *o);
+int cmd_torch(struct opts *o);
+int cmd_flame(struct opts *o);
+int cmd_html(struct opts *o);
 int cmd_run(int argc, char **argv);
 void usage_exit(const char *msg) __attribute__((noreturn));
 

@@ -204,6 +204,17 @@ snapshot(struct ctx *c, struct jv *o) {
 	struct jv *p = json_get(c->d, o, "proc");
 	s->rss_bytes = json_int(c->d, p, "rss_bytes", -1);
 	s->vms_bytes = json_int(c->d, p, "vms_bytes", -1);
+	s->pss_bytes = json_int(c->d, p, "pss_bytes", -1);
+	s->cg_current = json_int(c->d, json_get(c->d, o, "cgroup"), "current_bytes", -1);
+	for (int d = 0; d < MAX_DEVS; d++)
+		s->dev_live[d] = -1;
+	struct jv *devs = json_get(c->d, o, "devices");
+	if (devs && devs->type == J_ARR)
+		for (struct jv *x = json_child(c->d, devs); x; x = json_next(c->d, x)) {
+			int64_t d = json_int(c->d, x, "device", -1);
+			if (d >= 0 && d < MAX_DEVS)
+				s->dev_live[d] = json_int(c->d, x, "live_bytes", 0);
+		}
 	for (int k = 0; k < NKINDS; k++) {
 		struct jv *t = json_get(c->d, o, kind_names[k]);
 		if (t && t->type == J_OBJ)
@@ -483,20 +494,25 @@ is_snapshot_file(const char *name, int dumps) {
 	       (strstr(name, ".oom") != NULL) == dumps;
 }
 
-static void load_paths(struct run *r, char **paths, int npaths, int dumps);
+static void load_paths(struct run *r, char **paths, int npaths, int dumps, int optional);
 
 void
 run_load(struct run *r, char **paths, int npaths) {
-	load_paths(r, paths, npaths, 0);
+	load_paths(r, paths, npaths, 0, 0);
 }
 
 void
 run_load_dumps(struct run *r, char **paths, int npaths) {
-	load_paths(r, paths, npaths, 1);
+	load_paths(r, paths, npaths, 1, 0);
+}
+
+void
+run_load_dumps_if_any(struct run *r, char **paths, int npaths) {
+	load_paths(r, paths, npaths, 1, 1);
 }
 
 static void
-load_paths(struct run *r, char **paths, int npaths, int dumps) {
+load_paths(struct run *r, char **paths, int npaths, int dumps, int optional) {
 	char **list = NULL;
 	size_t n = 0;
 	for (int i = 0; i < npaths; i++) {
@@ -504,6 +520,8 @@ load_paths(struct run *r, char **paths, int npaths, int dumps) {
 		if (stat(paths[i], &st))
 			die(EXIT_BAD_INPUT, "%s: %s", paths[i], strerror(errno));
 		if (!S_ISDIR(st.st_mode)) {
+			if (optional && !strstr(paths[i], ".oom"))
+				continue; /* a snapshot file named among dumps */
 			list = xrealloc(list, (n + 1) * sizeof *list);
 			list[n++] = xstrdup(paths[i]);
 			continue;
@@ -522,7 +540,7 @@ load_paths(struct run *r, char **paths, int npaths, int dumps) {
 			list[n++] = s.p;
 		}
 		closedir(d);
-		if (n == before)
+		if (n == before && !optional)
 			die(EXIT_BAD_INPUT, dumps ? "%s: no OOM dumps (memtally.*.oom*.jsonl) in this directory"
 						  : "%s: no memtally.*.jsonl files in this directory",
 			    paths[i]);

@@ -16,6 +16,9 @@ static const char usage[] =
 	"  diff A B change per call site between two files, runs, or snapshots (FILE@SEQ)\n"
 	"  ranks    the same figures per rank side by side; outlier ranks named\n"
 	"  oom      what was live at an OOM dump, by call site and segment, and the events before it\n"
+	"  flame    flame graph SVG of a snapshot or dump (-o out.svg; --metric, --snapshot N)\n"
+	"  html     one self-contained interactive HTML page of a run (-o report.html)\n"
+	"  torch    a CUDA OOM dump as a PyTorch memory-viewer pickle (-o dump.pickle)\n"
 	"\n"
 	"options:\n"
 	"  --json        machine-readable output\n"
@@ -23,6 +26,9 @@ static const char usage[] =
 	"  --stacks      print every call site's whole stack\n"
 	"  --kind K      only heap, mmap, mmap_file, cuda, ...\n"
 	"  --warmup F    leaks: ignore the first fraction F of each run (default 0.2)\n"
+	"  -o FILE       output file (flame, html, torch)\n"
+	"  --metric M    flame: live (default), allocs or alloc_bytes\n"
+	"  --snapshot N  flame: that snapshot (seq) instead of the last\n"
 	"\n"
 	"exit status: 0 ok, 1 bad input, 2 usage\n";
 
@@ -51,7 +57,7 @@ main(int argc, char **argv) {
 	}
 	if (!strcmp(cmd, "run"))
 		return cmd_run(argc - 2, argv + 2);
-	struct opts o = {.top = 10, .kind = -1, .warmup = 0.2};
+	struct opts o = {.top = 10, .kind = -1, .warmup = 0.2, .metric = "live", .snapshot = -1};
 	o.paths = xcalloc((size_t)argc, sizeof *o.paths);
 	for (int i = 2; i < argc; i++) {
 		const char *a = argv[i];
@@ -59,7 +65,23 @@ main(int argc, char **argv) {
 			o.json = 1;
 		else if (!strcmp(a, "--stacks"))
 			o.stacks = 1;
-		else if (!strcmp(a, "--top") || !strcmp(a, "--kind") || !strcmp(a, "--warmup")) {
+		else if (!strcmp(a, "-o") || !strcmp(a, "--metric") || !strcmp(a, "--snapshot")) {
+			if (i + 1 >= argc)
+				usage_exit("option needs a value");
+			const char *v = argv[++i];
+			if (!strcmp(a, "-o")) {
+				o.out = v;
+			} else if (!strcmp(a, "--metric")) {
+				if (strcmp(v, "live") && strcmp(v, "allocs") && strcmp(v, "alloc_bytes"))
+					usage_exit("--metric takes live, allocs or alloc_bytes");
+				o.metric = v;
+			} else {
+				char *e;
+				o.snapshot = strtol(v, &e, 10);
+				if (*e || o.snapshot < 0)
+					usage_exit("--snapshot takes a snapshot number (seq)");
+			}
+		} else if (!strcmp(a, "--top") || !strcmp(a, "--kind") || !strcmp(a, "--warmup")) {
 			if (i + 1 >= argc)
 				usage_exit("option needs a value");
 			const char *v = argv[++i];
@@ -98,6 +120,12 @@ main(int argc, char **argv) {
 		fn = cmd_ranks;
 	else if (!strcmp(cmd, "oom"))
 		fn = cmd_oom;
+	else if (!strcmp(cmd, "torch"))
+		fn = cmd_torch;
+	else if (!strcmp(cmd, "flame"))
+		fn = cmd_flame;
+	else if (!strcmp(cmd, "html"))
+		fn = cmd_html;
 	else {
 		fprintf(stderr, "memtally: unknown command '%s'\n", cmd);
 		usage_exit(NULL);

@@ -30,6 +30,9 @@ struct snap {
 	char *label;           /* request label or NULL */
 	int64_t wall_ns, mono_ns, elapsed_ms;
 	int64_t rss_bytes, vms_bytes;   /* -1 when absent */
+	int64_t pss_bytes, cg_current;  /* -1 when absent */
+#define MAX_DEVS 16
+	int64_t dev_live[MAX_DEVS];     /* per CUDA device, -1 when absent */
 	struct totals tot[NKINDS];
 	struct site *sites;    /* as written: see mode; use snap_sites() */
 	size_t nsites;
@@ -113,6 +116,8 @@ struct run {
 void run_load(struct run *r, char **paths, int npaths);
 /* The same for OOM dumps: directories contribute their *.oom<N>.jsonl. */
 void run_load_dumps(struct run *r, char **paths, int npaths);
+/* The same, but finding none is not an error. */
+void run_load_dumps_if_any(struct run *r, char **paths, int npaths);
 /* Every call site as of snapshot s of f (deltas replayed), as a fresh
  * array the caller frees. */
 struct site *snap_sites(struct mfile *f, const struct snap *s, size_t *n);

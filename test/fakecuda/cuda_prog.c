@@ -187,6 +187,12 @@ static void *mt_worker(void *arg) {
 	return NULL; /* one 4096 B block left per thread */
 }
 
+NOINLINE static void small_blocks(int n) {    /* CUDA_PROG_SMALL=n: n x 4 KiB first */
+	CUdeviceptr d;
+	for (int i = 0; i < n; i++)
+		CK(p_cuMemAlloc_v2(&d, 4096));
+}
+
 NOINLINE static CUresult big_block(CUdeviceptr *d) {
 	return p_cuMemAlloc_v2(d, 64 * MIB);
 }
@@ -231,6 +237,8 @@ int main(int argc, char **argv) {
 		CUdeviceptr d[64];
 		int n = 0;
 		CUresult r;
+		if (getenv("CUDA_PROG_SMALL"))
+			small_blocks(atoi(getenv("CUDA_PROG_SMALL")));
 		while ((r = big_block(&d[n])) == 0)
 			n++;
 		/* the error is here: is the dump complete on disk already? */

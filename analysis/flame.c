@@ -1,0 +1,319 @@
+/* flame.c — flame graphs (flame.h) and `memtally flame`.
+ *
+ * The tree: all -> [process] -> kind -> outermost frame -> ... -> the
+ * allocating line; siblings merge by function name, the innermost frame
+ * keeps its file:line.  Widths are the chosen metric.  The SVG carries
+ * each frame's position as fractions (data-x, data-w) so the embedded
+ * script can zoom by rescaling; labels are clipped to fit when written, so
+ * the file reads the same in a viewer that runs no script. */
+#include "flame.h"
+#include "cmd.h"
+#include "sites.h"
+#include "symbolize.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct fnode {
+	char *name;
+	int kind;             /* for colour */
+	int64_t value;
+	struct fnode **kids;
+	size_t nkids, cap;
+};
+
+struct fnode *
+flame_new(void) {
+	struct fnode *n = xcalloc(1, sizeof *n);
+	n->name = xstrdup("all");
+	n->kind = -1;
+	return n;
+}
+
+static struct fnode *
+child(struct fnode *n, const char *name, int kind) {
+	for (size_t i = 0; i < n->nkids; i++)
+		if (n->kids[i]->kind == kind && !strcmp(n->kids[i]->name, name))
+			return n->kids[i];
+	if (n->nkids == n->cap) {
+		n->cap = n->cap ? n->cap * 2 : 4;
+		n->kids = xrealloc(n->kids, n->cap * sizeof *n->kids);
+	}
+	struct fnode *c = xcalloc(1, sizeof *c);
+	c->name = xstrdup(name);
+	c->kind = kind;
+	n->kids[n->nkids++] = c;
+	return c;
+}
+
+static int64_t
+metric_of(const struct site *s, const char *metric) {
+	if (!strcmp(metric, "allocs"))
+		return s->allocs;
+	if (!strcmp(metric, "alloc_bytes"))
+		return s->alloc_bytes;
+	return s->live_bytes;
+}
+
+void
+flame_add(struct fnode *root, struct mfile *f, const struct snap *s, const char *metric,
+	  const char *label, int kind_filter) {
+	size_t n;
+	struct site *v = snap_sites(f, s, &n);
+	for (size_t i = 0; i < n; i++) {
+		int64_t val = metric_of(&v[i], metric);
+		if (val <= 0 || (kind_filter >= 0 && v[i].kind != kind_filter))
+			continue;
+		struct fnode *cur = root;
+		cur->value += val;
+		if (label) {
+			cur = child(cur, label, -1);
+			cur->value += val;
+		}
+		cur = child(cur, kind_names[v[i].kind], v[i].kind);
+		cur->value += val;
+		/* frames outermost first; inline chains expanded */
+		struct frame fr[256];
+		int nf = 0;
+		uint32_t st = v[i].stack;
+		if (st && st < f->nstacks && f->stacks[st].pcs)
+			for (int k = 0; k < f->stacks[st].n && nf < 256; k++)
+				nf += sym_frames(f, f->stacks[st].pcs[k], fr + nf, 256 - nf);
+		if (!nf) {
+			cur = child(cur, "[unknown stack]", v[i].kind);
+			cur->value += val;
+		}
+		for (int k = nf - 1; k >= 0; k--) {
+			char t[600];
+			if (k == 0 && fr[k].func && fr[k].file && fr[k].line) {
+				const char *b = strrchr(fr[k].file, '/');
+				snprintf(t, sizeof t, "%s (%s:%d)", fr[k].func, b ? b + 1 : fr[k].file,
+					 fr[k].line);
+			} else if (fr[k].func) {
+				snprintf(t, sizeof t, "%s", fr[k].func);
+			} else {
+				sym_text(&fr[k], t, sizeof t, 0);
+			}
+			cur = child(cur, t, v[i].kind);
+			cur->value += val;
+		}
+	}
+	free(v);
+}
+
+static int
+depth(const struct fnode *n) {
+	int d = 0;
+	for (size_t i = 0; i < n->nkids; i++) {
+		int k = depth(n->kids[i]);
+		if (k > d)
+			d = k;
+	}
+	return d + 1;
+}
+
+static int
+cmp_node(const void *a, const void *b) {
+	const struct fnode *x = *(struct fnode *const *)a, *y = *(struct fnode *const *)b;
+	return strcmp(x->name, y->name);
+}
+
+static void
+xml_text(struct sb *o, const char *s, size_t max) {
+	size_t n = 0;
+	for (const unsigned char *p = (const unsigned char *)s; *p && n < max; p++, n++) {
+		switch (*p) {
+		case '<': sb_puts(o, "&lt;"); break;
+		case '>': sb_puts(o, "&gt;"); break;
+		case '&': sb_puts(o, "&amp;"); break;
+		case '"': sb_puts(o, "&quot;"); break;
+		default:
+			if (*p < 0x20)
+				sb_putc(o, ' ');
+			else
+				sb_putc(o, (char)*p);
+		}
+	}
+}
+
+static void
+colour(char *buf, size_t n, const char *name, int kind) {
+	unsigned h = 2166136261u;
+	for (const char *p = name; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	int hue;
+	if (kind >= K_CUDA)
+		hue = 90 + (int)(h % 50);      /* device memory: greens */
+	else if (kind == K_MMAP || kind == K_MMAP_FILE)
+		hue = 190 + (int)(h % 40);     /* mappings: blues */
+	else if (kind < 0)
+		hue = 40;
+	else
+		hue = (int)(h % 45);           /* heap: warm */
+	snprintf(buf, n, "hsl(%d,%d%%,%d%%)", hue, 65 + (int)(h >> 8) % 25, 55 + (int)(h >> 16) % 12);
+}
+
+struct draw {
+	struct sb *o;
+	int64_t total;
+	int width, height, rowh;
+	const char *unit;
+};
+
+static void
+draw(struct draw *d, struct fnode *n, double x, int level) {
+	double w = (double)n->value / (double)d->total;
+	double px = w * d->width;
+	if (px < 0.3)
+		return;
+	int y = d->height - 30 - (level + 1) * d->rowh; /* the root at the bottom */
+	char col[48], v[16];
+	colour(col, sizeof col, n->name, n->kind);
+	sb_printf(d->o, "<g class=\"f\" data-x=\"%.6f\" data-w=\"%.6f\" data-n=\"", x, w);
+	xml_text(d->o, n->name, 400);
+	sb_printf(d->o, "\"><title>");
+	xml_text(d->o, n->name, 400);
+	if (!strcmp(d->unit, "allocations"))
+		sb_printf(d->o, " — %lld allocations", (long long)n->value);
+	else
+		sb_printf(d->o, " — %s", human(n->value, v));
+	sb_printf(d->o, " (%.2f%%)</title><rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" "
+			"fill=\"%s\" rx=\"2\"/><text x=\"%.1f\" y=\"%d\">",
+		  100.0 * w, x * d->width, y, px - 0.5, d->rowh - 1, col, x * d->width + 3,
+		  y + d->rowh - 4);
+	int chars = (int)((px - 6) / 7);
+	if (chars >= 3) {
+		if ((int)strlen(n->name) <= chars) {
+			xml_text(d->o, n->name, 400);
+		} else {
+			xml_text(d->o, n->name, (size_t)(chars - 2));
+			sb_puts(d->o, "..");
+		}
+	}
+	sb_puts(d->o, "</text></g>\n");
+	qsort(n->kids, n->nkids, sizeof *n->kids, cmp_node);
+	double cx = x;
+	for (size_t i = 0; i < n->nkids; i++) {
+		draw(d, n->kids[i], cx, level + 1);
+		cx += (double)n->kids[i]->value / (double)d->total;
+	}
+}
+
+const char flame_js[] =
+	"function mtFlameInit(svg){"
+	"var W=+svg.getAttribute('data-width');var gs=svg.querySelectorAll('g.f');"
+	"var info=svg.querySelector('.info');"
+	"function label(g,px){var t=g.querySelector('text'),n=g.getAttribute('data-n');"
+	"var c=Math.floor((px-6)/7);t.textContent=c<3?'':(n.length<=c?n:n.slice(0,c-2)+'..');}"
+	"function zoom(x0,w0){gs.forEach(function(g){var x=+g.getAttribute('data-x'),w=+g.getAttribute('data-w');"
+	"var r=g.querySelector('rect'),t=g.querySelector('text');"
+	"if(x+w<=x0+1e-9||x>=x0+w0-1e-9){g.style.display='none';return;}"
+	"var nx=Math.max(0,(x-x0)/w0*W),nw=Math.min(W,(x+w-x0)/w0*W)-nx;g.style.display='';"
+	"r.setAttribute('x',nx);r.setAttribute('width',Math.max(0,nw-0.5));t.setAttribute('x',nx+3);label(g,nw);});}"
+	"gs.forEach(function(g){g.addEventListener('click',function(){zoom(+g.getAttribute('data-x'),+g.getAttribute('data-w'));"
+	"if(info)info.textContent='zoomed: '+g.getAttribute('data-n');});"
+	"g.addEventListener('mouseover',function(){if(info)info.textContent=g.querySelector('title').textContent;});});"
+	"var reset=svg.querySelector('.reset');if(reset)reset.addEventListener('click',function(){zoom(0,1);"
+	"if(info)info.textContent='';});"
+	"var search=svg.querySelector('.search');if(search)search.addEventListener('click',function(){"
+	"var q=window.prompt('Search frames (regular expression)');if(q===null)return;var re;"
+	"try{re=new RegExp(q);}catch(e){return;}var hit=0,tot=0;"
+	"gs.forEach(function(g){var r=g.querySelector('rect');if(!r.getAttribute('data-fill'))"
+	"r.setAttribute('data-fill',r.getAttribute('fill'));var m=q&&re.test(g.getAttribute('data-n'));"
+	"r.setAttribute('fill',m?'rgb(230,0,230)':r.getAttribute('data-fill'));});"
+	"if(info)info.textContent=q?'search: '+q:'';});"
+	"svg.flameSearch=function(q){var re=new RegExp(q),n=0;gs.forEach(function(g){var r=g.querySelector('rect');"
+	"if(!r.getAttribute('data-fill'))r.setAttribute('data-fill',r.getAttribute('fill'));"
+	"var m=re.test(g.getAttribute('data-n'));if(m)n++;r.setAttribute('fill',m?'rgb(230,0,230)':r.getAttribute('data-fill'));});return n;};"
+	"svg.flameZoom=zoom;}";
+
+void
+flame_svg(struct sb *o, struct fnode *root, const char *title, const char *metric, int width,
+	  int script) {
+	int rowh = 17, levels = depth(root);
+	int height = levels * rowh + 60;
+	const char *unit = !strcmp(metric, "allocs") ? "allocations" : "bytes";
+	char v[16];
+	sb_printf(o, "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"flame\" version=\"1.1\" "
+		     "width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" data-width=\"%d\">\n",
+		  width, height, width, height, width);
+	sb_puts(o, "<style>.f text{font:12px monospace;fill:#000;pointer-events:none}"
+		   ".f:hover rect{stroke:#000;stroke-width:0.5}.f{cursor:pointer}"
+		   ".hdr{font:15px sans-serif}.ctl{font:12px sans-serif;fill:#0645ad;cursor:pointer}"
+		   ".info{font:12px monospace}</style>\n");
+	sb_printf(o, "<rect width=\"%d\" height=\"%d\" fill=\"#fafafa\"/>\n", width, height);
+	sb_printf(o, "<text class=\"hdr\" x=\"10\" y=\"20\">");
+	xml_text(o, title, 300);
+	if (!strcmp(unit, "bytes"))
+		sb_printf(o, " — %s %s</text>\n", human(root->value, v),
+			  !strcmp(metric, "live") ? "live" : "allocated");
+	else
+		sb_printf(o, " — %lld allocations</text>\n", (long long)root->value);
+	sb_printf(o, "<text class=\"ctl reset\" x=\"%d\" y=\"20\">Reset zoom</text>"
+		     "<text class=\"ctl search\" x=\"%d\" y=\"20\">Search</text>\n",
+		  width - 140, width - 60);
+	sb_printf(o, "<text class=\"info\" x=\"10\" y=\"%d\"> </text>\n", height - 10);
+	if (root->value > 0) {
+		struct draw d = {o, root->value, width, height, rowh, unit};
+		draw(&d, root, 0, -1);
+	} else {
+		sb_printf(o, "<text class=\"hdr\" x=\"10\" y=\"50\">nothing to show for this metric</text>\n");
+	}
+	if (script) {
+		sb_puts(o, "<script><![CDATA[\n");
+		sb_puts(o, flame_js);
+		sb_puts(o, "\nmtFlameInit(document.currentScript.closest('svg'));\n]]></script>\n");
+	}
+	sb_puts(o, "</svg>\n");
+}
+
+void
+flame_free(struct fnode *n) {
+	for (size_t i = 0; i < n->nkids; i++)
+		flame_free(n->kids[i]);
+	free(n->kids);
+	free(n->name);
+	free(n);
+}
+
+const struct snap *
+pick_snapshot(const struct mfile *f, long seq) {
+	if (!f->nsnaps)
+		die(EXIT_BAD_INPUT, "%s: no snapshots", f->path);
+	if (seq < 0)
+		return &f->snaps[f->nsnaps - 1];
+	for (size_t i = 0; i < f->nsnaps; i++)
+		if (f->snaps[i].seq == seq)
+			return &f->snaps[i];
+	die(EXIT_BAD_INPUT, "%s: no snapshot %ld", f->path, seq);
+}
+
+int
+cmd_flame(struct opts *o) {
+	if (!o->out)
+		usage_exit("flame needs -o FILE.svg");
+	struct run r;
+	run_load(&r, o->paths, o->npaths);
+	struct fnode *root = flame_new();
+	char lab[128], title[256];
+	for (size_t i = 0; i < r.nfiles; i++)
+		flame_add(root, &r.files[i], pick_snapshot(&r.files[i], o->snapshot), o->metric,
+			  r.nfiles > 1 ? file_label(&r.files[i], lab, sizeof lab) : NULL, o->kind);
+	if (r.nfiles == 1)
+		snprintf(title, sizeof title, "%s: %s", file_label(&r.files[0], lab, sizeof lab),
+			 !strcmp(o->metric, "live") ? "live memory by call site"
+			 : !strcmp(o->metric, "allocs") ? "allocations by call site"
+							  : "bytes allocated by call site");
+	else
+		snprintf(title, sizeof title, "%zu processes: %s by call site", r.nfiles, o->metric);
+	struct sb s = {0};
+	sb_puts(&s, "<?xml version=\"1.0\" standalone=\"no\"?>\n");
+	flame_svg(&s, root, title, o->metric, 1200, 1);
+	FILE *out = fopen(o->out, "w");
+	if (!out || fwrite(s.p, 1, s.len, out) != s.len || fclose(out))
+		die(EXIT_USAGE, "%s: %s", o->out, strerror(errno));
+	fprintf(stderr, "memtally: wrote %s\n", o->out);
+	sb_free(&s);
+	flame_free(root);
+	return 0;
+}

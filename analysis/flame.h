@@ -1,0 +1,25 @@
+/* flame.h — flame graph SVG from call-site figures: our own renderer (no
+ * external script), click to zoom, search, tooltips; a plain image viewer
+ * shows the static picture. */
+#ifndef MTA_FLAME_H
+#define MTA_FLAME_H
+#include "model.h"
+#include "util.h"
+
+struct fnode;
+/* A tree to add stacks to; metric: "live", "allocs" or "alloc_bytes". */
+struct fnode *flame_new(void);
+/* Add one snapshot's call sites of f under a root frame named label
+ * (NULL: none). */
+void flame_add(struct fnode *root, struct mfile *f, const struct snap *s, const char *metric,
+	       const char *label, int kind);
+/* The <svg> element; script: with its own zoom/search script (a file),
+ * else the page calls mtFlameInit(svg) from flame_js. */
+void flame_svg(struct sb *out, struct fnode *root, const char *title, const char *metric,
+	       int width, int script);
+extern const char flame_js[];
+/* The snapshot a picture is made of: seq >= 0, else the last. */
+const struct snap *pick_snapshot(const struct mfile *f, long seq);
+void flame_free(struct fnode *root);
+
+#endif

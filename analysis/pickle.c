@@ -1,0 +1,146 @@
+/* pickle.c — the protocol-2 writer (pickle.h).  A MARK is written lazily
+ * before the first item of each batch, and the batch closed with
+ * APPENDS/SETITEMS after 1000 items (a dict item is a key and a value) or
+ * when the container closes. */
+#include "pickle.h"
+#include <string.h>
+
+static void
+raw(struct pk *p, const void *s, size_t n) {
+	for (size_t i = 0; i < n; i++)
+		sb_putc(&p->out, ((const char *)s)[i]);
+}
+
+static void
+op(struct pk *p, unsigned char c) {
+	sb_putc(&p->out, (char)c);
+}
+
+/* Called before every value: counts it in the open container's batch. */
+static void
+item(struct pk *p) {
+	if (!p->depth)
+		return;
+	int d = p->depth - 1;
+	int per = p->kind[d] == 'd' ? 2000 : 1000; /* values: 1000 pairs */
+	if (p->count[d] == per) {
+		op(p, p->kind[d] == 'd' ? 'u' : 'e');
+		p->count[d] = 0;
+	}
+	if (p->count[d] == 0)
+		op(p, '(');
+	p->count[d]++;
+}
+
+void
+pk_begin(struct pk *p) {
+	memset(p, 0, sizeof *p);
+	op(p, 0x80);
+	op(p, 2);
+}
+
+void
+pk_end(struct pk *p) {
+	op(p, '.');
+}
+
+static void
+open_(struct pk *p, char kind) {
+	item(p);
+	op(p, kind == 'd' ? '}' : ']');
+	if (p->depth >= 64)
+		die(EXIT_BAD_INPUT, "pickle: nesting too deep");
+	p->kind[p->depth] = kind;
+	p->count[p->depth++] = 0;
+}
+
+void
+pk_list(struct pk *p) {
+	open_(p, 'l');
+}
+
+void
+pk_dict(struct pk *p) {
+	open_(p, 'd');
+}
+
+void
+pk_close(struct pk *p) {
+	int d = --p->depth;
+	if (p->count[d])
+		op(p, p->kind[d] == 'd' ? 'u' : 'e');
+}
+
+void
+pk_str(struct pk *p, const char *s) {
+	item(p);
+	uint32_t n = (uint32_t)strlen(s ? s : "");
+	op(p, 'X');
+	unsigned char le[4] = {(unsigned char)n, (unsigned char)(n >> 8), (unsigned char)(n >> 16),
+			       (unsigned char)(n >> 24)};
+	raw(p, le, 4);
+	raw(p, s ? s : "", n);
+}
+
+static void
+int_body(struct pk *p, int64_t v) {
+	if (v >= 0 && v < 256) {
+		op(p, 'K');
+		op(p, (unsigned char)v);
+	} else if (v >= 0 && v < 65536) {
+		op(p, 'M');
+		op(p, (unsigned char)v);
+		op(p, (unsigned char)(v >> 8));
+	} else if (v >= INT32_MIN && v <= INT32_MAX) {
+		uint32_t u = (uint32_t)(int32_t)v;
+		op(p, 'J');
+		for (int i = 0; i < 4; i++)
+			op(p, (unsigned char)(u >> (8 * i)));
+	} else {
+		uint64_t u = (uint64_t)v;
+		op(p, 0x8a);
+		op(p, 8);
+		for (int i = 0; i < 8; i++)
+			op(p, (unsigned char)(u >> (8 * i)));
+	}
+}
+
+void
+pk_int(struct pk *p, int64_t v) {
+	item(p);
+	int_body(p, v);
+}
+
+void
+pk_uint(struct pk *p, uint64_t v) {
+	item(p);
+	if (v <= INT64_MAX) {
+		int_body(p, (int64_t)v);
+		return;
+	}
+	op(p, 0x8a); /* LONG1, 9 bytes: a positive value above INT64_MAX */
+	op(p, 9);
+	for (int i = 0; i < 8; i++)
+		op(p, (unsigned char)(v >> (8 * i)));
+	op(p, 0);
+}
+
+void
+pk_none(struct pk *p) {
+	item(p);
+	op(p, 'N');
+}
+
+void
+pk_bool(struct pk *p, int v) {
+	item(p);
+	op(p, v ? 0x88 : 0x89);
+}
+
+void
+pk_pair(struct pk *p, int64_t a, int64_t b) {
+	item(p);
+	int_body(p, a);
+	int_body(p, b);
+	op(p, 0x86);
+}

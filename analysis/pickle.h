@@ -1,0 +1,31 @@
+/* pickle.h — a protocol-2 pickle writer with only the opcodes PyTorch's own
+ * C++ pickler uses (PROTO, EMPTY_DICT/EMPTY_LIST + MARK + SETITEMS/APPENDS,
+ * BINUNICODE, BININT1/BININT2/BININT/LONG1, NONE, NEWTRUE/NEWFALSE,
+ * TUPLE2, STOP), every list and dict written in batches of at most 1000
+ * items (PyTorch's web viewer pushes a batch's items as function
+ * arguments and overflows its stack on larger ones). */
+#ifndef MTA_PICKLE_H
+#define MTA_PICKLE_H
+#include "util.h"
+#include <stdint.h>
+
+struct pk {
+	struct sb out;
+	int depth;
+	int count[64]; /* items in the open batch, per open container */
+	char kind[64]; /* 'l' list, 'd' dict */
+};
+
+void pk_begin(struct pk *p);          /* PROTO 2 */
+void pk_end(struct pk *p);            /* STOP */
+void pk_list(struct pk *p);           /* open a list; items follow */
+void pk_dict(struct pk *p);           /* open a dict; key, value, ... follow */
+void pk_close(struct pk *p);          /* close the innermost */
+void pk_str(struct pk *p, const char *s);
+void pk_int(struct pk *p, int64_t v);
+void pk_uint(struct pk *p, uint64_t v); /* addresses: LONG1 above INT64_MAX */
+void pk_none(struct pk *p);
+void pk_bool(struct pk *p, int v);
+void pk_pair(struct pk *p, int64_t a, int64_t b); /* a 2-tuple of ints */
+
+#endif

@@ -1,0 +1,211 @@
+/* torch.c — `memtally torch DUMP -o dump.pickle`: an OOM dump as the dict
+ * torch.cuda.memory._snapshot() returns, so PyTorch's memory viewer and
+ * `python -m torch.cuda._memory_viz` open it (shared/research/
+ * torch_snapshot.md has the layout):
+ *  - segments: one per live device allocation (cudaMalloc-like), each with
+ *    one active block that tiles it exactly; VMM mappings as expandable
+ *    segments; handles without an address and pinned host memory are not
+ *    device segments and are left out;
+ *  - device_traces, indexed by device ordinal and padded with empty lists:
+ *    segment_alloc + alloc per allocation, free_requested + free_completed
+ *    + segment_free per free, oom with device_free, oldest first; only
+ *    events inside the dump's window are there, and frees of blocks
+ *    allocated before it are left out, so undoing the trace from the
+ *    segments never meets an unknown block;
+ *  - frames {filename, line, name} from the symbolized stack, innermost
+ *    first, as PyTorch's own. */
+#include "cmd.h"
+#include "pickle.h"
+#include "sites.h"
+#include "symbolize.h"
+#include "util.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void
+frames(struct pk *p, struct mfile *f, uint32_t stack) {
+	pk_list(p);
+	if (stack && stack < f->nstacks && f->stacks[stack].pcs) {
+		const struct stack *st = &f->stacks[stack];
+		for (int i = 0; i < st->n; i++) {
+			struct frame fr[16];
+			int n = sym_frames(f, st->pcs[i], fr, 16);
+			for (int k = 0; k < n; k++) {
+				char t[512];
+				pk_dict(p);
+				pk_str(p, "filename");
+				pk_str(p, fr[k].file ? fr[k].file : fr[k].module ? fr[k].module : "??");
+				pk_str(p, "line");
+				pk_int(p, fr[k].line);
+				pk_str(p, "name");
+				pk_str(p, fr[k].func ? fr[k].func : sym_text(&fr[k], t, sizeof t, 0));
+				pk_close(p);
+			}
+		}
+	}
+	pk_close(p);
+}
+
+static int
+device_seg(const struct segment *s) {
+	return (s->kind == K_CUDA || s->kind == K_CUDA_MANAGED || (s->kind == K_CUDA_VMM && s->mapped)) &&
+	       !s->is_handle;
+}
+
+static int
+device_ev(const struct event *e) {
+	return e->kind == K_CUDA || e->kind == K_CUDA_MANAGED;
+}
+
+static void
+write_pickle(struct mfile *f, const char *path) {
+	if (!f->oom || strcmp(f->oom->kind, "cuda"))
+		die(EXIT_BAD_INPUT, "%s: not a CUDA OOM dump: `torch` needs the device segments "
+				    "of a memtally.*.oom<N>.jsonl written on CUDA_ERROR_OUT_OF_MEMORY",
+		    f->path);
+	int ndev = 0;
+	for (size_t i = 0; i < f->nsegs; i++)
+		if (device_seg(&f->segs[i]) && f->segs[i].device + 1 > ndev)
+			ndev = f->segs[i].device + 1;
+	if (f->oom->device + 1 > ndev)
+		ndev = (int)f->oom->device + 1;
+	struct pk p;
+	pk_begin(&p);
+	pk_dict(&p);
+	pk_str(&p, "segments");
+	pk_list(&p);
+	for (size_t i = 0; i < f->nsegs; i++) {
+		const struct segment *s = &f->segs[i];
+		if (!device_seg(s))
+			continue;
+		pk_dict(&p);
+		pk_str(&p, "device");
+		pk_int(&p, s->device < 0 ? 0 : s->device);
+		pk_str(&p, "address");
+		pk_uint(&p, s->addr);
+		pk_str(&p, "total_size");
+		pk_int(&p, (int64_t)s->size);
+		pk_str(&p, "allocated_size");
+		pk_int(&p, (int64_t)s->size);
+		pk_str(&p, "active_size");
+		pk_int(&p, (int64_t)s->size);
+		pk_str(&p, "requested_size");
+		pk_int(&p, (int64_t)s->size);
+		pk_str(&p, "stream");
+		pk_int(&p, s->stream);
+		pk_str(&p, "segment_type");
+		pk_str(&p, s->size <= (1 << 20) ? "small" : "large");
+		pk_str(&p, "segment_pool_id");
+		pk_pair(&p, 0, 0);
+		pk_str(&p, "is_expandable");
+		pk_bool(&p, s->mapped);
+		pk_str(&p, "frames");
+		frames(&p, f, s->stack);
+		pk_str(&p, "blocks");
+		pk_list(&p);
+		pk_dict(&p);
+		pk_str(&p, "address");
+		pk_uint(&p, s->addr);
+		pk_str(&p, "size");
+		pk_int(&p, (int64_t)s->size);
+		pk_str(&p, "requested_size");
+		pk_int(&p, (int64_t)s->size);
+		pk_str(&p, "state");
+		pk_str(&p, "active_allocated");
+		pk_str(&p, "frames");
+		frames(&p, f, s->stack);
+		pk_close(&p);
+		pk_close(&p);
+		pk_close(&p);
+	}
+	pk_close(&p);
+	/* device_traces: events inside the window, frees only of blocks
+	 * allocated inside it */
+	pk_str(&p, "device_traces");
+	pk_list(&p);
+	for (int d = 0; d < ndev; d++) {
+		pk_list(&p);
+		for (size_t i = 0; i < f->nevents; i++) {
+			const struct event *e = &f->events[i];
+			if (!strcmp(e->op, "oom")) {
+				if (d != f->oom->device)
+					continue;
+				pk_dict(&p);
+				pk_str(&p, "action");
+				pk_str(&p, "oom");
+				pk_str(&p, "device_free");
+				pk_int(&p, f->oom->drv_free > 0 ? f->oom->drv_free : 0);
+				pk_str(&p, "size");
+				pk_int(&p, (int64_t)e->size);
+				pk_str(&p, "stream");
+				pk_int(&p, 0);
+				pk_str(&p, "time_us");
+				pk_int(&p, e->time_ms * 1000);
+				pk_str(&p, "frames");
+				frames(&p, f, e->stack);
+				pk_close(&p);
+				continue;
+			}
+			if (!device_ev(e))
+				continue;
+			/* the event's device: from its segment, or the oom device */
+			int ed = (int)f->oom->device;
+			for (size_t k = 0; k < f->nsegs; k++)
+				if (f->segs[k].addr == e->addr && !f->segs[k].is_handle)
+					ed = f->segs[k].device;
+			if (ed != d)
+				continue;
+			int is_free = !strcmp(e->op, "free");
+			if (is_free) { /* skip frees of blocks allocated before the window */
+				int seen = 0;
+				for (size_t k = 0; k < i && !seen; k++)
+					seen = !strcmp(f->events[k].op, "alloc") && f->events[k].addr == e->addr;
+				if (!seen)
+					continue;
+			}
+			static const char *const al[] = {"segment_alloc", "alloc"};
+			static const char *const fr[] = {"free_requested", "free_completed", "segment_free"};
+			int n = is_free ? 3 : 2;
+			for (int k = 0; k < n; k++) {
+				pk_dict(&p);
+				pk_str(&p, "action");
+				pk_str(&p, is_free ? fr[k] : al[k]);
+				pk_str(&p, "addr");
+				pk_uint(&p, e->addr);
+				pk_str(&p, "size");
+				pk_int(&p, (int64_t)e->size);
+				pk_str(&p, "stream");
+				pk_int(&p, 0);
+				pk_str(&p, "time_us");
+				pk_int(&p, e->time_ms * 1000);
+				pk_str(&p, "frames");
+				frames(&p, f, e->stack);
+				pk_close(&p);
+			}
+		}
+		pk_close(&p);
+	}
+	pk_close(&p);
+	pk_close(&p);
+	pk_end(&p);
+	FILE *out = fopen(path, "wb");
+	if (!out)
+		die(EXIT_USAGE, "%s: %s", path, strerror(errno));
+	if (fwrite(p.out.p, 1, p.out.len, out) != p.out.len || fclose(out))
+		die(EXIT_USAGE, "%s: %s", path, strerror(errno));
+	sb_free(&p.out);
+}
+
+int
+cmd_torch(struct opts *o) {
+	if (!o->out)
+		usage_exit("torch needs -o FILE.pickle");
+	struct run r;
+	run_load_dumps(&r, o->paths, o->npaths);
+	if (r.nfiles != 1)
+		die(EXIT_USAGE, "torch: %zu dumps found; name one dump file", r.nfiles);
+	write_pickle(&r.files[0], o->out);
+	fprintf(stderr, "memtally: wrote %s\n", o->out);
+	return 0;
+}

@@ -1,0 +1,132 @@
+"""Pictures: the flame graph SVG, the self-contained HTML page and the
+PyTorch pickle.  Headless Chromium (Debian's) loads the page and the SVG
+with no console errors and with every network request made to fail (a
+proxy that does not exist), the expected elements are in the DOM, and
+screenshots are kept in test/out/test_pictures/.  The pickle is read by
+Python's own pickle, checked opcode by opcode with pickletools (protocol
+2, only the opcodes PyTorch's C++ pickler uses, no batch over 1000), and
+Debian python3-torch's torch.cuda._memory_viz `stats` and `segments` run on
+its segments with totals equal to the dump's."""
+import json, os, pickle, pickletools, re, shutil, subprocess, sys
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
+import mt
+
+B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
+MT = os.environ.get('MT_MEMTALLY') or os.path.join(B, 'memtally')
+CHROME = shutil.which('chromium')
+run_dir = os.path.join(OUT, 'run')
+env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(B, 'test', 'fakecuda'),
+           FAKE_CUDA_MEM=str(1 << 30))
+# one run: a leaking trainer (interval snapshots) and a CUDA process that
+# hits an OOM and holds more than 1000 allocations (batching)
+subprocess.run([MT, 'run', '--out', run_dir, '--interval', '0.02', '--', os.path.join(B, 'test', 'prog_trainer'),
+                'leak'], env=env, capture_output=True, check=True)
+r = subprocess.run([MT, 'run', '--out', run_dir, '--', os.path.join(B, 'test', 'cuda_prog'), 'rt', 'oom',
+                    run_dir], env=dict(env, CUDA_PROG_SMALL='2500'), capture_output=True, text=True)
+mt.eq(r.returncode, 0, 'the CUDA program ran')
+dump = [os.path.join(run_dir, p) for p in os.listdir(run_dir) if '.oom1.' in p][0]
+
+def chrome(url, *extra):
+    args = [CHROME, '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+            '--no-first-run', '--proxy-server=http://127.0.0.1:9', '--enable-logging=stderr', '--v=0'] + \
+        list(extra) + [url]
+    return subprocess.run(args, capture_output=True, text=True, timeout=120)
+
+def console_errors(stderr):
+    return [l for l in stderr.splitlines() if 'CONSOLE' in l and ('Uncaught' in l or 'rror' in l)]
+
+# flame graph
+svg = os.path.join(OUT, 'flame.svg')
+r = subprocess.run([MT, 'flame', run_dir, '-o', svg], capture_output=True, text=True)
+mt.eq(r.returncode, 0, 'flame: exit code')
+import xml.dom.minidom
+doc = xml.dom.minidom.parse(svg)
+gs = [g for g in doc.getElementsByTagName('g') if g.getAttribute('class') == 'f']
+mt.check(len(gs) > 10, 'flame: valid SVG (XML) with %d frames' % len(gs))
+names = {g.getAttribute('data-n') for g in gs}
+mt.check(any(n.startswith('leak_history (prog_trainer.c:') for n in names), 'flame: the leaking line is a frame')
+mt.check(any(n.startswith('big_block (cuda_prog.c:') for n in names), 'flame: device memory by call site')
+mt.check(not re.search(r'(src|href)=["\']https?:', open(svg).read()), 'flame: no external references')
+if CHROME:
+    r = chrome('file://' + svg, '--window-size=1200,700', '--screenshot=' + os.path.join(OUT, 'flame.png'))
+    mt.check(os.path.exists(os.path.join(OUT, 'flame.png')), 'flame: Chromium rendered a screenshot')
+    mt.eq(console_errors(r.stderr), [], 'flame: no console errors')
+    r = chrome('file://' + svg, '--dump-dom')
+    mt.check(r.stdout.count('class="f"') == len(gs), 'flame: Chromium\'s DOM holds every frame')
+else:
+    mt.check(False, 'chromium is not installed (scripts/setup-deps.sh installs it)')
+
+# the HTML page
+page = os.path.join(OUT, 'report.html')
+r = subprocess.run([MT, 'html', run_dir, '-o', page], capture_output=True, text=True)
+mt.eq(r.returncode, 0, 'html: exit code')
+text = open(page).read()
+urls = [u for u in re.findall(r'https?://[^\s"\'<>\\]+', text) if u != 'http://www.w3.org/2000/svg']
+mt.eq(urls, [], 'html: no URL in the page but the SVG namespace (nothing to fetch)')
+if CHROME:
+    r = chrome('file://' + page, '--window-size=1300,2200', '--screenshot=' + os.path.join(OUT, 'report.png'))
+    mt.eq(console_errors(r.stderr), [], 'html: no console errors')
+    mt.check(os.path.exists(os.path.join(OUT, 'report.png')), 'html: screenshot kept')
+    r = chrome('file://' + page, '--dump-dom')
+    dom = r.stdout
+    mt.check('data-ready="1"' in dom, 'html: the page\'s script ran to the end')
+    mt.check(re.search(r'<pre id="errors">\s*</pre>', dom) is not None, 'html: no script error reported on the page')
+    mt.check(dom.count('<option') == 2, 'html: a process selector with both processes')
+    mt.check('class="series"' in dom and 'class="tick"' in dom, 'html: timeline series and snapshot ticks')
+    mt.check(dom.count('class="site"') >= 5 and 'leak_history' in dom, 'html: the call-site table')
+    mt.check('class="flame"' in dom, 'html: the flame graph')
+    mt.check('class="segmap"' in dom and 'class="oomev"' in dom, 'html: the OOM dump\'s segment map and event timeline')
+    mt.check('Growth starts at step' in dom, 'html: marks place the start of growth')
+
+# the pickle
+pk = os.path.join(OUT, 'dump.pickle')
+r = subprocess.run([MT, 'torch', dump, '-o', pk], capture_output=True, text=True)
+mt.eq(r.returncode, 0, 'torch: exit code')
+raw = open(pk, 'rb').read()
+d = pickle.loads(raw)
+mt.check(raw[:2] == b'\x80\x02', 'torch: protocol 2')
+allowed = {'PROTO', 'EMPTY_DICT', 'EMPTY_LIST', 'MARK', 'SETITEMS', 'APPENDS', 'BINUNICODE', 'BININT',
+           'BININT1', 'BININT2', 'LONG1', 'NONE', 'NEWTRUE', 'NEWFALSE', 'TUPLE2', 'STOP'}
+ops = [op.name for op, arg, pos in pickletools.genops(raw)]
+mt.eq(sorted(set(ops) - allowed), [], 'torch: only the opcodes PyTorch\'s pickler uses')
+# batch sizes: values between a MARK and its APPENDS/SETITEMS, at that depth
+stack, biggest = [], 0
+for op, arg, pos in pickletools.genops(raw):
+    n = op.name
+    if n == 'MARK':
+        stack.append(0)
+    elif n in ('APPENDS', 'SETITEMS'):
+        cnt = stack.pop()
+        biggest = max(biggest, cnt if n == 'APPENDS' else cnt // 2)
+        if stack:
+            stack[-1] += 0
+    elif stack and n in ('BINUNICODE', 'BININT', 'BININT1', 'BININT2', 'LONG1', 'NONE', 'NEWTRUE',
+                         'NEWFALSE', 'EMPTY_DICT', 'EMPTY_LIST'):
+        stack[-1] += 1
+    if n == 'TUPLE2' and stack:
+        stack[-1] -= 1  # two ints became one value
+mt.check(0 < biggest <= 1000, 'torch: no batch over 1000 (largest %d)' % biggest)
+segs = d['segments']
+dump_live = sum(json.loads(l)['size'] for l in open(dump) if '"type":"segment"' in l)
+mt.eq(sum(s['total_size'] for s in segs), dump_live, 'torch: segments hold the dump\'s live device bytes')
+mt.check(all(sum(b['size'] for b in s['blocks']) == s['total_size'] for s in segs), 'torch: blocks tile each segment')
+big = [s for s in segs if s['blocks'][0]['frames'][0]['name'] == 'big_block']
+mt.check(len(big) == 15 and big[0]['blocks'][0]['frames'][0]['line'] > 0 and
+         big[0]['blocks'][0]['frames'][0]['filename'].endswith('cuda_prog.c'),
+         'torch: frames {filename, line, name}: 15 segments from big_block')
+tr = d['device_traces'][0]
+oom = [json.loads(l) for l in open(dump) if '"type":"oom"' in l][0]
+mt.check(tr[-1]['action'] == 'oom' and tr[-1]['device_free'] == oom['driver_free_bytes'],
+         'torch: the trace ends with the oom and the driver\'s free bytes')
+try:
+    from torch.cuda import _memory_viz as viz
+    st = viz.stats(segs)
+    mt.eq((st['segments'], st['total_size'].value), (len(segs), dump_live), 'torch: _memory_viz stats totals')
+    lines = viz.segments(segs, format_flamegraph=lambda s: s)
+    mt.eq(sum(int(l.rsplit(' ', 1)[1]) for l in lines.splitlines()), dump_live,
+          'torch: _memory_viz segments (collapsed lines) add up to the dump')
+    lines = viz.memory(segs, format_flamegraph=lambda s: s)
+    mt.check(lines.count('\n') == len(segs), 'torch: _memory_viz memory runs')
+except ImportError as e:
+    mt.check(False, 'python3-torch is not installed (%s)' % e)
+mt.done()
