@@ -25,7 +25,7 @@
 	X(top, TOP, U64, "0", "call sites per snapshot, largest live first (0 = all)") \
 	X(trace, TRACE, U64, "100000", "events kept in the ring that OOM dumps carry (mmaps, large heap blocks, failures)") \
 	X(oom_dumps, OOM_DUMPS, U64, "3", "max OOM and pre-OOM dumps per process") \
-	X(oom_render, OOM_RENDER, BOOL, "0", "also render pickle, HTML and flame graph next to each OOM dump (issue 6: accepted, not yet active)") \
+	X(oom_render, OOM_RENDER, BOOL, "0", "after each OOM dump, also write its pickle, HTML page and flame graph beside it (from the writer thread, or at exit)") \
 	X(cuda, CUDA, BOOL, "1", "track CUDA driver allocations (device, pinned host, managed, VMM)") \
 	X(cuda_routes, CUDA_ROUTES, ROUTES, "all", "debug: the routes to the driver that are wrapped (direct,dlsym,gpa,self or all)") \
 	X(host, HOST, BOOL, "1", "track heap and mmap (0: pass every call straight through)") \

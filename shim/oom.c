@@ -19,9 +19,12 @@
 #include "sites.h"
 #include "snapshot.h"
 #include "cuda.h"
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <spawn.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 
 struct ev {
 	uint64_t seq;    /* ring position + 1, written last (0 = empty/torn) */
@@ -42,6 +45,8 @@ static char *dump_scratch;      /* /proc reads */
 #define DUMP_BUF (1u << 20)
 #define DUMP_SCRATCH (64u << 10)
 static int preoom_armed = 1;
+static char render_paths[8][1300]; /* dumps waiting for MEMTALLY_OOM_RENDER */
+static unsigned render_n;
 
 int
 mt_oom_init(void) {
@@ -200,6 +205,11 @@ dump(struct dump_ctx *c, const char *reason) {
 			if (err)
 				mt_warn("OOM dump %s incomplete (errno %d)", path, err);
 			wrote = 1;
+			if (mt_cfg.oom_render && render_n < 8) { /* the writer renders it */
+				memcpy(render_paths[render_n], path, sizeof path);
+				__atomic_store_n(&render_n, render_n + 1, __ATOMIC_RELEASE);
+				mt_trigger(MT_REASON_RENDER);
+			}
 		} else {
 			mt_warn("cannot write OOM dump %s (errno %ld)", path, -fd);
 			__atomic_store_n(&ndumps, ndumps + 1, __ATOMIC_RELEASE);
@@ -239,6 +249,90 @@ mt_preoom_check(void) {
 	struct dump_ctx c = {.kind = "preoom", .api = "cgroup", .requested = 0,
 			     .cg_current = cur, .cg_max = max, .have_cg = 1};
 	return dump(&c, "preoom");
+}
+
+extern char **environ;
+static void render_locked(void);
+
+/* The analysis command: beside the shim (a build tree) or in ../bin. */
+static int
+find_memtally(char *out, size_t n) {
+	Dl_info di;
+	if (!dladdr((void *)mt_oom_render, &di) || !di.dli_fname)
+		return -1;
+	const char *slash = strrchr(di.dli_fname, '/');
+	size_t dir = slash ? (size_t)(slash - di.dli_fname) : 0;
+	static const char *const rel[] = {"/memtally", "/../bin/memtally"};
+	for (int i = 0; i < 2; i++) {
+		if (dir + strlen(rel[i]) + 1 > n)
+			return -1;
+		memcpy(out, di.dli_fname, dir);
+		memcpy(out + dir, rel[i], strlen(rel[i]) + 1);
+		if (mt_sys(SYS_access, out, 1 /* X_OK */, 0, 0, 0, 0) == 0)
+			return 0;
+	}
+	return -1;
+}
+
+void
+mt_oom_render(int wait) {
+	static mt_lock_t render_lock; /* the writer thread, or exit() */
+	if (wait)
+		mt_lock(&render_lock); /* exit: let the writer's renders finish */
+	else if (!mt_trylock(&render_lock))
+		return;
+	render_locked();
+	mt_unlock(&render_lock);
+}
+
+static void
+render_locked(void) {
+	static char exe[1100];
+	static char *env[512];
+	static char outs[3][1400];
+	if (!exe[0] && find_memtally(exe, sizeof exe)) {
+		mt_warn("MEMTALLY_OOM_RENDER: the memtally command is not beside the shim; not rendering");
+		exe[0] = '?';
+	}
+	unsigned n = __atomic_load_n(&render_n, __ATOMIC_ACQUIRE);
+	if (exe[0] == '?' || !n)
+		return;
+	/* the children run without the shim (and its variables) */
+	size_t e = 0;
+	for (char **p = environ; p && *p && e < 511; p++)
+		if (strncmp(*p, "LD_PRELOAD=", 11) && strncmp(*p, "MEMTALLY_", 9))
+			env[e++] = *p;
+	env[e] = NULL;
+	static const char *const cmd[] = {"torch", "html", "flame"};
+	static const char *const ext[] = {".pickle", ".html", ".svg"};
+	for (unsigned d = 0; d < n; d++) {
+		for (int c = 0; c < 3; c++) {
+			struct mt_buf b;
+			mt_buf_fixed(&b, outs[c], sizeof outs[c] - 1);
+			mt_buf_puts(&b, render_paths[d]);
+			if (b.len > 6 && !strcmp(outs[c] + b.len - 6, ".jsonl"))
+				b.len -= 6;
+			mt_buf_puts(&b, ext[c]);
+			outs[c][b.len] = 0;
+			char *argv[] = {exe, (char *)cmd[c], render_paths[d], "-o", outs[c], NULL};
+			pid_t pid;
+			/* the program's output stays the program's: the
+			 * renderers write to /dev/null (the writer thread holds
+			 * the guard, so what this allocates is not tracked) */
+			posix_spawn_file_actions_t fa;
+			posix_spawn_file_actions_init(&fa);
+			posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+			posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+			int rc = posix_spawn(&pid, exe, &fa, NULL, argv, env);
+			posix_spawn_file_actions_destroy(&fa);
+			if (rc == 0) {
+				int st;
+				while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+					;
+			}
+		}
+	}
+	__atomic_store_n(&render_n, 0, __ATOMIC_RELEASE);
 }
 
 void

@@ -29,6 +29,11 @@ void mt_oom_cuda(const char *api, uint64_t requested, int device, uint64_t drv_f
 /* Writer thread: check cgroup usage against MEMTALLY_PREOOM; dump once per
  * crossing.  Returns 1 when it dumped. */
 int mt_preoom_check(void);
+/* MEMTALLY_OOM_RENDER=1, on the writer thread: run `memtally torch`,
+ * `html` and `flame` on the dumps written since the last call, each next
+ * to its dump (the analysis command beside the shim, or ../bin).  wait:
+ * at exit, wait for renders the writer thread has started. */
+void mt_oom_render(int wait);
 /* Dumps written so far. */
 uint64_t mt_oom_count(void);
 /* fork child: counts and the ring start over. */

@@ -347,6 +347,10 @@ writer_main(void *arg) {
 			if (next <= now)
 				next = now + period;
 		}
+		if (bits & MT_REASON_RENDER) {
+			mt_oom_render(0);
+			bits &= ~MT_REASON_RENDER;
+		}
 		if (bits) {
 			uint32_t serving =
 				__atomic_load_n(&req_ticket, __ATOMIC_ACQUIRE);
@@ -542,6 +546,8 @@ mt_fini(void) {
 	mt_self.guard++;
 	mt_snapshot_write("exit", NULL);
 	mt_snapshot_close(); /* later writes are refused */
+	if (mt_cfg.oom_render)
+		mt_oom_render(1); /* dumps the writer has not rendered yet */
 	__atomic_store_n(&mt_active, 0, __ATOMIC_RELEASE);
 	mt_self.guard--;
 }

@@ -50,7 +50,8 @@ void mt_map_release(void *p, size_t len, struct mt_map *first);
 
 /* Snapshot triggers (bits of mt_pending), in order of precedence. */
 enum { MT_REASON_EXIT = 1, MT_REASON_SIGNAL = 2, MT_REASON_REQUEST = 4,
-       MT_REASON_EVERY = 8, MT_REASON_INTERVAL = 16, MT_REASON_PREOOM = 32 };
+       MT_REASON_EVERY = 8, MT_REASON_INTERVAL = 16, MT_REASON_PREOOM = 32,
+       MT_REASON_RENDER = 64 /* not a snapshot: render OOM dumps */ };
 /* Ask the writer thread for a snapshot.  Async-signal-safe. */
 void mt_trigger(int reason);
 uint64_t mt_ms_since_start(void);

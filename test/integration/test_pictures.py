@@ -129,4 +129,19 @@ try:
     mt.check(lines.count('\n') == len(segs), 'torch: _memory_viz memory runs')
 except ImportError as e:
     mt.check(False, 'python3-torch is not installed (%s)' % e)
+
+# MEMTALLY_OOM_RENDER=1: the pictures appear next to the dump, after it
+rd = os.path.join(OUT, 'render')
+prog = os.path.join(B, 'test', 'cuda_prog')
+plain = subprocess.run([prog, 'rt', 'oom', rd], env=env, capture_output=True, text=True)
+r = subprocess.run([prog, 'rt', 'oom', rd], capture_output=True, text=True,
+                   env=dict(env, LD_PRELOAD=os.path.join(B, 'libmemtally.so'), MEMTALLY_OUT=rd,
+                            MEMTALLY_OOM_RENDER='1'))
+mt.eq((r.returncode, r.stderr), (plain.returncode, plain.stderr), 'OOM_RENDER: the program\'s exit code and stderr unchanged')
+mt.eq(json.loads(r.stdout)['dump_on_disk'], 1, 'OOM_RENDER: the dump itself still comes first')
+base = [p for p in os.listdir(rd) if p.endswith('.oom1.jsonl')][0][:-6]
+for ext in ('.pickle', '.html', '.svg'):
+    mt.check(os.path.getsize(os.path.join(rd, base + ext)) > 1000, 'OOM_RENDER: %s written beside the dump' % (base + ext))
+mt.eq(pickle.loads(open(os.path.join(rd, base + '.pickle'), 'rb').read())['device_traces'][0][-1]['action'],
+      'oom', 'OOM_RENDER: the pickle reads back')
 mt.done()
