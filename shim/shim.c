@@ -144,6 +144,52 @@ uncharge(const struct mt_ptr *e) {
 	mt_add(&t->free_bytes, e->size);
 }
 
+static inline struct mt_tcount *
+tcount(void) {
+	if (MT_UNLIKELY(!mt_self.tslot)) {
+		static uint32_t next;
+		mt_self.tslot = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED) % MT_TSLOTS + 1;
+	}
+	return &mt_tcounts[mt_self.tslot - 1];
+}
+
+/* When sampling, most blocks are never tracked, and a free would look
+ * for each in the pointer table (a shard lock and a probe).  A counting
+ * filter by address answers "certainly not tracked" first: a counter is
+ * raised before an entry goes in and lowered after it comes out, so a free
+ * (which follows its allocation) never misses a tracked block.  Counters
+ * that reach their maximum stay there.  Exact mode has no filter. */
+#define FILTER_BITS 20
+static uint16_t *maybe;
+
+static inline uint16_t *
+filter_at(uintptr_t a) {
+	return &maybe[((uint64_t)(a >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - FILTER_BITS)];
+}
+
+static inline void
+filter_add(uintptr_t a) {
+	if (maybe) {
+		uint16_t *c = filter_at(a);
+		if (__atomic_load_n(c, __ATOMIC_RELAXED) != 0xffff)
+			__atomic_add_fetch(c, 1, __ATOMIC_RELEASE);
+	}
+}
+
+static inline void
+filter_del(uintptr_t a) {
+	if (maybe) {
+		uint16_t *c = filter_at(a);
+		if (__atomic_load_n(c, __ATOMIC_RELAXED) != 0xffff)
+			__atomic_sub_fetch(c, 1, __ATOMIC_RELEASE);
+	}
+}
+
+static inline int
+filter_maybe(uintptr_t a) {
+	return !maybe || __atomic_load_n(filter_at(a), __ATOMIC_ACQUIRE) != 0;
+}
+
 /* Heap totals: allocs, alloc_bytes and frees are exact in every mode;
  * live bytes and count are exact in exact mode and estimates (the same
  * weights as the call sites) when sampling. */
@@ -151,8 +197,9 @@ void
 mt_heap_alloc(void *p, size_t size) {
 	struct mt_totals *t = &mt_totals[MT_HEAP];
 	int how = should_track(size);
-	mt_add(&t->allocs, 1);
-	mt_add(&t->alloc_bytes, size);
+	struct mt_tcount *tc = tcount();
+	mt_add(&tc->allocs, 1);
+	mt_add(&tc->alloc_bytes, size);
 	if (!how)
 		return;
 	int64_t bytes = (int64_t)size, count = 1;
@@ -163,13 +210,17 @@ mt_heap_alloc(void *p, size_t size) {
 			   .sampled = how == 2,
 			   .time_ms = (uint32_t)mt_ms_since_start()};
 	struct mt_ptr old;
+	filter_add(e.addr);
 	int err = mt_ptrtab_put(&e, &old);
 	if (err == ENOMEM) {
+		filter_del(e.addr);
 		mt_add(&mt_dropped_live, 1);
 		return;
 	}
-	if (err == EEXIST) /* freed behind our back: forget the old one */
+	if (err == EEXIST) { /* freed behind our back: forget the old one */
+		filter_del(e.addr); /* one entry for the address, not two */
 		uncharge(&old);
+	}
 	mt_site_alloc(e.stack, MT_HEAP, bytes, count);
 	if (size >= mt_cfg.exact_above) /* large blocks go to the event ring */
 		mt_event(MT_EV_ALLOC, MT_HEAP, (uintptr_t)p, size, e.stack);
@@ -186,28 +237,34 @@ mt_heap_alloc(void *p, size_t size) {
 void
 mt_heap_free(void *p) {
 	struct mt_ptr e;
-	mt_add(&mt_totals[MT_HEAP].frees, 1);
-	if (mt_ptrtab_take((uintptr_t)p, &e))
+	mt_add(&tcount()->frees, 1);
+	if (filter_maybe((uintptr_t)p) && mt_ptrtab_take((uintptr_t)p, &e)) {
+		filter_del(e.addr);
 		uncharge(&e);
+	}
 }
 
 void
 mt_heap_freed(void) {
-	mt_add(&mt_totals[MT_HEAP].frees, 1);
+	mt_add(&tcount()->frees, 1);
 }
 
 void
 mt_heap_take(void *p, struct mt_ptr *e, int *had) {
-	*had = mt_ptrtab_take((uintptr_t)p, e);
-	if (*had)
+	*had = filter_maybe((uintptr_t)p) && mt_ptrtab_take((uintptr_t)p, e);
+	if (*had) {
+		filter_del(e->addr);
 		uncharge(e);
+	}
 }
 
 void
 mt_heap_restore(const struct mt_ptr *e) {
 	struct mt_ptr old;
 	int64_t bytes = (int64_t)e->size, count = 1;
+	filter_add(e->addr);
 	if (mt_ptrtab_put(e, &old) == ENOMEM) {
+		filter_del(e->addr);
 		mt_add(&mt_dropped_live, 1);
 		return;
 	}
@@ -519,6 +576,8 @@ mt_init(int argc, char **argv, char **envp) {
 		return;
 	}
 	mt_unwind_init();
+	if (mt_cfg.sample)
+		maybe = mt_sys_mmap(sizeof(uint16_t) << FILTER_BITS);
 	mt_procstat_init();
 	mt_cuda_init();
 	mt_pid = mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0);

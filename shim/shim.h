@@ -17,6 +17,7 @@ struct mt_thread {
 	int seeded;        /* sampling state initialised */
 	int64_t countdown; /* bytes until the next sample */
 	uint64_t rng;      /* xorshift64* state */
+	uint32_t tslot;    /* mt_tcounts slot + 1, 0 = not chosen yet */
 };
 extern MT_TLS struct mt_thread mt_self;
 

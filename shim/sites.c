@@ -48,6 +48,20 @@ static uint32_t nstacks;       /* ids handed out, including 0 */
 static mt_lock_t stack_lock;
 static uint64_t index_bytes;
 struct mt_totals mt_totals[MT_NKINDS];
+struct mt_tcount mt_tcounts[MT_TSLOTS];
+
+void
+mt_heap_counts(uint64_t *allocs, uint64_t *alloc_bytes, uint64_t *frees) {
+	uint64_t a = 0, b = 0, f = 0;
+	for (int i = 0; i < MT_TSLOTS; i++) {
+		a += __atomic_load_n(&mt_tcounts[i].allocs, __ATOMIC_RELAXED);
+		b += __atomic_load_n(&mt_tcounts[i].alloc_bytes, __ATOMIC_RELAXED);
+		f += __atomic_load_n(&mt_tcounts[i].frees, __ATOMIC_RELAXED);
+	}
+	*allocs = a;
+	*alloc_bytes = b;
+	*frees = f;
+}
 uint64_t mt_sites_dropped;
 
 static void *
@@ -283,6 +297,7 @@ mt_sites_postfork_child(int fresh) {
 	/* The child's figures start from zero; its stacks are the parent's. */
 	mt_chunk_reset(&sites);
 	memset(mt_totals, 0, sizeof mt_totals);
+	memset(mt_tcounts, 0, sizeof mt_tcounts);
 	mt_sites_dropped = 0;
 }
 

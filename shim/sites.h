@@ -51,6 +51,17 @@ struct mt_totals {
 	int64_t peak_bytes;   /* highest live_bytes */
 };
 extern struct mt_totals mt_totals[MT_NKINDS];
+/* Heap call counts per thread slot, so the hottest counters are not one
+ * cache line shared by every thread; snapshots add the slots up (threads
+ * beyond MT_TSLOTS share slots, still exactly, with atomic adds). */
+struct mt_tcount {
+	uint64_t allocs, alloc_bytes, frees;
+	uint64_t pad[5];
+} __attribute__((aligned(64)));
+#define MT_TSLOTS 256
+extern struct mt_tcount mt_tcounts[MT_TSLOTS];
+/* The heap's exact allocs, alloc_bytes and frees: the slots summed. */
+void mt_heap_counts(uint64_t *allocs, uint64_t *alloc_bytes, uint64_t *frees);
 /* Exact process totals: an allocation of bytes; a release of bytes (whole:
  * the allocation is gone, counted as a free).  Async-signal-safe. */
 void mt_totals_alloc(int kind, uint64_t bytes);

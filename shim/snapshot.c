@@ -438,7 +438,9 @@ callsites(struct mt_buf *b, int dump) {
 static void
 totals(struct mt_buf *b) {
 	for (int k = 0; k < MT_NKINDS; k++) {
-		const struct mt_totals *t = &mt_totals[k];
+		struct mt_totals tt = mt_totals[k], *t = &tt;
+		if (k == MT_HEAP)
+			mt_heap_counts(&tt.allocs, &tt.alloc_bytes, &tt.frees);
 		if (!t->allocs && !t->frees)
 			continue;
 		mt_buf_printf(b,
