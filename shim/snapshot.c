@@ -332,13 +332,16 @@ stack_line(struct mt_buf *b, uint32_t id, int mark) {
 		t->written = 1;
 }
 
+/* Stack ids below this had their records written by pass 1 of the
+ * snapshot being written (a stack born since waits for the next one). */
+static uint32_t pass_stacks;
+
 /* dump: the file holds every stack already (OOM dumps write them all). */
-static void
+static int
 site_json(struct mt_buf *b, uint32_t id, int kind, const struct mt_site *s,
 	  int *first, int dump) {
-	struct track *t = dump ? NULL : track_at(id);
-	if (!dump && (!t || !t->written))
-		stack_line(&lines, id, 1);
+	if (!dump && id >= pass_stacks)
+		return 0;
 	if (!*first)
 		mt_buf_putc(b, ',');
 	*first = 0;
@@ -350,6 +353,7 @@ site_json(struct mt_buf *b, uint32_t id, int kind, const struct mt_site *s,
 		      (long)s->live_count, (unsigned long)s->allocs,
 		      (unsigned long)s->alloc_bytes, (unsigned long)s->frees,
 		      (long)s->peak_bytes);
+	return 1;
 }
 
 /* Keep the MEMTALLY_TOP largest live call sites: a min-heap on live. */
@@ -421,11 +425,12 @@ callsites(struct mt_buf *b, int dump) {
 			    sh->allocs == c.allocs && sh->frees == c.frees &&
 			    sh->peak_bytes == c.peak_bytes)
 				continue; /* unchanged since the last snapshot */
-			sh->live_bytes = c.live_bytes;
-			sh->allocs = c.allocs;
-			sh->frees = c.frees;
-			sh->peak_bytes = c.peak_bytes;
-			site_json(b, id, k, &c, &first, 0);
+			if (site_json(b, id, k, &c, &first, 0)) {
+				sh->live_bytes = c.live_bytes;
+				sh->allocs = c.allocs;
+				sh->frees = c.frees;
+				sh->peak_bytes = c.peak_bytes;
+			}
 		}
 	}
 	for (uint64_t i = 0; tv && i < nt; i++) {
@@ -513,26 +518,44 @@ mt_snapshot_write(const char *reason, const char *lab) {
 		return;
 	}
 	uint64_t t0 = mt_now_ns();
-	struct mt_buf *b = &out;
+	/* Everything streams through two 1 MiB buffers, so a snapshot of any
+	 * size needs no more memory: first the header (a new file), maps and
+	 * every stack record the call sites need (pass 1), then the snapshot
+	 * line (pass 2), which may take several write calls.  If a write
+	 * fails the file is cut back to where this snapshot began, so it
+	 * never holds a broken line in its middle. */
+	long off0 = mt_sys(SYS_lseek, fd, 0, 2 /* SEEK_END */, 0, 0, 0);
+	lines.flush_fd = out.flush_fd = fd;
+	lines.flush_err = out.flush_err = 0;
 	maps_if_changed(&lines, 0);
+	pass_stacks = mt_stack_count();
+	for (uint32_t id = 1; id < pass_stacks; id++) {
+		struct track *t = track_at(id);
+		if (t && t->written)
+			continue;
+		for (int k = 0; k < MT_NKINDS; k++)
+			if (__atomic_load_n(&mt_site_get(id, k)->allocs, __ATOMIC_RELAXED)) {
+				stack_line(&lines, id, 1);
+				break;
+			}
+	}
+	int err = mt_buf_flush(&lines);
+	struct mt_buf *b = &out;
 	b->len = 0;
 	b->overflow = 0;
 	if (!lab && !strcmp(reason, "request") && label[0])
 		lab = label;
-	snapshot_record(b, seq++, reason, lab, 0, scratch, sizeof scratch);
-	label[0] = 0;
-	int err = 0;
-	if (b->overflow || lines.overflow) {
-		err = ENOMEM;
-		mt_warn("snapshot %lu does not fit in memory; skipped",
-			(unsigned long)(seq - 1));
-	} else {
-		err = mt_write_all(fd, lines.p, lines.len);
-		if (!err)
-			err = mt_write_all(fd, b->p, b->len);
-		if (err)
-			mt_warn("writing %s failed (errno %d)", path, err);
+	if (!err) {
+		snapshot_record(b, seq++, reason, lab, 0, scratch, sizeof scratch);
+		err = mt_buf_flush(b);
 	}
+	label[0] = 0;
+	if (err) {
+		mt_warn("writing %s failed (errno %d); the snapshot is dropped", path, err);
+		if (off0 >= 0)
+			mt_sys(SYS_ftruncate, fd, off0, 0, 0, 0, 0);
+	}
+	lines.flush_fd = out.flush_fd = 0;
 	if (err) { /* what the file lacks is written again next time */
 		for (uint32_t i = 0; i < mt_stack_count(); i++) {
 			struct track *t = mt_chunk_at(&track, i);
@@ -542,8 +565,8 @@ mt_snapshot_write(const char *reason, const char *lab) {
 		last_adds = last_subs = ~0ull;
 	}
 	full_next = err != 0;
-	lines.len = 0;
-	lines.overflow = 0;
+	lines.len = out.len = 0;
+	lines.overflow = out.overflow = 0;
 	last_write_ns = mt_now_ns() - t0;
 	mt_unlock(&writer_lock);
 }
