@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr, CUhandle;
@@ -239,16 +240,22 @@ int main(int argc, char **argv) {
 		CUresult r;
 		if (getenv("CUDA_PROG_SMALL"))
 			small_blocks(atoi(getenv("CUDA_PROG_SMALL")));
-		while ((r = big_block(&d[n])) == 0)
+		struct timespec ta, tb;
+		clock_gettime(CLOCK_MONOTONIC, &ta);
+		while ((r = big_block(&d[n])) == 0) {
 			n++;
+			clock_gettime(CLOCK_MONOTONIC, &ta);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &tb); /* the failing call, dump included */
+		double oom_ms = (double)(tb.tv_sec - ta.tv_sec) * 1e3 + (double)(tb.tv_nsec - ta.tv_nsec) / 1e6;
 		/* the error is here: is the dump complete on disk already? */
 		int on_disk = argc > 3 ? dump_on_disk(argv[3]) : -1;
 		uint64_t used_at_oom = fake_used(0);
 		for (int i = 0; i < 4; i++) /* empty the cache and retry, as frameworks do */
 			CK(p_cuMemFree_v2(d[--n]));
 		CK(big_block(&d[n++]));
-		printf("{\"error\":%d,\"blocks\":%d,\"dump_on_disk\":%d,\"used_at_oom\":%llu,",
-		       r, n, on_disk, (unsigned long long)used_at_oom);
+		printf("{\"error\":%d,\"blocks\":%d,\"dump_on_disk\":%d,\"used_at_oom\":%llu,"
+		       "\"oom_call_ms\":%.3f,", r, n, on_disk, (unsigned long long)used_at_oom, oom_ms);
 	}
 	if (strcmp(work, "oom"))
 		printf("{");
