@@ -76,7 +76,8 @@ $(B)/asan/memtally: $(AN_SRC) $(wildcard analysis/*.h)
 bench: deps all
 	bash test/bench/run.sh
 
-demo: deps all
+demo: deps
+	$(MAKE) all $(FAKECUDA)
 	bash scripts/demo.sh
 
 install: all

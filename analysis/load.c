@@ -536,6 +536,15 @@ load_paths(struct run *r, char **paths, int npaths, int dumps, int optional) {
 				continue;
 			struct sb s = {0};
 			sb_printf(&s, "%s/%s", paths[i], e->d_name);
+			struct stat fst;
+			if (!stat(s.p, &fst) && fst.st_size == 0) {
+				/* a process that exec'd or died before its
+				 * first line: nothing to read (named alone, an
+				 * empty file is an error) */
+				warnx("%s: empty, skipped", s.p);
+				sb_free(&s);
+				continue;
+			}
 			list = xrealloc(list, (n + 1) * sizeof *list);
 			list[n++] = s.p;
 		}

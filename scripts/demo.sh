@@ -1,15 +1,33 @@
 #!/usr/bin/env bash
-# demo.sh — `make demo`: run the bundled example trainer under the shim,
-# then show what memtally makes of it.
+# demo.sh — `make demo`: the bundled example trainer under the shim (a host
+# leak), then a GPU out-of-memory: on the real driver when a GPU is there,
+# else on the test suite's fake libcuda.so.1; then what memtally makes of
+# both: report, leaks, oom, and the HTML page and flame graph.
 set -eu
 cd "$(dirname "$0")/.."
 out=demo-out
 rm -rf "$out"
 echo "== memtally run --interval 0.05 -- build/demo_trainer 300"
 build/memtally run --out "$out" --interval 0.05 -- build/demo_trainer 300
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then
+	echo "== a GPU is here: the OOM example needs PyTorch (test/gpu/check.sh); skipped in the demo"
+else
+	echo
+	echo "== no GPU here: a CUDA program that runs out of device memory, on the fake driver (test/fakecuda)"
+	LD_LIBRARY_PATH=$PWD/build/test/fakecuda FAKE_CUDA_MEM=1073741824 \
+		build/memtally run --out "$out" -- build/test/cuda_prog rt oom "$out" >/dev/null
+fi
 echo
 echo "== memtally report $out"
 build/memtally report --top 6 "$out"
 echo "== memtally leaks $out"
 build/memtally leaks "$out"
-echo "files: $(ls "$out"/*.jsonl)"
+if ls "$out"/*.oom*.jsonl >/dev/null 2>&1; then
+	echo "== memtally oom $out"
+	build/memtally oom --top 5 "$out"
+fi
+build/memtally html "$out" -o "$out/report.html"
+build/memtally flame "$out" -o "$out/flame.svg"
+echo "HTML page:   $out/report.html"
+echo "flame graph: $out/flame.svg"
+echo "files:       $(ls "$out"/*.jsonl | tr '\n' ' ')"

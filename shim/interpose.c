@@ -20,6 +20,7 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <stdarg.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -297,6 +298,35 @@ ALIGNED_HOOK(aligned_alloc, (size_t align, size_t n), (align, n), n)
 ALIGNED_HOOK(memalign, (size_t align, size_t n), (align, n), n)
 ALIGNED_HOOK(valloc, (size_t n), (n), n)
 ALIGNED_HOOK(pvalloc, (size_t n), (n), n)
+
+/* ---- pipe2 ------------------------------------------------------------
+ * libunwind checks addresses by writing a byte into a pipe it opens once
+ * and keeps by number.  A program that closes every descriptor (a
+ * daemon, close_range at start) and opens files of its own would be
+ * handed those numbers, and libunwind would write into -- and close -- the
+ * program's files.  Pipes opened from inside the shim (the guard is held
+ * whenever libunwind runs) are therefore moved to high numbers, which a
+ * program's own opens (always the lowest free number) do not reach; when
+ * they are closed under it, libunwind's next check fails and it opens a
+ * new pipe, through here again.  Every other pipe2 is the kernel's. */
+MT_EXPORT int
+pipe2(int fds[2], int flags) {
+	long r = mt_sys(SYS_pipe2, fds, flags, 0, 0, 0, 0);
+	if (r < 0) {
+		errno = (int)-r;
+		return -1;
+	}
+	if (mt_self.guard) {
+		for (int i = 0; i < 2; i++) {
+			long hi = mt_sys(SYS_fcntl, fds[i], F_DUPFD_CLOEXEC, 900, 0, 0, 0);
+			if (hi >= 0) {
+				mt_sys(SYS_close, fds[i], 0, 0, 0, 0, 0);
+				fds[i] = (int)hi;
+			}
+		}
+	}
+	return 0;
+}
 
 /* ---- mappings -------------------------------------------------------- */
 

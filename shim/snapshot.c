@@ -25,6 +25,7 @@
 #include <link.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #define MT_FORMAT_VERSION 1
 #define MT_TOOL_VERSION "0.1.0"
@@ -117,16 +118,27 @@ mt_snapshot_init(char **argv, char **envp) {
 	return 0;
 }
 
+static unsigned path_x;   /* the ".x<N>" this image's file took, 0 = none */
+static int opened_once;   /* this image (or fork child) has made its file */
+
 static void
-make_path(void) {
+make_path_x(unsigned x) {
 	struct mt_buf b;
 	mt_buf_fixed(&b, path, sizeof path - 1);
 	mt_buf_printf(&b, "%s/memtally.%s.", mt_cfg.out, host);
 	if (mt_cfg.rank >= 0)
 		mt_buf_printf(&b, "r%ld.", mt_cfg.rank);
-	mt_buf_printf(&b, "p%ld.jsonl",
-		      mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0));
+	mt_buf_printf(&b, "p%ld", mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0));
+	if (x)
+		mt_buf_printf(&b, ".x%u", x);
+	mt_buf_puts(&b, ".jsonl");
 	path[b.len] = 0;
+	path_x = x;
+}
+
+static void
+make_path(void) {
+	make_path_x(opened_once ? path_x : 0);
 }
 
 static int
@@ -190,17 +202,42 @@ header(struct mt_buf *b) {
 	mt_buf_puts(b, "}\n");
 }
 
+/* Our file's identity: a program that closes every descriptor (or
+ * close_range at start) and opens its own files may be handed our number;
+ * before each snapshot the descriptor is checked and, if it is no longer
+ * our file, left alone and the file opened again (appending). */
+static uint64_t file_dev, file_ino;
+static uint64_t dropped_snaps; /* snapshots that could not be written */
+static int write_warned;
+
+static int
+ours(int f) {
+	struct stat st;
+	/* st_nlink 0: deleted under us (the directory removed mid-run):
+	 * make it again rather than write into an unreachable file */
+	return mt_sys(SYS_fstat, f, &st, 0, 0, 0, 0) == 0 && (uint64_t)st.st_dev == file_dev &&
+	       (uint64_t)st.st_ino == file_ino && st.st_nlink > 0;
+}
+
 static int
 ensure_open(void) {
-	if (fd >= 0)
+	if (fd >= 0 && ours(fd))
 		return 0;
+	fd = -1; /* not ours any more (if it was): never written again */
 	make_path();
 	int err = mkdirs(mt_cfg.out);
 	long r = -ENOENT;
 	if (!err) {
-		r = mt_sys(SYS_open, path,
-			   O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
-			   0644, 0, 0, 0);
+		/* The first open of this process image makes a new file: when
+		 * the name is taken (an exec'd image keeps its pid; a pid
+		 * reused in the same directory) it takes the next free
+		 * ".x<N>" name instead.  Later opens append to it. */
+		int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (opened_once ? 0 : O_EXCL);
+		r = mt_sys(SYS_open, path, flags, 0644, 0, 0, 0);
+		for (int x = 1; r == -EEXIST && x < 1000; x++) {
+			make_path_x(x);
+			r = mt_sys(SYS_open, path, flags, 0644, 0, 0, 0);
+		}
 		err = r < 0 ? (int)-r : 0;
 	}
 	if (err) {
@@ -211,12 +248,27 @@ ensure_open(void) {
 		open_failed = 1;
 		return err;
 	}
+	struct stat st;
+	if (mt_sys(SYS_fstat, r, &st, 0, 0, 0, 0)) {
+		mt_sys(SYS_close, r, 0, 0, 0, 0, 0);
+		return EIO;
+	}
 	fd = (int)r;
-	full_next = 1; /* a new file starts with every call site */
+	file_dev = (uint64_t)st.st_dev;
+	file_ino = (uint64_t)st.st_ino;
+	opened_once = 1;
+	full_next = 1; /* every call site again, and the maps */
+	last_adds = last_subs = ~0ull;
 	struct mt_buf *b = &lines;
 	b->len = 0;
-	header(b);
-	last_adds = last_subs = ~0ull; /* a new file gets the maps again */
+	if (st.st_size == 0) { /* a new (or deleted and re-created) file */
+		header(b);
+		for (uint32_t i = 0; i < mt_stack_count(); i++) {
+			struct track *t = mt_chunk_at(&track, i);
+			if (t)
+				t->written = 0;
+		}
+	}
 	return 0;
 }
 
@@ -489,7 +541,7 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 		      ",\"shim\":{\"memory_bytes\":%lu,\"stacks\":%u,"
 		      "\"live_entries\":%lu,\"live_maps\":%lu,"
 		      "\"dropped_stacks\":%lu,\"dropped_live\":%lu,"
-		      "\"oom_dumps\":%lu,\"last_write_ns\":%lu}}\n",
+		      "\"oom_dumps\":%lu,\"dropped_snapshots\":%lu,\"last_write_ns\":%lu}}\n",
 		      (unsigned long)(mt_sites_memory() + mt_ptrtab_memory() +
 				      mt_maptab_memory() + out.cap + lines.cap +
 				      track.mapped),
@@ -497,7 +549,7 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 		      (unsigned long)mt_maptab_count(),
 		      (unsigned long)mt_sites_dropped,
 		      (unsigned long)mt_dropped_live, (unsigned long)mt_oom_count(),
-		      (unsigned long)last_write_ns);
+		      (unsigned long)dropped_snaps, (unsigned long)last_write_ns);
 }
 
 /*
@@ -513,7 +565,12 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	if (!mt_cfg.host && !mt_cuda_used())
 		return;
 	mt_lock(&writer_lock);
-	if (closed || ensure_open()) {
+	if (closed) {
+		mt_unlock(&writer_lock);
+		return;
+	}
+	if (ensure_open()) {
+		dropped_snaps++;
 		mt_unlock(&writer_lock);
 		return;
 	}
@@ -551,9 +608,12 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	}
 	label[0] = 0;
 	if (err) {
-		mt_warn("writing %s failed (errno %d); the snapshot is dropped", path, err);
+		if (!write_warned++)
+			mt_warn("writing %s failed (errno %d); snapshots are dropped while it "
+				"fails (the next one written counts them)", path, err);
 		if (off0 >= 0)
 			mt_sys(SYS_ftruncate, fd, off0, 0, 0, 0, 0);
+		dropped_snaps++;
 	}
 	lines.flush_fd = out.flush_fd = 0;
 	if (err) { /* what the file lacks is written again next time */
@@ -623,6 +683,9 @@ mt_snapshot_postfork_child(int follow) {
 	fd = -1;
 	seq = 0;
 	open_failed = 0;
+	opened_once = 0;
+	dropped_snaps = 0;
+	write_warned = 0;
 	if (!follow) {
 		closed = 1;
 		return;

@@ -16,7 +16,7 @@ SHIM = os.path.join(B, 'libmemtally.so')
 JE = '/usr/lib/x86_64-linux-gnu/libjemalloc.so.2'
 TC = '/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4'
 QUICK = os.environ.get('BENCH_QUICK') == '1'
-ROUNDS = 1 if QUICK else int(os.environ.get('BENCH_ROUNDS', '5'))
+ROUNDS = 1 if QUICK else int(os.environ.get('BENCH_ROUNDS', '3'))
 TMP = tempfile.mkdtemp(prefix='mtbench.')
 OPS = 20000 if QUICK else 1000000
 
@@ -154,12 +154,12 @@ def main():
         script = script.replace('300000', '3000')
     gen = os.path.join(TMP, 'gen.c')
     with open(gen, 'w') as f:
-        n = 50 if QUICK else 3000
+        n = 50 if QUICK else 400
         for i in range(n):
             f.write('static int f%d(int x){int s=0;for(int i=0;i<x;i++)s+=i*%d^(s>>3);return s;}\n' % (i, i))
         f.write('int main(void){int s=0;\n' + ''.join('s+=f%d(%d);\n' % (i, i) for i in range(n)) + 'return s&1;}\n')
     progs = [('python3 object-heavy script', lambda n: ['/usr/bin/python3', '-c', script]),
-             ('gcc -O2 on a %d-function file' % (50 if QUICK else 3000),
+             ('gcc -O2 on a %d-function file' % (50 if QUICK else 400),
               lambda n: ['gcc', '-O2', '-c', '-o', os.path.join(TMP, 'gen.o'), gen])]
     names2 = ['bare glibc', 'bare jemalloc', 'memtally exact', 'memtally sampled', 'heaptrack -r', 'jemalloc prof 19']
     md += ['## Real programs', '', 'Wall time, CPU time and peak RSS of the whole run, as ratios to bare glibc.', '']

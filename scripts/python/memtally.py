@@ -1,0 +1,47 @@
+"""memtally — marks and on-demand snapshots from Python, when the shim is
+loaded (LD_PRELOAD=libmemtally.so, or `memtally run`); a silent no-op when
+it is not, so a trainer can keep these lines in every run.
+
+    import memtally
+    for step, batch in enumerate(loader):
+        memtally.mark("step", step)     # snapshots carry the latest step
+        ...
+        if step % 1000 == 0:
+            memtally.snapshot("step %d" % step)
+
+Pure ctypes; nothing is imported beyond the standard library."""
+import ctypes
+
+__all__ = ['mark', 'snapshot', 'active']
+
+try:
+    _lib = ctypes.CDLL(None)
+    _mark = _lib.memtally_mark
+    _mark.argtypes = [ctypes.c_char_p, ctypes.c_double]
+    _mark.restype = ctypes.c_int
+    _snap = _lib.memtally_snapshot
+    _snap.argtypes = [ctypes.c_char_p]
+    _snap.restype = ctypes.c_int
+except (OSError, AttributeError):
+    _mark = _snap = None
+
+
+def active():
+    """True when the shim is loaded in this process."""
+    return _snap is not None
+
+
+def mark(name, value):
+    """Record the current value of a progress counter ("step", 1200);
+    returns True when recorded.  Up to 8 names of up to 31 bytes."""
+    if _mark is None:
+        return False
+    return _mark(str(name).encode(), float(value)) == 0
+
+
+def snapshot(label=''):
+    """Write a snapshot now and wait until it is on disk (at most 10 s);
+    returns True when written."""
+    if _snap is None:
+        return False
+    return _snap(str(label).encode()) == 0

@@ -1,0 +1,36 @@
+"""An unmodified PyTorch CPU training script (MLP, DataLoader with 2 worker
+processes, SGD, torch.save) under `memtally run` prints the same losses and
+exits with the same code as without it, and every process -- the trainer
+and its two DataLoader workers (forked, leaving through os._exit) --
+writes its own file."""
+import os, subprocess, sys
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
+import mt
+
+B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
+MT = os.environ.get('MT_MEMTALLY') or os.path.join(B, 'memtally')
+script = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'torch_train.py')
+try:
+    subprocess.run(['/usr/bin/python3', '-c', 'import torch'], check=True, capture_output=True)
+except subprocess.CalledProcessError:
+    print('  FAIL python3-torch is not installed (scripts/setup-deps.sh installs it)')
+    sys.exit(1)
+ck = os.path.join(OUT, 'ck.pt')
+plain = subprocess.run(['/usr/bin/python3', script, 'noleak', ck], capture_output=True, text=True, timeout=300)
+mt.eq(plain.returncode, 0, 'runs without memtally')
+run = os.path.join(OUT, 'run')
+r = subprocess.run([MT, 'run', '--out', run, '--interval', '0.5', '--', '/usr/bin/python3', script, 'noleak', ck],
+                   capture_output=True, text=True, timeout=300)
+mt.eq(r.returncode, plain.returncode, 'same exit code under memtally run')
+mt.eq(r.stdout, plain.stdout, 'same losses, to the last digit')
+fs = mt.files(run)
+main = [f for f in fs if f.header['argv'][-2:] == ['noleak', ck] and f.header['ppid'] != fs[0].header['pid']]
+pids = {f.header['pid'] for f in fs}
+trainer = [f for f in fs if f.header['ppid'] not in pids][0]
+workers = [f for f in fs if f.header['ppid'] == trainer.header['pid']]
+mt.check(len(workers) >= 2, 'the DataLoader workers wrote their own files (%d)' % len(workers))
+mt.check(all(w.snapshots for w in workers), 'each worker\'s file holds its snapshots (last: %s)'
+         % [w.final()['reason'] for w in workers])
+mt.check(trainer.final()['heap']['allocs'] > 100000, 'the trainer\'s allocations are tracked (%d)' %
+         trainer.final()['heap']['allocs'])
+mt.done()
