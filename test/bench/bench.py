@@ -144,6 +144,17 @@ def main():
     exact = [m['ns'] / b['ns'] for m, b in zip(res['memtally exact'], res['bare glibc'])]
     samp = [m['ns'] / b['ns'] for m, b in zip(res['memtally sampled'], res['bare glibc'])]
     ht = [m['ns'] / b['ns'] for m, b in zip(res['heaptrack -r'], res['bare glibc'])]
+    # where the time goes: perf's top symbols of the sampled and exact runs
+    if shutil.which('perf') and not QUICK:
+        for n in ('memtally sampled', 'memtally exact'):
+            env_add, _, _ = configs()[n]
+            pd = os.path.join(TMP, 'perf.data')
+            subprocess.run(['perf', 'record', '-q', '-o', pd, os.path.join(TMP, 'mallocbench'), str(OPS), '2'],
+                           env=dict(os.environ, **env_add), capture_output=True)
+            rep = subprocess.run(['perf', 'report', '-i', pd, '--stdio', '--no-children', '--sort', 'dso,sym'],
+                                 capture_output=True, text=True).stdout
+            top = [l.strip() for l in rep.splitlines() if re.match(r'\s+[0-9.]+%', l)][:10]
+            md += ['Where the time goes, %s (`perf record`, top symbols):' % n, '', '```'] + top + ['```', '']
     md += ['Targets: sampled <= 1.10x: **%s** (%.2fx); exact <= 3.0x: **%s** (%.2fx); heaptrack / exact >= 5: **%s** (%.1f).'
            % ('met' if med(samp) <= 1.10 else 'missed', med(samp), 'met' if med(exact) <= 3.0 else 'missed', med(exact),
               'met' if med(ht) / med(exact) >= 5 else 'missed', med(ht) / med(exact)), '']

@@ -78,6 +78,22 @@ top = json.loads(r.stdout)['pairs'][0]['callsites'][0]
 mt.eq((top['function'], top['change_bytes']), ('leak_history', 50 * 10240),
       'diff: between two snapshots of one file (steps 105 and 155)')
 
+# a module gone, or rebuilt since the run: marked, not misnamed
+import shutil
+copy = os.path.join(OUT, 'prog_copy')
+shutil.copy(os.path.join(T, 'prog_known'), copy)
+r, gone = traced('gone', [copy])
+os.remove(copy)
+r = memtally('report', gone)
+mt.check(r.returncode == 0 and 'prog_copy+0x' in r.stdout and '[module gone]' in r.stdout,
+         'report: a deleted module shows as module+0xoffset [module gone]')
+shutil.copy(os.path.join(T, 'prog_known'), copy)
+r, rebuilt = traced('rebuilt', [copy])
+subprocess.run(['gcc', '-O0', '-g', '-DREBUILT=1', '-o', copy, os.path.join(os.path.dirname(__file__), 'prog_known.c')],
+               check=True)
+r = memtally('report', rebuilt)
+mt.check('[build id differs]' in r.stdout, 'report: a rebuilt module shows [build id differs]')
+
 # usage errors exit 2
 mt.eq(memtally('report').returncode, 2, 'usage: no input exits 2')
 mt.eq(memtally('frobnicate', known).returncode, 2, 'usage: unknown command exits 2')
