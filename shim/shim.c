@@ -130,20 +130,6 @@ count_tracked(void) {
 		mt_trigger(MT_REASON_EVERY);
 }
 
-static void
-uncharge(const struct mt_ptr *e) {
-	int64_t bytes = (int64_t)e->size, count = 1;
-	if (e->size >= mt_cfg.exact_above)
-		mt_event(MT_EV_FREE, e->kind, e->addr, e->size, e->stack);
-	if (e->sampled)
-		sample_weights(e->size, &bytes, &count);
-	mt_site_free(e->stack, e->kind, bytes, count);
-	struct mt_totals *t = &mt_totals[e->kind];
-	mt_add(&t->live_bytes, -bytes);
-	mt_add(&t->live_count, -count);
-	mt_add(&t->free_bytes, e->size);
-}
-
 /* Each of the first MT_TSLOTS - 1 threads owns a slot and bumps its
  * counters with plain (relaxed, non-atomic read-modify-write) stores: one
  * writer, racy readers.  Later threads share the last slot with atomic
@@ -164,6 +150,26 @@ tc_add(uint64_t *c, uint64_t v) {
 		__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
 	else
 		mt_add(c, v);
+}
+
+static void
+uncharge(const struct mt_ptr *e) {
+	int64_t bytes = (int64_t)e->size, count = 1;
+	if (e->size >= mt_cfg.exact_above)
+		mt_event(MT_EV_FREE, e->kind, e->addr, e->size, e->stack);
+	if (e->sampled)
+		sample_weights(e->size, &bytes, &count);
+	mt_site_free(e->stack, e->kind, bytes, count);
+	struct mt_totals *t = &mt_totals[e->kind];
+	mt_add(&t->live_bytes, -bytes);
+	if (e->kind == MT_HEAP) { /* per-thread: no shared cache line */
+		struct mt_tcount *tc = tcount();
+		tc_add(&tc->live_count, (uint64_t)-count);
+		tc_add(&tc->free_bytes, e->size);
+	} else {
+		mt_add(&t->live_count, -count);
+		mt_add(&t->free_bytes, e->size);
+	}
 }
 
 /* When sampling, most blocks are never tracked, and a free would look
@@ -237,7 +243,7 @@ mt_heap_alloc(void *p, size_t size) {
 	mt_site_alloc(e.stack, MT_HEAP, bytes, count);
 	if (size >= mt_cfg.exact_above) /* large blocks go to the event ring */
 		mt_event(MT_EV_ALLOC, MT_HEAP, (uintptr_t)p, size, e.stack);
-	mt_add(&t->live_count, count);
+	tc_add(&tc->live_count, (uint64_t)count);
 	int64_t live = mt_add(&t->live_bytes, bytes);
 	int64_t peak = __atomic_load_n(&t->peak_bytes, __ATOMIC_RELAXED);
 	while (live > peak &&
@@ -286,8 +292,8 @@ mt_heap_restore(const struct mt_ptr *e) {
 	mt_site_unfree(e->stack, MT_HEAP, bytes, count);
 	struct mt_totals *t = &mt_totals[MT_HEAP];
 	mt_add(&t->live_bytes, bytes);
-	mt_add(&t->live_count, count);
-	mt_add(&t->free_bytes, -e->size);
+	tc_add(&tcount()->live_count, (uint64_t)count);
+	tc_add(&tcount()->free_bytes, (uint64_t)-e->size);
 }
 
 int

@@ -51,16 +51,20 @@ struct mt_totals mt_totals[MT_NKINDS];
 struct mt_tcount mt_tcounts[MT_TSLOTS];
 
 void
-mt_heap_counts(uint64_t *allocs, uint64_t *alloc_bytes, uint64_t *frees) {
-	uint64_t a = 0, b = 0, f = 0;
+mt_heap_counts(struct mt_totals *t) {
+	uint64_t a = 0, b = 0, f = 0, lc = 0, fb = 0;
 	for (int i = 0; i < MT_TSLOTS; i++) {
 		a += __atomic_load_n(&mt_tcounts[i].allocs, __ATOMIC_RELAXED);
 		b += __atomic_load_n(&mt_tcounts[i].alloc_bytes, __ATOMIC_RELAXED);
 		f += __atomic_load_n(&mt_tcounts[i].frees, __ATOMIC_RELAXED);
+		lc += __atomic_load_n(&mt_tcounts[i].live_count, __ATOMIC_RELAXED);
+		fb += __atomic_load_n(&mt_tcounts[i].free_bytes, __ATOMIC_RELAXED);
 	}
-	*allocs = a;
-	*alloc_bytes = b;
-	*frees = f;
+	t->allocs = a;
+	t->alloc_bytes = b;
+	t->frees = f;
+	t->live_count = (int64_t)lc;
+	t->free_bytes = fb;
 }
 uint64_t mt_sites_dropped;
 

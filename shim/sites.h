@@ -56,12 +56,15 @@ extern struct mt_totals mt_totals[MT_NKINDS];
  * beyond MT_TSLOTS share slots, still exactly, with atomic adds). */
 struct mt_tcount {
 	uint64_t allocs, alloc_bytes, frees;
-	uint64_t pad[5];
+	uint64_t live_count; /* (two's complement) sums of +1/-1 */
+	uint64_t free_bytes;
+	uint64_t pad[3];
 } __attribute__((aligned(64)));
 #define MT_TSLOTS 256
 extern struct mt_tcount mt_tcounts[MT_TSLOTS];
-/* The heap's exact allocs, alloc_bytes and frees: the slots summed. */
-void mt_heap_counts(uint64_t *allocs, uint64_t *alloc_bytes, uint64_t *frees);
+/* The heap's counts, the slots summed into *t (allocs, alloc_bytes,
+ * frees, live_count, free_bytes; live and peak bytes are shared). */
+void mt_heap_counts(struct mt_totals *t);
 /* Exact process totals: an allocation of bytes; a release of bytes (whole:
  * the allocation is gone, counted as a free).  Async-signal-safe. */
 void mt_totals_alloc(int kind, uint64_t bytes);

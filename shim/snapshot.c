@@ -497,7 +497,7 @@ totals(struct mt_buf *b) {
 	for (int k = 0; k < MT_NKINDS; k++) {
 		struct mt_totals tt = mt_totals[k], *t = &tt;
 		if (k == MT_HEAP)
-			mt_heap_counts(&tt.allocs, &tt.alloc_bytes, &tt.frees);
+			mt_heap_counts(&tt);
 		if (!t->allocs && !t->frees)
 			continue;
 		mt_buf_printf(b,

@@ -89,7 +89,7 @@ mt.check(r.returncode == 0 and 'prog_copy+0x' in r.stdout and '[module gone]' in
          'report: a deleted module shows as module+0xoffset [module gone]')
 shutil.copy(os.path.join(T, 'prog_known'), copy)
 r, rebuilt = traced('rebuilt', [copy])
-subprocess.run(['gcc', '-O0', '-g', '-DREBUILT=1', '-o', copy, os.path.join(os.path.dirname(__file__), 'prog_known.c')],
+subprocess.run(['gcc', '-O0', '-g', '-D_GNU_SOURCE', '-DREBUILT=1', '-o', copy, os.path.join(os.path.dirname(__file__), 'prog_known.c')],
                check=True)
 r = memtally('report', rebuilt)
 mt.check('[build id differs]' in r.stdout, 'report: a rebuilt module shows [build id differs]')
