@@ -8,7 +8,9 @@
  * suspect has a positive slope, tau >= 0.6, fitted growth of at least
  * 64 KiB over the window, and is still growing in the window's second half
  * (slope there >= 30% of the whole window's), so a cache that filled and
- * stopped is not one; churn has tau near 0.  Suspects are ranked by bytes
+ * stopped is not one; churn has tau near 0.  The window is the whole run
+ * after warm-up, else its second half, else its last quarter, so a leak
+ * that only starts after a long start-up is judged where it grows.  Suspects are ranked by bytes
  * per hour; with marks (memtally_mark), growth per unit of the first mark
  * (e.g. bytes per step) is given too. */
 #include "cmd.h"
@@ -27,6 +29,7 @@ struct suspect {
 	int kind;
 	double per_hour, per_step, tau, growth, share;
 	int64_t live;
+	int64_t from_ms; /* the window where it grows starts here */
 };
 
 struct ser {
@@ -117,7 +120,23 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 		size_t lo = 0;
 		while (lo < f->nsnaps && (double)f->snaps[lo].elapsed_ms < from)
 			lo++;
-		size_t cnt = f->nsnaps - lo;
+		/* Teardown: a process that frees what it held on the way out
+		 * (an interpreter's exit) would hide every leak; snapshots
+		 * after the last peak of live bytes are left out when live
+		 * bytes fell by more than a fifth after it. */
+		size_t end = f->nsnaps, pk = lo;
+		int64_t pv = -1;
+		for (size_t i = lo; i < f->nsnaps; i++) {
+			int64_t v = f->snaps[i].tot[K_HEAP].live_bytes + f->snaps[i].tot[K_MMAP].live_bytes;
+			if (v >= pv)
+				pv = v, pk = i;
+		}
+		int64_t last = f->nsnaps ? f->snaps[f->nsnaps - 1].tot[K_HEAP].live_bytes +
+						   f->snaps[f->nsnaps - 1].tot[K_MMAP].live_bytes
+					 : 0;
+		if (pv > 0 && last < pv - pv / 5 && pk + 1 < f->nsnaps)
+			end = pk + 1;
+		size_t cnt = end > lo ? end - lo : 0;
 		for (size_t i = 0; i < cnt && npts < MAXPTS; i++) {
 			size_t k = cnt <= MAXPTS ? i : i * (cnt - 1) / (MAXPTS - 1);
 			pts[npts++] = &f->snaps[lo + k];
@@ -146,41 +165,54 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 			free(v);
 		}
 		examined = m.n;
+		/* all growth over the window, for each suspect's share */
 		double total_growth = 0;
-		double *growth = xcalloc(m.n + 1, sizeof *growth);
-		double *slope = xcalloc(m.n + 1, sizeof *slope);
-		for (size_t i = 0; i < m.n; i++) {
-			slope[i] = theil_sen(x, m.v[i].y, npts);
-			growth[i] = slope[i] * (x[npts - 1] - x[0]);
-			if (growth[i] > 0)
-				total_growth += growth[i];
-		}
+		for (size_t i = 0; i < m.n; i++)
+			if (m.v[i].y[npts - 1] > m.v[i].y[0])
+				total_growth += m.v[i].y[npts - 1] - m.v[i].y[0];
 		for (size_t i = 0; i < m.n; i++) {
 			struct ser *s = &m.v[i];
-			if (slope[i] <= 0 || growth[i] < MIN_GROWTH)
-				continue;
-			double tau = kendall_tau(x, s->y, npts);
-			if (tau < 0.6)
-				continue;
-			if (npts >= 6) { /* still growing in the second half? */
-				size_t h = npts / 2;
-				double late = theil_sen(x + h, s->y + h, npts - h);
-				if (late < 0.3 * slope[i])
+			double lo = s->y[0], hi = s->y[0];
+			for (size_t k = 1; k < npts; k++)
+				lo = fmin(lo, s->y[k]), hi = fmax(hi, s->y[k]);
+			if (hi - lo < MIN_GROWTH)
+				continue; /* cannot have grown enough anywhere */
+			/* The whole window, else its second half, else its last
+			 * quarter: a leak that starts late (after a long start-up
+			 * such as `import torch`) is found on the part where it
+			 * grows. */
+			size_t starts[3] = {0, npts / 2, npts * 3 / 4};
+			for (int w = 0; w < 3; w++) {
+				size_t a = starts[w], n = npts - a;
+				if (n < (w ? 6u : 3u))
+					break;
+				const double *xs = x + a, *ys = s->y + a;
+				double sl = theil_sen(xs, ys, n);
+				double gr = sl * (xs[n - 1] - xs[0]);
+				if (sl <= 0 || gr < MIN_GROWTH)
 					continue;
+				double tau = kendall_tau(xs, ys, n);
+				if (tau < 0.6)
+					continue;
+				if (n >= 6) { /* still growing in the window's second half? */
+					size_t h = n / 2;
+					if (theil_sen(xs + h, ys + h, n - h) < 0.3 * sl)
+						continue;
+				}
+				sus = xrealloc(sus, (nsus + 1) * sizeof *sus);
+				struct suspect *t = &sus[nsus++];
+				t->stack = s->stack;
+				t->kind = s->kind;
+				t->per_hour = sl;
+				t->tau = tau;
+				t->growth = gr;
+				t->share = total_growth > 0 ? fmin(1, gr / total_growth) : 0;
+				t->live = (int64_t)s->y[npts - 1];
+				t->per_step = mark ? theil_sen(steps + a, ys, n) : NAN;
+				t->from_ms = pts[a]->elapsed_ms;
+				break;
 			}
-			sus = xrealloc(sus, (nsus + 1) * sizeof *sus);
-			struct suspect *t = &sus[nsus++];
-			t->stack = s->stack;
-			t->kind = s->kind;
-			t->per_hour = slope[i];
-			t->tau = tau;
-			t->growth = growth[i];
-			t->share = total_growth > 0 ? growth[i] / total_growth : 0;
-			t->live = (int64_t)s->y[npts - 1];
-			t->per_step = mark ? theil_sen(steps, s->y, npts) : NAN;
 		}
-		free(growth);
-		free(slope);
 		free(m.v);
 		free(m.slot);
 		if (nsus)
@@ -218,8 +250,8 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 			else
 				sb_puts(j, "null");
 			sb_printf(j, ",\"fit\":%.3f,\"growth_bytes\":%.0f,\"share\":%.4f,\"live_bytes\":%lld,"
-				     "\"frames\":",
-				  t->tau, t->growth, t->share, (long long)t->live);
+				     "\"grows_from_ms\":%lld,\"frames\":",
+				  t->tau, t->growth, t->share, (long long)t->live, (long long)t->from_ms);
 			site_json_stack(j, f, t->stack);
 			sb_putc(j, '}');
 		}

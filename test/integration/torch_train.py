@@ -7,7 +7,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 torch.manual_seed(0)
 leak = len(sys.argv) > 1 and sys.argv[1] == 'leak'
-X, Y = torch.randn(2048, 64), torch.randint(0, 4, (2048,))
+n = int(sys.argv[3]) if len(sys.argv) > 3 else 2048
+X, Y = torch.randn(n, 64), torch.randint(0, 4, (n,))
 loader = DataLoader(TensorDataset(X, Y), batch_size=32, num_workers=2, shuffle=False)
 model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 4))
 opt = torch.optim.SGD(model.parameters(), lr=0.05)
