@@ -116,7 +116,7 @@ seg_ptr(const struct mt_ptr *e, void *arg) {
 		      mt_kind_names[e->kind], e->flags & MT_PTR_HANDLE ? "handle" : "address");
 	mt_buf_hex(b, e->addr & ~MT_TAG_MASK);
 	mt_buf_printf(b, "\",\"size\":%lu,\"stack\":%u,\"time_ms\":%u%s",
-		      (unsigned long)e->size, e->stack, e->time_ms,
+		      (unsigned long)e->size, mt_stack_public(e->stack), e->time_ms,
 		      e->sampled ? ",\"sampled\":true" : "");
 	if (cuda)
 		mt_buf_printf(b, ",\"device\":%u,\"stream\":%u%s", e->device, e->stream,
@@ -134,7 +134,7 @@ seg_map(const struct mt_map *m, void *arg) {
 		      mt_kind_names[m->kind]);
 	mt_buf_hex(b, m->start);
 	mt_buf_printf(b, "\",\"size\":%lu,\"stack\":%u,\"time_ms\":%u}\n",
-		      (unsigned long)(m->end - m->start), m->stack, m->time_ms);
+		      (unsigned long)(m->end - m->start), mt_stack_public(m->stack), m->time_ms);
 }
 
 static void
@@ -152,7 +152,7 @@ trace(struct mt_buf *b) {
 			      ops[e.op & 3], mt_kind_names[e.kind % MT_NKINDS]);
 		mt_buf_hex(b, e.addr);
 		mt_buf_printf(b, "\",\"size\":%lu,\"stack\":%u,\"time_ms\":%lu}\n",
-			      (unsigned long)e.size, e.stack,
+			      (unsigned long)e.size, mt_stack_public(e.stack),
 			      (unsigned long)(e.time_ns > mt_start_mono_ns
 						      ? (e.time_ns - mt_start_mono_ns) / 1000000u
 						      : 0));

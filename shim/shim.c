@@ -117,10 +117,10 @@ should_track(size_t size) {
 }
 
 static uint32_t
-capture(void) {
+capture(int kind) {
 	uintptr_t pcs[128];
 	int n = mt_unwind(pcs, (int)mt_cfg.depth, mt_cfg.unwind);
-	return mt_stack_intern(pcs, n);
+	return mt_stack_intern(pcs, n, kind);
 }
 
 static void
@@ -225,7 +225,7 @@ mt_heap_alloc(void *p, size_t size) {
 	if (how == 2)
 		sample_weights(size, &bytes, &count);
 	struct mt_ptr e = {.addr = (uintptr_t)p, .size = size,
-			   .stack = capture(), .kind = MT_HEAP,
+			   .stack = capture(MT_HEAP), .kind = MT_HEAP,
 			   .sampled = how == 2,
 			   .time_ms = (uint32_t)mt_ms_since_start()};
 	struct mt_ptr old;
@@ -300,7 +300,7 @@ int
 mt_dev_track(uintptr_t key, uint64_t size, int kind, int device, uint32_t stream,
 	     int flags, uint32_t stack) {
 	struct mt_ptr e = {.addr = key, .size = size,
-			   .stack = stack ? stack : capture(), .kind = (uint8_t)kind,
+			   .stack = stack ? stack : capture(kind), .kind = (uint8_t)kind,
 			   .device = (uint8_t)device, .flags = (uint8_t)flags,
 			   .stream = stream,
 			   .time_ms = (uint32_t)mt_ms_since_start()};
@@ -334,15 +334,15 @@ mt_dev_untrack(uintptr_t key, struct mt_ptr *e) {
 }
 
 uint32_t
-mt_capture(void) {
-	return capture();
+mt_capture(int kind) {
+	return capture(kind);
 }
 
 void
 mt_map_add(void *p, size_t len, int file, uint32_t stack) {
 	struct mt_map m = {.start = (uintptr_t)p,
 			   .end = (uintptr_t)p + ((len + 4095) & ~(size_t)4095),
-			   .stack = stack ? stack : capture(),
+			   .stack = stack ? stack : capture(file ? MT_MMAP_FILE : MT_MMAP),
 			   .kind = file ? MT_MMAP_FILE : MT_MMAP,
 			   .counted = 1,
 			   .time_ms = (uint32_t)mt_ms_since_start()};

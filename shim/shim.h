@@ -42,7 +42,7 @@ int mt_dev_track(uintptr_t key, uint64_t size, int kind, int device,
 		 uint32_t stream, int flags, uint32_t stack);
 /* Take key's entry into *e, uncharging unless mapped; 1 if it was there. */
 int mt_dev_untrack(uintptr_t key, struct mt_ptr *e);
-uint32_t mt_capture(void);
+uint32_t mt_capture(int kind);
 /* After a successful mmap/mremap of [p, p+len).  stack: charge to this
  * stack id instead of capturing one (mremap moves the charge). */
 void mt_map_add(void *p, size_t len, int file, uint32_t stack);

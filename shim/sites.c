@@ -9,9 +9,10 @@
  * probing it never touches freed memory; a reader that misses there takes
  * the lock and looks again in the current index.
  *
- * Call-site figures are a chunked array [stack id][kind] of atomic
- * counters, read racily by the snapshot writer; a stack id's chunk is
- * mapped before the id is published.  The pointer table (ptrtab.c) remembers
+ * A stack id names (frames, kind), so each id is one call site with one
+ * set of atomic counters in a chunked array, read racily by the snapshot
+ * writer; an id's chunk is mapped before the id is published.  (Keying
+ * by frames alone cost every stack a slot per kind: 1 KiB a stack.)  The pointer table (ptrtab.c) remembers
  * which site each live allocation belongs to.
  */
 #include "glue.h"
@@ -25,10 +26,10 @@ const char *const mt_kind_names[MT_NKINDS] = {
 	"cuda_vmm"};
 
 struct stack {
-	uint64_t hash;      /* of the frames */
+	uint64_t hash;      /* of the frames and the kind */
 	uintptr_t *frames;  /* in an arena */
 	uint32_t n;         /* frames */
-	uint32_t pad;
+	uint32_t kind;      /* enum mt_kind */
 };
 
 struct index {
@@ -37,7 +38,7 @@ struct index {
 };
 
 static struct mt_chunked stacks = {.elem = sizeof(struct stack)};
-static struct mt_chunked sites = {.elem = MT_NKINDS * sizeof(struct mt_site)};
+static struct mt_chunked sites = {.elem = sizeof(struct mt_site)};
 #define ARENA_FRAMES (128u << 10) /* 1 MiB of frames per arena */
 static uintptr_t *arena;       /* the current arena */
 static uint64_t arena_used;    /* frames used in it */
@@ -95,7 +96,7 @@ mt_sites_init(uint64_t max, int depth) {
 	cur_index = index_new(1024);
 	if (!cur_index || mt_chunk_ensure(&stacks, 0) || mt_chunk_ensure(&sites, 0))
 		return ENOMEM;
-	nstacks = 1; /* id 0: the unknown stack */
+	nstacks = MT_NKINDS; /* ids 0 .. MT_NKINDS-1: the unknown stack of each kind */
 	return 0;
 }
 
@@ -122,8 +123,8 @@ frames_alloc(int n) {
 }
 
 static uint64_t
-hash_frames(const uintptr_t *pcs, int n) {
-	uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n;
+hash_frames(const uintptr_t *pcs, int n, int kind) {
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n ^ ((uint64_t)kind << 56);
 	for (int i = 0; i < n; i++) {
 		h ^= pcs[i];
 		h *= 0xff51afd7ed558ccdull;
@@ -133,7 +134,7 @@ hash_frames(const uintptr_t *pcs, int n) {
 }
 
 static uint32_t
-probe(const struct index *ix, uint64_t h, const uintptr_t *pcs, int n,
+probe(const struct index *ix, uint64_t h, const uintptr_t *pcs, int n, int kind,
       uint64_t *slot_out) {
 	for (uint64_t i = h & ix->mask;; i = (i + 1) & ix->mask) {
 		uint32_t id = mt_load(&ix->slot[i]);
@@ -143,7 +144,7 @@ probe(const struct index *ix, uint64_t h, const uintptr_t *pcs, int n,
 			return 0;
 		}
 		const struct stack *s = stack_at(id);
-		if (s->hash == h && s->n == (uint32_t)n &&
+		if (s->hash == h && s->n == (uint32_t)n && s->kind == (uint32_t)kind &&
 		    !memcmp(s->frames, pcs, (size_t)n * sizeof *pcs))
 			return id;
 	}
@@ -156,7 +157,7 @@ grow_index(void) {
 	struct index *ix = index_new(slots);
 	if (!ix)
 		return ENOMEM;
-	for (uint32_t id = 1; id < nstacks; id++) {
+	for (uint32_t id = MT_NKINDS; id < nstacks; id++) {
 		uint64_t i = stack_at(id)->hash & ix->mask;
 		while (ix->slot[i])
 			i = (i + 1) & ix->mask;
@@ -167,19 +168,20 @@ grow_index(void) {
 }
 
 uint32_t
-mt_stack_intern(const uintptr_t *pcs, int n) {
+mt_stack_intern(const uintptr_t *pcs, int n, int kind) {
 	if (n <= 0)
-		return 0;
-	uint64_t h = hash_frames(pcs, n);
-	uint32_t id = probe(mt_load(&cur_index), h, pcs, n, NULL);
+		return (uint32_t)kind;
+	uint64_t h = hash_frames(pcs, n, kind);
+	uint32_t id = probe(mt_load(&cur_index), h, pcs, n, kind, NULL);
 	if (MT_LIKELY(id))
 		return id;
 	mt_lock(&stack_lock);
 	uint64_t slot;
 	struct index *ix = cur_index;
-	id = probe(ix, h, pcs, n, &slot);
+	id = probe(ix, h, pcs, n, kind, &slot);
 	if (id)
 		goto out;
+	id = (uint32_t)kind; /* unless a new id is made below */
 	if (nstacks >= max_stacks || frames_total + (uint64_t)n > frames_cap ||
 	    mt_chunk_ensure(&stacks, nstacks) || mt_chunk_ensure(&sites, nstacks)) {
 		mt_add(&mt_sites_dropped, 1); /* full: the caller charges id 0 */
@@ -189,7 +191,7 @@ mt_stack_intern(const uintptr_t *pcs, int n) {
 		if (grow_index())
 			goto out;
 		ix = cur_index;
-		probe(ix, h, pcs, n, &slot);
+		probe(ix, h, pcs, n, kind, &slot);
 	}
 	uintptr_t *frames = frames_alloc(n);
 	if (!frames) {
@@ -200,6 +202,7 @@ mt_stack_intern(const uintptr_t *pcs, int n) {
 	struct stack *s = stack_at(id);
 	s->hash = h;
 	s->n = (uint32_t)n;
+	s->kind = (uint32_t)kind;
 	s->frames = frames;
 	memcpy(frames, pcs, (size_t)n * sizeof *pcs);
 	mt_store(&nstacks, id + 1);
@@ -209,9 +212,14 @@ out:
 	return id;
 }
 
+int
+mt_stack_kind(uint32_t id) {
+	return id < MT_NKINDS ? (int)id : (int)stack_at(id)->kind;
+}
+
 const uintptr_t *
 mt_stack_frames(uint32_t id, int *n) {
-	if (!id || id >= mt_load(&nstacks)) {
+	if (id < MT_NKINDS || id >= mt_load(&nstacks)) {
 		*n = 0;
 		return NULL;
 	}
@@ -226,7 +234,8 @@ mt_stack_count(void) {
 
 struct mt_site *
 mt_site_get(uint32_t id, int kind) {
-	return (struct mt_site *)mt_chunk_at(&sites, id) + kind;
+	(void)kind; /* the id's own */
+	return (struct mt_site *)mt_chunk_at(&sites, id);
 }
 
 static void

@@ -20,20 +20,28 @@ struct mt_site {
 	uint64_t alloc_bytes; /* bytes ever allocated */
 	uint64_t frees;       /* frees ever */
 	int64_t peak_bytes;   /* highest live_bytes seen */
-	uint64_t pad;
 };
 
-/* Stack id 0 is the unknown stack: no frames captured, or the stack table
- * was full (counted in mt_sites_dropped). */
+/* A stack id names (frames, kind): each id is one call site, so a site
+ * costs one set of figures, not one per kind.  Ids 0 .. MT_NKINDS-1 are
+ * the unknown stack of each kind (no frames captured, or the stack table
+ * was full: counted in mt_sites_dropped); files call them all stack 0. */
 int mt_sites_init(uint64_t max_stacks, int depth);
-/* Id for pcs[0..n); 0 when the table is full.  Takes the stack lock on a
- * miss only.  Never allocates. */
-uint32_t mt_stack_intern(const uintptr_t *pcs, int n);
-/* Frames of a stack (NULL, 0 frames for id 0).  Never allocates. */
+/* Id for (pcs[0..n), kind); the kind's unknown id when the table is full.
+ * Takes the stack lock on a miss only.  Never allocates. */
+uint32_t mt_stack_intern(const uintptr_t *pcs, int n, int kind);
+/* Frames of a stack (NULL, 0 frames for the unknown ids).  Never allocates. */
 const uintptr_t *mt_stack_frames(uint32_t id, int *n);
-uint32_t mt_stack_count(void); /* ids in use, including 0 */
+uint32_t mt_stack_count(void); /* ids in use, the unknown ones included */
+int mt_stack_kind(uint32_t id);
+/* The id a file shows: 0 for the unknown ids. */
+static inline uint32_t
+mt_stack_public(uint32_t id) {
+	return id < MT_NKINDS ? 0 : id;
+}
 
-/* Charge an allocation or free of (weighted) bytes/count to (id, kind).
+/* Charge an allocation or free of (weighted) bytes/count to site id (its
+ * kind is the id's own; the argument is kept for the callers' clarity).
  * Never allocates.  Async-signal-safe. */
 void mt_site_alloc(uint32_t id, int kind, int64_t bytes, int64_t count);
 void mt_site_free(uint32_t id, int kind, int64_t bytes, int64_t count);

@@ -54,7 +54,7 @@ struct shadow {
 	int64_t peak_bytes;
 };
 struct track {                   /* per stack id; writer lock */
-	struct shadow k[MT_NKINDS];  /* what the file says of each kind */
+	struct shadow k;             /* what the file says of this site */
 	uint8_t written;             /* its stack record is in the file */
 };
 static struct mt_chunked track = {.elem = sizeof(struct track)};
@@ -401,7 +401,7 @@ site_json(struct mt_buf *b, uint32_t id, int kind, const struct mt_site *s,
 		      "{\"stack\":%u,\"kind\":\"%s\",\"live_bytes\":%ld,"
 		      "\"live_count\":%ld,\"allocs\":%lu,\"alloc_bytes\":%lu,"
 		      "\"frees\":%lu,\"peak_bytes\":%ld}",
-		      id, mt_kind_names[kind], (long)s->live_bytes,
+		      mt_stack_public(id), mt_kind_names[kind], (long)s->live_bytes,
 		      (long)s->live_count, (unsigned long)s->allocs,
 		      (unsigned long)s->alloc_bytes, (unsigned long)s->frees,
 		      (long)s->peak_bytes);
@@ -454,7 +454,8 @@ callsites(struct mt_buf *b, int dump) {
 		      tv ? "top" : full ? "full" : "delta");
 	uint64_t nt = 0;
 	for (uint32_t id = 0; id < n; id++) {
-		for (int k = 0; k < MT_NKINDS; k++) {
+		{
+			int k = mt_stack_kind(id);
 			struct mt_site c = *mt_site_get(id, k); /* racy copy */
 			if (!c.allocs)
 				continue;
@@ -472,7 +473,7 @@ callsites(struct mt_buf *b, int dump) {
 				site_json(b, id, k, &c, &first, 0);
 				continue;
 			}
-			struct shadow *sh = &t->k[k];
+			struct shadow *sh = &t->k;
 			if (!full && sh->live_bytes == c.live_bytes &&
 			    sh->allocs == c.allocs && sh->frees == c.frees &&
 			    sh->peak_bytes == c.peak_bytes)
@@ -545,7 +546,7 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 		      (unsigned long)(mt_sites_memory() + mt_ptrtab_memory() +
 				      mt_maptab_memory() + out.cap + lines.cap +
 				      track.mapped),
-		      mt_stack_count() - 1, (unsigned long)mt_ptrtab_count(),
+		      mt_stack_count() - MT_NKINDS, (unsigned long)mt_ptrtab_count(),
 		      (unsigned long)mt_maptab_count(),
 		      (unsigned long)mt_sites_dropped,
 		      (unsigned long)mt_dropped_live, (unsigned long)mt_oom_count(),
@@ -586,15 +587,12 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	lines.flush_err = out.flush_err = 0;
 	maps_if_changed(&lines, 0);
 	pass_stacks = mt_stack_count();
-	for (uint32_t id = 1; id < pass_stacks; id++) {
+	for (uint32_t id = MT_NKINDS; id < pass_stacks; id++) {
 		struct track *t = track_at(id);
 		if (t && t->written)
 			continue;
-		for (int k = 0; k < MT_NKINDS; k++)
-			if (__atomic_load_n(&mt_site_get(id, k)->allocs, __ATOMIC_RELAXED)) {
-				stack_line(&lines, id, 1);
-				break;
-			}
+		if (__atomic_load_n(&mt_site_get(id, 0)->allocs, __ATOMIC_RELAXED))
+			stack_line(&lines, id, 1);
 	}
 	int err = mt_buf_flush(&lines);
 	struct mt_buf *b = &out;
@@ -718,7 +716,7 @@ mt_snapshot_dump(int dfd, struct mt_buf *b, const char *reason,
 	header(b);
 	maps_if_changed(b, 1);
 	uint32_t n = mt_stack_count();
-	for (uint32_t id = 1; id < n; id++)
+	for (uint32_t id = MT_NKINDS; id < n; id++)
 		stack_line(b, id, 0);
 	body(b, arg);
 	snapshot_record(b, 0, reason, NULL, 1, scr, nscr);
