@@ -183,10 +183,10 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 			 * grows. */
 			size_t starts[3] = {0, npts / 2, npts * 3 / 4};
 			for (int w = 0; w < 3; w++) {
-				size_t a = starts[w], n = npts - a;
+				size_t w0 = starts[w], n = npts - w0;
 				if (n < (w ? 6u : 3u))
 					break;
-				const double *xs = x + a, *ys = s->y + a;
+				const double *xs = x + w0, *ys = s->y + w0;
 				double sl = theil_sen(xs, ys, n);
 				double gr = sl * (xs[n - 1] - xs[0]);
 				if (sl <= 0 || gr < MIN_GROWTH)
@@ -208,8 +208,8 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 				t->growth = gr;
 				t->share = total_growth > 0 ? fmin(1, gr / total_growth) : 0;
 				t->live = (int64_t)s->y[npts - 1];
-				t->per_step = mark ? theil_sen(steps + a, ys, n) : NAN;
-				t->from_ms = pts[a]->elapsed_ms;
+				t->per_step = mark ? theil_sen(steps + w0, ys, n) : NAN;
+				t->from_ms = pts[w0]->elapsed_ms;
 				break;
 			}
 		}
