@@ -26,18 +26,6 @@ load_side(struct side *s, const char *arg) {
 	free(a);
 }
 
-static const struct snap *
-pick(const struct mfile *f, int64_t seq, const char *arg) {
-	if (!f->nsnaps)
-		die(EXIT_BAD_INPUT, "%s: no snapshots", f->path);
-	if (seq < 0)
-		return &f->snaps[f->nsnaps - 1];
-	for (size_t i = 0; i < f->nsnaps; i++)
-		if (f->snaps[i].seq == seq)
-			return &f->snaps[i];
-	die(EXIT_BAD_INPUT, "%s: no snapshot %lld in %s", arg, (long long)seq, f->path);
-}
-
 struct row {
 	char *key;
 	const struct mfile *fa, *fb;
@@ -174,8 +162,8 @@ cmd_diff(struct opts *o) {
 		sb_puts(&j, "{\"pairs\":[");
 	int pairs = 0;
 	if (a.r.nfiles == 1 && b.r.nfiles == 1) {
-		compare(&a.r.files[0], pick(&a.r.files[0], a.seq, o->paths[0]), &b.r.files[0],
-			pick(&b.r.files[0], b.seq, o->paths[1]), o, &j, 1);
+		compare(&a.r.files[0], pick_snapshot(&a.r.files[0], a.seq), &b.r.files[0],
+			pick_snapshot(&b.r.files[0], b.seq), o, &j, 1);
 		pairs = 1;
 	} else {
 		for (size_t i = 0; i < a.r.nfiles; i++) {
@@ -184,8 +172,8 @@ cmd_diff(struct opts *o) {
 				struct mfile *fb = &b.r.files[k];
 				if (fa->rank < 0 || fa->rank != fb->rank)
 					continue;
-				compare(fa, pick(fa, a.seq, o->paths[0]), fb, pick(fb, b.seq, o->paths[1]),
-					o, &j, pairs == 0);
+				compare(fa, pick_snapshot(fa, a.seq), fb, pick_snapshot(fb, b.seq), o, &j,
+					pairs == 0);
 				pairs++;
 			}
 		}

@@ -18,8 +18,7 @@ void flame_add(struct fnode *root, struct mfile *f, const struct snap *s, const 
 void flame_svg(struct sb *out, struct fnode *root, const char *title, const char *metric,
 	       int width, int script);
 extern const char flame_js[];
-/* The snapshot a picture is made of: seq >= 0, else the last. */
-const struct snap *pick_snapshot(const struct mfile *f, long seq);
+
 void flame_free(struct fnode *root);
 
 #endif

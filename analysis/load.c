@@ -679,3 +679,15 @@ snap_sites(struct mfile *f, const struct snap *s, size_t *n) {
 	*n = f->ncur;
 	return v;
 }
+
+const struct snap *
+pick_snapshot(const struct mfile *f, long seq) {
+	if (!f->nsnaps)
+		die(EXIT_BAD_INPUT, "%s: no snapshots", f->path);
+	if (seq < 0)
+		return &f->snaps[f->nsnaps - 1];
+	for (size_t i = 0; i < f->nsnaps; i++)
+		if (f->snaps[i].seq == seq)
+			return &f->snaps[i];
+	die(EXIT_BAD_INPUT, "%s: no snapshot %ld", f->path, seq);
+}
