@@ -1,7 +1,11 @@
 /* ranks.c — `memtally ranks`: per rank (or process), peak and final live
  * host bytes (heap + mmap), device bytes, RSS and growth rate side by
  * side; a rank whose final live bytes, growth or peak RSS has a robust
- * z-score (median and MAD over all ranks) beyond 3.5 is named. */
+ * z-score (median and MAD over all ranks) beyond 3.5 is named.  Growth is
+ * the Theil-Sen slope over the second half of the run, teardown left out.  With two
+ * ranks there is no spread to measure: one is named when it grows 4 times
+ * as fast as the other (and 64 MiB/h more) or ends holding twice as much
+ * (and 64 MiB more). */
 #include "cmd.h"
 #include "stats.h"
 #include "util.h"
@@ -64,7 +68,17 @@ cmd_ranks(struct opts *o) {
 		k->final_host = host_live(last);
 		k->final_dev = dev_live(last);
 		k->final_rss = (double)last->rss_bytes;
-		k->growth = f->nsnaps >= 3 ? theil_sen(x, y, f->nsnaps) : 0;
+		/* growth: over the second half of the run, without the teardown
+		 * (snapshots after the last peak when live bytes then fell by a
+		 * fifth), so start-up and exit do not blur a rank's steady rate */
+		size_t end = f->nsnaps, pk = 0;
+		for (size_t s2 = 0; s2 < f->nsnaps; s2++)
+			if (y[s2] >= y[pk])
+				pk = s2;
+		if (y[f->nsnaps - 1] < y[pk] * 0.8)
+			end = pk + 1;
+		size_t from = end / 2;
+		k->growth = end - from >= 3 ? theil_sen(x + from, y + from, end - from) : 0;
 		free(x);
 		free(y);
 	}
@@ -82,6 +96,17 @@ cmd_ranks(struct opts *o) {
 	robust_z(fin, m, zf);
 	robust_z(gro, m, zg);
 	robust_z(rss, m, zr);
+	if (m == 2) {
+		/* Two ranks give no spread to measure: one is named when it
+		 * grows at least 4 times as fast as the other and by 64 MiB/h
+		 * more, or ends holding twice as much and 64 MiB more. */
+		for (int i = 0; i < 2; i++) {
+			double g = gro[i], go = gro[1 - i], f = fin[i], fo = fin[1 - i];
+			zg[i] = g > 4 * fmax(go, 0) && g - go > 64.0 * (1 << 20) ? 1e9 : 0;
+			zf[i] = f > 2 * fo && f - fo > 64.0 * (1 << 20) ? 1e9 : 0;
+			zr[i] = 0;
+		}
+	}
 	struct sb j = {0};
 	char a[16], b[16], c[16], d[16], e[16], g[16], lab[128];
 	if (o->json)
@@ -95,7 +120,7 @@ cmd_ranks(struct opts *o) {
 		double z = fabs(zf[i]) > fabs(zg[i]) ? zf[i] : zg[i];
 		if (fabs(zr[i]) > fabs(z))
 			z = zr[i];
-		int out = m >= 3 && fabs(z) > 3.5;
+		int out = m >= 2 && fabs(z) > 3.5;
 		outliers += out;
 		const char *why = fabs(zg[i]) > 3.5 ? "growth" : fabs(zf[i]) > 3.5 ? "final live" : "peak rss";
 		if (o->json) {
@@ -126,7 +151,7 @@ cmd_ranks(struct opts *o) {
 		int first = 1;
 		for (size_t i = 0; i < m; i++) {
 			double z = fmax(fabs(zf[i]), fmax(fabs(zg[i]), fabs(zr[i])));
-			if (m >= 3 && z > 3.5) {
+			if (m >= 2 && z > 3.5) {
 				sb_printf(&j, "%s%lld", first ? "" : ",", (long long)v[i].f->rank);
 				first = 0;
 			}
@@ -136,8 +161,7 @@ cmd_ranks(struct opts *o) {
 		sb_free(&j);
 	} else {
 		if (!outliers)
-			printf("no rank stands out%s\n",
-			       m < 3 ? " (fewer than 3 ranks: no comparison)" : "");
+			printf("no rank stands out%s\n", m < 2 ? " (one rank: no comparison)" : "");
 		if (skipped)
 			printf("(%zu process%s without a rank, e.g. the launcher, not compared)\n",
 			       skipped, skipped == 1 ? "" : "es");

@@ -1,0 +1,27 @@
+"""A 2-rank gloo job for torchrun (run by test_torch.py): every rank trains
+a small model with all-reduced gradients; rank argv[1] also keeps each
+step's loss with its graph (the leak)."""
+import os, sys, torch
+import torch.distributed as dist
+
+dist.init_process_group('gloo')
+rank = dist.get_rank()
+leaker = int(sys.argv[1]) if len(sys.argv) > 1 else -1
+torch.manual_seed(rank)
+model = torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(), torch.nn.Linear(512, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+kept = []
+for step in range(400):
+    x, y = torch.randn(64, 64), torch.randint(0, 4, (64,))
+    opt.zero_grad()
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+    opt.step()
+    if rank == leaker:
+        kept.append(loss)
+dist.barrier()
+if rank == 0:
+    print('ddp done')
+dist.destroy_process_group()
