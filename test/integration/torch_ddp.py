@@ -15,7 +15,9 @@ for step in range(400):
     x, y = torch.randn(64, 64), torch.randint(0, 4, (64,))
     opt.zero_grad()
     loss = torch.nn.functional.cross_entropy(model(x), y)
-    loss.backward()
+    # the leaking rank keeps each loss with its whole graph (saved
+    # activations included): backward(retain_graph=True) + a list
+    loss.backward(retain_graph=rank == leaker)
     for p in model.parameters():
         dist.all_reduce(p.grad)
     opt.step()

@@ -16,7 +16,7 @@ kept = []
 for step, (x, y) in enumerate(loader):
     opt.zero_grad()
     loss = torch.nn.functional.cross_entropy(model(x), y)
-    loss.backward()
+    loss.backward(retain_graph=leak)  # with the leak the graph's saved tensors stay
     opt.step()
     if leak:
         kept.append(loss)  # keeps the graph and its activations alive
