@@ -58,7 +58,8 @@ test: deps
 	bash test/run.sh
 
 # check: strict warnings as errors, the whole suite, then the analysis
-# command built with ASan and UBSan through the analysis tests.
+# command built with ASan and UBSan through the analysis tests, and every
+# analysis command under valgrind memcheck.
 check: deps
 	$(MAKE) clean
 	$(MAKE) all CFLAGS="-O2 -g $(STRICT)"
@@ -68,6 +69,7 @@ check: deps
 		MT_MEMTALLY=$(CURDIR)/$(B)/asan/memtally MEMTALLY_LIB=$(CURDIR)/$(B)/libmemtally.so \
 		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		MEMTALLY_TEST=$$t bash test/run.sh || exit 1; done
+	bash test/valgrind.sh
 
 $(B)/asan/memtally: $(AN_SRC) $(wildcard analysis/*.h)
 	mkdir -p $(B)/asan

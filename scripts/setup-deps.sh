@@ -5,7 +5,7 @@
 set -eu
 need=(gcc make binutils libc6-dev libunwind-dev libdw-dev libelf-dev python3 procps bc
 	chromium python3-torch
-	openmpi-bin libopenmpi-dev libjemalloc2 heaptrack google-perftools)
+	openmpi-bin libopenmpi-dev libjemalloc2 heaptrack google-perftools valgrind)
 need+=(${MEMTALLY_DEPS_EXTRA:-})
 missing=()
 for p in "${need[@]}"; do
