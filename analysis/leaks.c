@@ -121,21 +121,16 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 		while (lo < f->nsnaps && (double)f->snaps[lo].elapsed_ms < from)
 			lo++;
 		/* Teardown: a process that frees what it held on the way out
-		 * (an interpreter's exit) would hide every leak; snapshots
-		 * after the last peak of live bytes are left out when live
-		 * bytes fell by more than a fifth after it. */
-		size_t end = f->nsnaps, pk = lo;
-		int64_t pv = -1;
-		for (size_t i = lo; i < f->nsnaps; i++) {
-			int64_t v = f->snaps[i].tot[K_HEAP].live_bytes + f->snaps[i].tot[K_MMAP].live_bytes;
-			if (v >= pv)
-				pv = v, pk = i;
-		}
-		int64_t last = f->nsnaps ? f->snaps[f->nsnaps - 1].tot[K_HEAP].live_bytes +
-						   f->snaps[f->nsnaps - 1].tot[K_MMAP].live_bytes
-					 : 0;
-		if (pv > 0 && last < pv - pv / 5 && pk + 1 < f->nsnaps)
-			end = pk + 1;
+		 * (an interpreter's exit) would hide every leak; the trailing
+		 * snapshots whose live bytes are below four fifths of the
+		 * peak are left out. */
+		int64_t pv = 0;
+		for (size_t i = lo; i < f->nsnaps; i++)
+			pv = fmax(pv, f->snaps[i].tot[K_HEAP].live_bytes + f->snaps[i].tot[K_MMAP].live_bytes);
+		size_t end = f->nsnaps;
+		while (end > lo + 1 && f->snaps[end - 1].tot[K_HEAP].live_bytes +
+						f->snaps[end - 1].tot[K_MMAP].live_bytes < pv - pv / 5)
+			end--;
 		size_t cnt = end > lo ? end - lo : 0;
 		for (size_t i = 0; i < cnt && npts < MAXPTS; i++) {
 			size_t k = cnt <= MAXPTS ? i : i * (cnt - 1) / (MAXPTS - 1);

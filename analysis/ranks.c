@@ -69,14 +69,14 @@ cmd_ranks(struct opts *o) {
 		k->final_dev = dev_live(last);
 		k->final_rss = (double)last->rss_bytes;
 		/* growth: over the second half of the run, without the teardown
-		 * (snapshots after the last peak when live bytes then fell by a
-		 * fifth), so start-up and exit do not blur a rank's steady rate */
-		size_t end = f->nsnaps, pk = 0;
+		 * (the trailing snapshots below four fifths of the peak), so
+		 * start-up and exit do not blur a rank's steady rate */
+		double top = 0;
 		for (size_t s2 = 0; s2 < f->nsnaps; s2++)
-			if (y[s2] >= y[pk])
-				pk = s2;
-		if (y[f->nsnaps - 1] < y[pk] * 0.8)
-			end = pk + 1;
+			top = fmax(top, y[s2]);
+		size_t end = f->nsnaps;
+		while (end > 1 && y[end - 1] < 0.8 * top)
+			end--;
 		size_t from = end / 2;
 		k->growth = end - from >= 3 ? theil_sen(x + from, y + from, end - from) : 0;
 		free(x);
