@@ -26,5 +26,10 @@ int cmd_flame(struct opts *o);
 int cmd_html(struct opts *o);
 int cmd_run(int argc, char **argv);
 void usage_exit(const char *msg) __attribute__((noreturn));
+/* Run fn on every file of r; with --json, their objects go out as
+ * {"<key>":[...]} on stdout.  Returns 0. */
+struct sb;
+int each_file(struct run *r, struct opts *o, const char *key,
+	      void (*fn)(struct mfile *f, struct opts *o, struct sb *j, int first));
 
 #endif

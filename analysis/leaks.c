@@ -289,15 +289,5 @@ int
 cmd_leaks(struct opts *o) {
 	struct run r;
 	run_load(&r, o->paths, o->npaths);
-	struct sb j = {0};
-	if (o->json)
-		sb_puts(&j, "{\"processes\":[");
-	for (size_t i = 0; i < r.nfiles; i++)
-		analyse(&r.files[i], o, &j, i == 0);
-	if (o->json) {
-		sb_puts(&j, "]}\n");
-		fputs(j.p, stdout);
-		sb_free(&j);
-	}
-	return 0;
+	return each_file(&r, o, "processes", analyse);
 }

@@ -32,6 +32,22 @@ static const char usage[] =
 	"\n"
 	"exit status: 0 ok, 1 bad input, 2 usage\n";
 
+int
+each_file(struct run *r, struct opts *o, const char *key,
+	  void (*fn)(struct mfile *f, struct opts *o, struct sb *j, int first)) {
+	struct sb j = {0};
+	if (o->json)
+		sb_printf(&j, "{\"%s\":[", key);
+	for (size_t i = 0; i < r->nfiles; i++)
+		fn(&r->files[i], o, &j, i == 0);
+	if (o->json) {
+		sb_puts(&j, "]}\n");
+		fputs(j.p, stdout);
+		sb_free(&j);
+	}
+	return 0;
+}
+
 void
 usage_exit(const char *msg) {
 	if (msg)

@@ -152,15 +152,5 @@ int
 cmd_oom(struct opts *o) {
 	struct run r;
 	run_load_dumps(&r, o->paths, o->npaths);
-	struct sb j = {0};
-	if (o->json)
-		sb_puts(&j, "{\"dumps\":[");
-	for (size_t i = 0; i < r.nfiles; i++)
-		one(&r.files[i], o, &j, i == 0);
-	if (o->json) {
-		sb_puts(&j, "]}\n");
-		fputs(j.p, stdout);
-		sb_free(&j);
-	}
-	return 0;
+	return each_file(&r, o, "dumps", one);
 }

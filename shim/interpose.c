@@ -121,6 +121,10 @@ resolve(void) {
 	(MT_LIKELY(__atomic_load_n(&mt_active, __ATOMIC_RELAXED)) && !mt_self.guard && \
 	 mt_cfg.host)
 
+/* The real.* calls below are the allocator the program would have called
+ * without us: forwarding is what a hook is for, and the guard set around
+ * them sends any allocation they make (or a signal handler's) straight
+ * through. */
 MT_EXPORT void *
 malloc(size_t n) {
 	if (MT_UNLIKELY(!real.malloc)) {
@@ -228,6 +232,8 @@ MT_EXPORT void *
 realloc(void *p, size_t n) {
 	if (MT_UNLIKELY(!real.realloc || in_pool(p))) {
 		if (in_pool(p)) { /* a bootstrap block grows into a real one */
+			/* our own hook (not libc's): it cannot recurse into
+			 * this branch, the new block is not in the pool */
 			void *q = malloc(n);
 			if (q)
 				memcpy(q, p, (size_t)(pool + sizeof pool - (char *)p) < n
