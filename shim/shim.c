@@ -384,10 +384,12 @@ reason_name(int bits) {
 		return "exit";
 	if (bits & MT_REASON_PREOOM)
 		return "preoom";
-	if (bits & MT_REASON_SIGNAL)
-		return "signal";
+	/* a request is waited on and carries its label: it names the
+	 * snapshot even when a signal arrived at the same time */
 	if (bits & MT_REASON_REQUEST)
 		return "request";
+	if (bits & MT_REASON_SIGNAL)
+		return "signal";
 	if (bits & MT_REASON_EVERY)
 		return "every";
 	return "interval";

@@ -598,7 +598,7 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	struct mt_buf *b = &out;
 	b->len = 0;
 	b->overflow = 0;
-	if (!lab && !strcmp(reason, "request") && label[0])
+	if (!lab && label[0]) /* a request's label, whatever else coalesced */
 		lab = label;
 	if (!err) {
 		snapshot_record(b, seq++, reason, lab, 0, scratch, sizeof scratch);
