@@ -59,7 +59,8 @@ test: deps
 
 # check: strict warnings as errors, the whole suite, then the analysis
 # command built with ASan and UBSan through the analysis tests, and every
-# analysis command under valgrind memcheck.
+# analysis command under valgrind memcheck, and the shim's tables under
+# ThreadSanitizer.
 check: deps
 	$(MAKE) clean
 	$(MAKE) all CFLAGS="-O2 -g $(STRICT)"
@@ -70,6 +71,8 @@ check: deps
 		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		MEMTALLY_TEST=$$t bash test/run.sh || exit 1; done
 	bash test/valgrind.sh
+	$(MAKE) $(B)/test/tsan_test_tables
+	$(B)/test/tsan_test_tables
 
 $(B)/asan/memtally: $(AN_SRC) $(wildcard analysis/*.h)
 	mkdir -p $(B)/asan
@@ -117,8 +120,13 @@ $(B)/test/prog_mpi: test/integration/prog_mpi.c | $(B)/test
 	mpicc $(TEST_CFLAGS) -o $@ $< -ldl
 $(B)/test/lib_%.so: test/integration/lib_%.c | $(B)/test
 	$(CC) $(TEST_CFLAGS) -fPIC -shared -o $@ $<
-$(B)/test/unit_%: test/unit/%.c $(filter-out $(B)/shim/interpose.o $(B)/shim/signal.o $(B)/shim/shim.o $(B)/shim/api.o,$(SHIM_OBJ)) | $(B)/test
-	$(CC) $(WARN) $(CFLAGS) -fsanitize=address,undefined -D_GNU_SOURCE -pthread -Ishim -o $@ $< $(patsubst $(B)/shim/%.o,shim/%.c,$(filter $(B)/shim/%.o,$^)) $(SHIM_LIBS)
+# Unit tests of the shim's tables, outside LD_PRELOAD: ASan+UBSan in
+# `make test`, ThreadSanitizer in `make check`.
+UNIT_SHIM := shim/sites.c shim/ptrtab.c shim/maptab.c shim/glue.c shim/buf.c shim/config.c
+$(B)/test/unit_%: test/unit/%.c $(UNIT_SHIM) $(wildcard shim/*.h) | $(B)/test
+	$(CC) -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -pthread -Ishim -o $@ $< $(UNIT_SHIM)
+$(B)/test/tsan_%: test/unit/%.c $(UNIT_SHIM) $(wildcard shim/*.h) | $(B)/test
+	$(CC) -std=c11 -O1 -g -fsanitize=thread -DMT_TSAN -D_GNU_SOURCE -pthread -Ishim -o $@ $< $(UNIT_SHIM)
 $(B)/test:
 	mkdir -p $@
 PROG_LDFLAGS_znow := -Wl,-z,now

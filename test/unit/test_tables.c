@@ -1,0 +1,73 @@
+/* test_tables — the shim's tables used from 4 threads at once, outside
+ * LD_PRELOAD: stack interning (lock-free lookups racing inserts and index
+ * growth), call-site counters, the pointer table (shard growth, backward-
+ * shift deletion) and the map table.  Built twice by `make check`: with
+ * ASan+UBSan and with TSan.  Exact figures are asserted at the end. */
+#include "../test.h"
+#include "sites.h"
+#include "ptrtab.h"
+#include "maptab.h"
+#include "config.h"
+#include <pthread.h>
+#include <string.h>
+
+#define NT 4
+#define N 20000
+
+static void *worker(void *arg) {
+	long t = (long)arg;
+	for (long i = 0; i < N; i++) {
+		uintptr_t pcs[6] = {0x1000, 0x2000 + (uintptr_t)(i % 300), 0x3000, (uintptr_t)t, 7, 8};
+		uint32_t id = mt_stack_intern(pcs, 6, MT_HEAP);
+		uintptr_t addr = ((uintptr_t)t << 40) | ((uintptr_t)i << 4);
+		struct mt_ptr e = {.addr = addr, .size = 16, .stack = id, .kind = MT_HEAP};
+		struct mt_ptr old;
+		if (mt_ptrtab_put(&e, &old) == 0)
+			mt_site_alloc(id, MT_HEAP, 16, 1);
+		if (i % 2) { /* free every other block */
+			struct mt_ptr got;
+			uintptr_t prev = ((uintptr_t)t << 40) | ((uintptr_t)(i - 1) << 4);
+			if (mt_ptrtab_take(prev, &got))
+				mt_site_free(got.stack, MT_HEAP, (int64_t)got.size, 1);
+		}
+		if (i % 1000 == 0) {
+			struct mt_map m = {.start = ((uintptr_t)t << 36) + (uintptr_t)i * 8192,
+					   .end = ((uintptr_t)t << 36) + (uintptr_t)i * 8192 + 8192,
+					   .stack = id, .kind = MT_MMAP, .counted = 1};
+			mt_maptab_add(&m);
+		}
+	}
+	return NULL;
+}
+
+TEST(concurrent_tables) {
+	pthread_t th[NT];
+	for (long t = 0; t < NT; t++)
+		pthread_create(&th[t], NULL, worker, (void *)(t + 1));
+	for (int t = 0; t < NT; t++)
+		pthread_join(th[t], NULL);
+	/* 300 distinct stacks per thread (the thread is in the frames) */
+	EXPECT(mt_stack_count() == MT_NKINDS + NT * 300);
+	int64_t live = 0, allocs = 0;
+	for (uint32_t id = MT_NKINDS; id < mt_stack_count(); id++) {
+		live += mt_site_get(id, MT_HEAP)->live_count;
+		allocs += (int64_t)mt_site_get(id, MT_HEAP)->allocs;
+	}
+	/* heap blocks, plus the mappings charged to the same sites */
+	EXPECT(allocs == (int64_t)NT * N + NT * (N / 1000));
+	EXPECT(live == (int64_t)NT * N / 2 + NT * (N / 1000));
+	EXPECT(mt_ptrtab_count() == (uint64_t)NT * N / 2);
+	EXPECT(mt_maptab_count() == (uint64_t)NT * (N / 1000));
+	struct mt_ptr got;
+	/* the odd blocks stay, the even ones were freed */
+	EXPECT(mt_ptrtab_take(((uintptr_t)1 << 40) | ((uintptr_t)(N - 1) << 4), &got) && got.size == 16);
+	EXPECT(!mt_ptrtab_take(((uintptr_t)1 << 40) | ((uintptr_t)(N - 2) << 4), &got));
+}
+
+int main(void) {
+	mt_sites_init(1 << 16, 8);
+	mt_ptrtab_init(1 << 20);
+	mt_maptab_init(1 << 20);
+	RUN(concurrent_tables);
+	return TEST_DONE();
+}
