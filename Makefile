@@ -25,7 +25,7 @@ AN_OBJ := $(AN_SRC:analysis/%.c=$(B)/analysis/%.o)
 AN_CFLAGS := $(WARN) $(CFLAGS) -D_GNU_SOURCE
 AN_LIBS := -ldw -lelf -lm -lstdc++
 
-.PHONY: all test check bench demo install clean deps format
+.PHONY: all test check bench demo install clean deps format soak
 all: $(B)/libmemtally.so $(B)/memtally $(B)/memtally-config $(B)/demo_trainer
 
 $(B)/shim/%.o: shim/%.c $(wildcard shim/*.h) | $(B)/shim
@@ -77,6 +77,11 @@ check: deps
 $(B)/asan/memtally: $(AN_SRC) $(wildcard analysis/*.h)
 	mkdir -p $(B)/asan
 	$(CC) $(WARN) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -D_GNU_SOURCE -o $@ $(AN_SRC) $(AN_LIBS)
+
+# soak: 100 M operations; the shim's memory must stay bounded (README).
+soak: deps
+	$(MAKE) tests
+	bash test/soak.sh
 
 bench: deps all
 	bash test/bench/run.sh
