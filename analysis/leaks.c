@@ -216,13 +216,7 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 	if (o->json) {
 		if (!first)
 			sb_putc(j, ',');
-		sb_puts(j, "{\"file\":");
-		sb_json_str(j, f->path);
-		sb_printf(j, ",\"pid\":%lld,\"rank\":", (long long)f->pid);
-		if (f->rank >= 0)
-			sb_printf(j, "%lld", (long long)f->rank);
-		else
-			sb_puts(j, "null");
+		file_json_head(j, f);
 		sb_printf(j, ",\"snapshots_used\":%zu,\"sites_examined\":%zu,\"step_mark\":", npts,
 			  examined);
 		if (mark)

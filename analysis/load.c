@@ -691,3 +691,14 @@ pick_snapshot(const struct mfile *f, long seq) {
 			return &f->snaps[i];
 	die(EXIT_BAD_INPUT, "%s: no snapshot %ld", f->path, seq);
 }
+
+void
+file_json_head(struct sb *j, const struct mfile *f) {
+	sb_puts(j, "{\"file\":");
+	sb_json_str(j, f->path);
+	sb_printf(j, ",\"pid\":%lld,\"rank\":", (long long)f->pid);
+	if (f->rank >= 0)
+		sb_printf(j, "%lld", (long long)f->rank);
+	else
+		sb_puts(j, "null");
+}

@@ -131,6 +131,9 @@ const struct snap *file_peak(const struct mfile *f);
 const struct module *file_module(const struct mfile *f, uint64_t pc);
 /* "host r3 p1234" or "host p1234" */
 const char *file_label(const struct mfile *f, char *buf, size_t n);
+/* `{"file":...,"pid":N,"rank":R|null` (the object left open). */
+struct sb;
+void file_json_head(struct sb *j, const struct mfile *f);
 /* "== label  argv" on stdout, cut to 100 columns. */
 void file_title(const struct mfile *f);
 

@@ -102,14 +102,8 @@ cmd_report(struct opts *o) {
 		if (o->json) {
 			if (i)
 				sb_putc(&j, ',');
-			sb_puts(&j, "{\"file\":");
-			sb_json_str(&j, f->path);
-			sb_printf(&j, ",\"pid\":%lld,\"ppid\":%lld,\"rank\":", (long long)f->pid,
-				  (long long)f->ppid);
-			if (f->rank >= 0)
-				sb_printf(&j, "%lld", (long long)f->rank);
-			else
-				sb_puts(&j, "null");
+			file_json_head(&j, f);
+			sb_printf(&j, ",\"ppid\":%lld", (long long)f->ppid);
 			sb_puts(&j, ",\"host\":");
 			sb_json_str(&j, f->host);
 			sb_puts(&j, ",\"exe\":");

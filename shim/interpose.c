@@ -93,6 +93,7 @@ resolve(void) {
 #undef R
 	if (!real.malloc || !real.free || !real.calloc || !real.realloc) {
 		/* Nothing sensible can run without an allocator. */
+		/* a message only, written with write(2): no stdio here */
 		static const char msg[] = "memtally: fatal: cannot find the real "
 					  "malloc (dlsym RTLD_NEXT failed)\n";
 		mt_write_all(2, msg, sizeof msg - 1);
@@ -158,7 +159,7 @@ calloc(size_t n, size_t size) {
 		}
 		resolve();
 	}
-	if (!RECORDING())
+	if (!RECORDING()) /* the real allocator, as for malloc above */
 		return real.calloc(n, size);
 	mt_self.guard = 1;
 	void *p = real.calloc(n, size);
@@ -203,7 +204,7 @@ realloc_common(void *p, size_t n, size_t size, int array) {
 		total = SIZE_MAX; /* the real call fails with ENOMEM */
 	else
 		total = array ? n * size : n;
-	if (!RECORDING())
+	if (!RECORDING()) /* the real allocator, as for malloc above */
 		return array ? real.reallocarray(p, n, size) : real.realloc(p, n);
 	mt_self.guard = 1;
 	struct mt_ptr old;
