@@ -43,6 +43,13 @@ static uint32_t done_word;      /* futex: bumped after each snapshot */
 static int writer_running;
 static uint32_t req_ticket;     /* requests taken (C API) */
 static uint32_t req_served;     /* requests covered by a written snapshot */
+/* A request's label travels with its ticket: both change under req_lock,
+ * and the writer takes them together before it writes, so a label set
+ * while another snapshot is being written names the next one (found by
+ * test_stress under CI: a signal snapshot in flight cleared "end").  The
+ * lock is held for a 128-byte copy only, never across a call out. */
+static mt_lock_t req_lock;
+static char req_label[128];
 static int initialised;
 static long mt_pid;             /* ours; a vfork child has another */
 
@@ -430,9 +437,14 @@ writer_main(void *arg) {
 			bits &= ~MT_REASON_RENDER;
 		}
 		if (bits) {
+			char lab[sizeof req_label];
+			mt_lock(&req_lock);
 			uint32_t serving =
 				__atomic_load_n(&req_ticket, __ATOMIC_ACQUIRE);
-			mt_snapshot_write(reason_name(bits), NULL);
+			memcpy(lab, req_label, sizeof lab);
+			req_label[0] = 0;
+			mt_unlock(&req_lock);
+			mt_snapshot_write(reason_name(bits), lab[0] ? lab : NULL);
 			__atomic_store_n(&req_served, serving, __ATOMIC_RELEASE);
 			__atomic_add_fetch(&done_word, 1, __ATOMIC_RELEASE);
 			futex(&done_word, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL);
@@ -483,8 +495,12 @@ mt_request_snapshot(const char *label) {
 		mt_snapshot_write("request", label);
 		return 0;
 	}
-	mt_snapshot_set_label(label);
+	size_t n = label ? strnlen(label, sizeof req_label - 1) : 0;
+	mt_lock(&req_lock);
+	memcpy(req_label, label ? label : "", n);
+	req_label[n] = 0;
 	uint32_t ticket = __atomic_add_fetch(&req_ticket, 1, __ATOMIC_ACQ_REL);
+	mt_unlock(&req_lock);
 	mt_trigger(MT_REASON_REQUEST);
 	uint64_t deadline = mt_now_ns() + 10000000000ull;
 	for (;;) {
@@ -504,6 +520,7 @@ mt_request_snapshot(const char *label) {
 static void
 prefork(void) {
 	mt_self.guard++; /* fork's own allocations pass through */
+	mt_lock(&req_lock);
 	mt_snapshot_prefork();
 	mt_sites_prefork();
 	mt_ptrtab_prefork();
@@ -516,6 +533,7 @@ postfork_parent(void) {
 	mt_ptrtab_postfork_parent();
 	mt_sites_postfork_parent();
 	mt_snapshot_postfork_parent();
+	mt_unlock(&req_lock);
 	mt_self.guard--;
 }
 
@@ -526,6 +544,8 @@ postfork_child(void) {
 	mt_ptrtab_postfork_child(follow);
 	mt_sites_postfork_child(follow);
 	mt_snapshot_postfork_child(follow);
+	mt_unlock(&req_lock);
+	req_label[0] = 0;
 	mt_oom_postfork_child();
 	mt_cuda_postfork_child();
 	mt_pid = mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0);

@@ -40,7 +40,6 @@ static struct mt_buf out, lines; /* snapshot line; stack/maps lines */
 static char host[256], exe[1024];
 static char cmdline[8192];
 static size_t cmdline_len;
-static char label[128];
 static uint64_t last_write_ns;
 static char path[1200];
 static char scratch[64 << 10];   /* /proc and /sys reads (writer only) */
@@ -598,13 +597,10 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	struct mt_buf *b = &out;
 	b->len = 0;
 	b->overflow = 0;
-	if (!lab && label[0]) /* a request's label, whatever else coalesced */
-		lab = label;
 	if (!err) {
 		snapshot_record(b, seq++, reason, lab, 0, scratch, sizeof scratch);
 		err = mt_buf_flush(b);
 	}
-	label[0] = 0;
 	if (err) {
 		if (!write_warned++)
 			mt_warn("writing %s failed (errno %d); snapshots are dropped while it "
@@ -627,13 +623,6 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	lines.overflow = out.overflow = 0;
 	last_write_ns = mt_now_ns() - t0;
 	mt_unlock(&writer_lock);
-}
-
-void
-mt_snapshot_set_label(const char *lab) {
-	size_t n = lab ? strnlen(lab, sizeof label - 1) : 0;
-	memcpy(label, lab ? lab : "", n);
-	label[n] = 0;
 }
 
 void

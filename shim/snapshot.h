@@ -14,7 +14,6 @@ int mt_snapshot_init(char **argv, char **envp);
  * names a request (C API) or is NULL.  Takes the writer lock. */
 void mt_snapshot_write(const char *reason, const char *label);
 /* Label for the next "request" snapshot (copied). */
-void mt_snapshot_set_label(const char *label);
 /* Refuse further writes (after the exit snapshot).  Takes the writer lock. */
 void mt_snapshot_close(void);
 /* MEMTALLY_VERBOSE: the effective configuration and file path on stderr. */
