@@ -74,11 +74,7 @@ flame_add(struct fnode *root, struct mfile *f, const struct snap *s, const char 
 		cur->value += val;
 		/* frames outermost first; inline chains expanded */
 		struct frame fr[256];
-		int nf = 0;
-		uint32_t st = v[i].stack;
-		if (st && st < f->nstacks && f->stacks[st].pcs)
-			for (int k = 0; k < f->stacks[st].n && nf < 256; k++)
-				nf += sym_frames(f, f->stacks[st].pcs[k], fr + nf, 256 - nf);
+		int nf = site_frames(f, v[i].stack, fr, 256);
 		if (!nf) {
 			cur = child(cur, "[unknown stack]", v[i].kind);
 			cur->value += val;

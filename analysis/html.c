@@ -169,17 +169,12 @@ process_json(struct sb *j, struct mfile *f) {
 			  (long long)v[i].allocs, (long long)v[i].alloc_bytes, kind_names[v[i].kind]);
 		sb_json_str(j, site_name(f, v[i].stack, 2, name, sizeof name));
 		sb_puts(j, ",\"frames\":[");
-		const struct stack *st = v[i].stack < f->nstacks ? &f->stacks[v[i].stack] : NULL;
-		int first = 1;
-		for (int k = 0; st && st->pcs && k < st->n; k++) {
-			struct frame fr[16];
-			int nf = sym_frames(f, st->pcs[k], fr, 16);
-			for (int q = 0; q < nf; q++) {
-				if (!first)
-					sb_putc(j, ',');
-				first = 0;
-				sb_json_str(j, sym_text(&fr[q], name, sizeof name, 1));
-			}
+		struct frame fr[256];
+		int nf = site_frames(f, v[i].stack, fr, 256);
+		for (int q = 0; q < nf; q++) {
+			if (q)
+				sb_putc(j, ',');
+			sb_json_str(j, sym_text(&fr[q], name, sizeof name, 1));
 		}
 		sb_puts(j, "]}");
 	}

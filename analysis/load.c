@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FORMAT_VERSION 1
+#define FORMAT_VERSION 2
 
 const char *const kind_names[NKINDS] = {"heap", "mmap", "mmap_file", "cuda",
 	"cuda_host", "cuda_managed", "cuda_vmm"};
@@ -81,7 +81,7 @@ header(struct ctx *c, struct jv *o) {
 	struct mfile *f = c->f;
 	int64_t v = need_int(c, o, "version");
 	if (v > FORMAT_VERSION || v < 1)
-		bad(c, "format version %lld; this memtally reads version %d",
+		bad(c, "format version %lld; this memtally reads versions 1 to %d",
 		    (long long)v, FORMAT_VERSION);
 	f->version = (int)v;
 	f->pid = need_int(c, o, "pid");
@@ -165,12 +165,85 @@ stack(struct ctx *c, struct jv *o) {
 	}
 	struct stack *s = &f->stacks[id];
 	free(s->pcs);
+	s->py = -1;
+	struct jv *py = json_get(c->d, o, "py");
+	if (py && py->type != J_NULL) {
+		if (py->type != J_NUM || py->i < 0)
+			bad(c, "stack %lld: \"py\" is not a pystack id", (long long)id);
+		if (py->i > 0 && ((size_t)py->i >= f->npystacks || !f->pystacks[py->i].frames))
+			bad(c, "stack %lld refers to pystack %lld, which has no record before it",
+			    (long long)id, (long long)py->i);
+		s->py = py->i;
+	}
 	s->n = (int)pcs->len;
 	s->pcs = xmalloc((size_t)s->n * sizeof *s->pcs + 1);
 	int i = 0;
 	for (struct jv *x = json_child(c->d, pcs); x; x = json_next(c->d, x))
 		if (!json_hex(x, &s->pcs[i++]))
 			bad(c, "stack %lld: a pc is not a \"0x...\" address", (long long)id);
+}
+
+/* Grow an id-indexed array to hold id (elements zeroed). */
+static void *
+grow_ids(void *v, size_t *n, size_t elem, int64_t id) {
+	if ((size_t)id < *n)
+		return v;
+	size_t m = *n ? *n : 64;
+	while (m <= (size_t)id)
+		m *= 2;
+	v = xrealloc(v, m * elem);
+	memset((char *)v + *n * elem, 0, (m - *n) * elem);
+	*n = m;
+	return v;
+}
+
+static void
+pyframe(struct ctx *c, struct jv *o) {
+	struct mfile *f = c->f;
+	int64_t id = need_int(c, o, "id");
+	if (id < 1 || id > (1 << 30))
+		bad(c, "pyframe id %lld out of range", (long long)id);
+	f->pyframes = grow_ids(f->pyframes, &f->npyframes, sizeof *f->pyframes, id);
+	struct pyframe *p = &f->pyframes[id];
+	free(p->file);
+	free(p->func);
+	p->file = opt_str(c, o, "file");
+	p->func = opt_str(c, o, "func");
+	if (!p->file || !p->func)
+		bad(c, "pyframe %lld without \"file\" and \"func\" strings", (long long)id);
+	p->line = (int)need_int(c, o, "line");
+}
+
+static void
+pystack(struct ctx *c, struct jv *o) {
+	struct mfile *f = c->f;
+	int64_t id = need_int(c, o, "id");
+	if (id < 1 || id > (1 << 30))
+		bad(c, "pystack id %lld out of range", (long long)id);
+	struct jv *fr = json_get(c->d, o, "frames"), *en = json_get(c->d, o, "entry");
+	if (!fr || fr->type != J_ARR || !en || en->type != J_ARR || en->len != fr->len)
+		bad(c, "pystack %lld: \"frames\" and \"entry\" must be arrays of one length",
+		    (long long)id);
+	f->pystacks = grow_ids(f->pystacks, &f->npystacks, sizeof *f->pystacks, id);
+	struct pystack *p = &f->pystacks[id];
+	free(p->frames);
+	free(p->entry);
+	p->n = (int)fr->len;
+	p->frames = xmalloc((size_t)p->n * sizeof *p->frames + 1);
+	p->entry = xmalloc((size_t)p->n + 1);
+	int i = 0;
+	for (struct jv *x = json_child(c->d, fr); x; x = json_next(c->d, x), i++) {
+		if (x->type != J_NUM || x->i < 1 || (size_t)x->i >= f->npyframes ||
+		    !f->pyframes[x->i].file)
+			bad(c, "pystack %lld: frame %d is not a pyframe written before it",
+			    (long long)id, i);
+		p->frames[i] = (uint32_t)x->i;
+	}
+	i = 0;
+	for (struct jv *x = json_child(c->d, en); x; x = json_next(c->d, x), i++)
+		p->entry[i] = x->type == J_NUM && x->i;
+	struct jv *t = json_get(c->d, o, "truncated");
+	p->truncated = t && t->type == J_TRUE;
 }
 
 static void
@@ -407,6 +480,15 @@ record(struct ctx *c, char *p, size_t len, int last) {
 		maps(c, o);
 	} else if (!strcmp(type, "stack")) {
 		stack(c, o);
+	} else if (!strcmp(type, "pyframe")) {
+		pyframe(c, o);
+	} else if (!strcmp(type, "pystack")) {
+		pystack(c, o);
+	} else if (!strcmp(type, "python")) {
+		free(c->f->python);
+		c->f->python = opt_str(c, o, "version");
+		if (!c->f->python)
+			c->f->python = xstrdup("?");
 	} else if (!strcmp(type, "snapshot")) {
 		snapshot(c, o);
 	} else if (!strcmp(type, "oom")) {

@@ -1,6 +1,7 @@
 /* main.c — `memtally`: the subcommands, option parsing and usage.
  * Exit codes: 0 ok, 1 bad input (with FILE:LINE), 2 usage. */
 #include "cmd.h"
+#include "sites.h"
 #include "util.h"
 #include <malloc.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@ static const char usage[] =
 	"  --json        machine-readable output\n"
 	"  --top N       call sites to show (default 10)\n"
 	"  --stacks      print every call site's whole stack\n"
+	"  --native      native frames only (default: Python frames where a stack ran Python)\n"
 	"  --kind K      only heap, mmap, mmap_file, cuda, ...\n"
 	"  --warmup F    leaks: ignore the first fraction F of each run (default 0.2)\n"
 	"  -o FILE       output file (flame, html, torch)\n"
@@ -81,6 +83,8 @@ main(int argc, char **argv) {
 			o.json = 1;
 		else if (!strcmp(a, "--stacks"))
 			o.stacks = 1;
+		else if (!strcmp(a, "--native"))
+			sites_native_only = 1;
 		else if (!strcmp(a, "-o") || !strcmp(a, "--metric") || !strcmp(a, "--snapshot")) {
 			if (i + 1 >= argc)
 				usage_exit("option needs a value");

@@ -55,6 +55,20 @@ struct module {
 struct stack {
 	uint64_t *pcs;
 	int n;
+	int64_t py;            /* pystack id; 0: no Python frame; -1: no "py" */
+};
+
+/* Python frames (format 2): a pyframe is (file, qualified name, line); a
+ * pystack its frames innermost first, entry[i] set on the outermost frame
+ * of each activation of the interpreter loop. */
+struct pyframe {
+	char *file, *func;
+	int line;
+};
+struct pystack {
+	uint32_t *frames;
+	uint8_t *entry;
+	int n, truncated;
 };
 
 struct segment {
@@ -90,6 +104,11 @@ struct mfile {
 	size_t nmods;
 	struct stack *stacks;      /* indexed by id; n = 0 when unknown */
 	size_t nstacks;
+	char *python;              /* the python record's version, or NULL */
+	struct pyframe *pyframes;  /* indexed by id; file NULL when unknown */
+	size_t npyframes;
+	struct pystack *pystacks;  /* indexed by id; frames NULL when unknown */
+	size_t npystacks;
 	struct snap *snaps;
 	size_t nsnaps;
 	int truncated;             /* the last line was cut short */

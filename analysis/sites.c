@@ -4,18 +4,73 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAXF 64
+#define MAXF 160
 
-/* All frames of a stack, inline chains expanded. */
+int sites_native_only;
+
 static int
-frames(const struct mfile *f, uint32_t stack, struct frame *out, int max) {
-	if (!stack || stack >= f->nstacks || !f->stacks[stack].pcs)
+is_eval_loop(const struct frame *fr) {
+	return fr->func && !strcmp(fr->func, "_PyEval_EvalFrameDefault");
+}
+
+static struct frame
+py_frame(const struct pyframe *p) {
+	return (struct frame){.func = p->func, .file = p->file, .line = p->line,
+			      .module = "[python]", .status = SYM_OK, .python = 1};
+}
+
+/* Hybrid: the k-th native _PyEval_EvalFrameDefault frame (innermost first)
+ * is replaced by the k-th run of Python frames (a run ends at a frame with
+ * its entry bit); Python frames left over (a native stack cut at
+ * MEMTALLY_DEPTH) go at the outer end.  A thread with no Python frame in a
+ * Python process gets a "[no Python frame]" mark as its outermost frame. */
+int
+site_frames(const struct mfile *f, uint32_t stack, struct frame *out, int max) {
+	if (!stack || stack >= f->nstacks)
 		return 0;
 	const struct stack *st = &f->stacks[stack];
-	int n = 0;
-	for (int i = 0; i < st->n && n < max; i++)
-		n += sym_frames(f, st->pcs[i], out + n, max - n);
+	struct frame nat[MAXF];
+	int nn = 0;
+	for (int i = 0; st->pcs && i < st->n && nn < MAXF; i++)
+		nn += sym_frames(f, st->pcs[i], nat + nn, MAXF - nn);
+	const struct pystack *ps = !sites_native_only && st->py > 0 &&
+					   (size_t)st->py < f->npystacks
+				   ? &f->pystacks[st->py]
+				   : NULL;
+	int n = 0, k = 0; /* k: next Python frame */
+	for (int i = 0; i < nn && n < max; i++) {
+		if (!ps || k >= ps->n || !is_eval_loop(&nat[i])) {
+			out[n++] = nat[i];
+			continue;
+		}
+		do
+			out[n++] = py_frame(&f->pyframes[ps->frames[k]]);
+		while (!ps->entry[k++] && k < ps->n && n < max);
+	}
+	while (ps && k < ps->n && n < max)
+		out[n++] = py_frame(&f->pyframes[ps->frames[k++]]);
+	if (!sites_native_only && st->py == 0 && f->python && n < max)
+		out[n++] = (struct frame){.func = "[no Python frame]", .module = "[python]",
+					  .status = SYM_OK, .python = 2};
 	return n;
+}
+
+/* The first informative frame: the innermost Python one if any, else the
+ * first native frame that is not the allocator's or the runtime's. */
+static int
+first_informative(const struct frame *fr, int nf) {
+	for (int i = 0; i < nf; i++)
+		if (fr[i].python == 1)
+			return i;
+	int i = 0;
+	while (i < nf && sym_boring(&fr[i]))
+		i++;
+	return i == nf ? 0 : i;
+}
+
+static int
+frames(const struct mfile *f, uint32_t stack, struct frame *out, int max) {
+	return site_frames(f, stack, out, max);
 }
 
 const char *
@@ -26,11 +81,7 @@ site_name(const struct mfile *f, uint32_t stack, int ctx, char *buf, size_t n) {
 		snprintf(buf, n, "[unknown stack]");
 		return buf;
 	}
-	int i = 0;
-	while (i < nf && sym_boring(&fr[i]))
-		i++;
-	if (i == nf)
-		i = 0;
+	int i = first_informative(fr, nf);
 	struct sb s = {0};
 	char t[512];
 	for (int k = 0; i < nf && k <= ctx; i++, k++) {
@@ -55,11 +106,7 @@ const char *
 site_func(const struct mfile *f, uint32_t stack, char *buf, size_t n) {
 	struct frame fr[MAXF];
 	int nf = frames(f, stack, fr, MAXF);
-	int i = 0;
-	while (i < nf && sym_boring(&fr[i]))
-		i++;
-	if (i == nf)
-		i = 0;
+	int i = first_informative(fr, nf);
 	if (!nf)
 		snprintf(buf, n, "[unknown]");
 	else if (fr[i].func)
@@ -80,6 +127,14 @@ site_key(const struct mfile *f, uint32_t stack, int kind) {
 			const char *b = m ? strrchr(m->path, '/') : NULL;
 			sb_printf(&s, "|%s+%llx", m ? (b ? b + 1 : m->path) : "?",
 				  (unsigned long long)(m ? st->pcs[i] - m->base : st->pcs[i]));
+		}
+		if (st->py > 0 && (size_t)st->py < f->npystacks) {
+			const struct pystack *ps = &f->pystacks[st->py];
+			for (int i = 0; i < ps->n; i++) {
+				const struct pyframe *p = &f->pyframes[ps->frames[i]];
+				sb_printf(&s, "|py:%s:%d:%s%s", p->file, p->line, p->func,
+					  ps->entry[i] ? "!" : "");
+			}
 		}
 	}
 	return s.p;
@@ -119,8 +174,9 @@ site_json_stack(struct sb *s, const struct mfile *f, uint32_t stack) {
 		sb_json_str(s, fr[i].module ? fr[i].module : "?");
 		static const char *st[] = {"ok", "no_symbol", "module_gone", "build_id_differs",
 					   "no_module"};
-		sb_printf(s, ",\"offset\":\"0x%llx\",\"status\":\"%s\"}",
-			  (unsigned long long)fr[i].offset, st[fr[i].status]);
+		sb_printf(s, ",\"offset\":\"0x%llx\",\"status\":\"%s\"%s}",
+			  (unsigned long long)fr[i].offset, st[fr[i].status],
+			  fr[i].python == 1 ? ",\"python\":true" : "");
 	}
 	sb_putc(s, ']');
 }

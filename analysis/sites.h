@@ -4,11 +4,20 @@
 #ifndef MTA_SITES_H
 #define MTA_SITES_H
 #include "model.h"
+#include "symbolize.h"
 #include "util.h"
 #include <stdio.h>
 
+/* Frames shown: 0 hybrid (Python frames where the native stack entered
+ * the interpreter loop; the default), 1 native only (--native). */
+extern int sites_native_only;
+/* The frames of a stack, innermost first, inline chains expanded; hybrid
+ * unless --native.  Returns the count (<= max). */
+int site_frames(const struct mfile *f, uint32_t stack, struct frame *out, int max);
+
 /* "func (file:line) < caller < caller": the first informative frame (the
- * allocator, shim, libc and C++ runtime skipped) and up to ctx callers. */
+ * innermost Python frame when there is one; else the allocator, shim, libc
+ * and C++ runtime skipped) and up to ctx callers. */
 const char *site_name(const struct mfile *f, uint32_t stack, int ctx, char *buf, size_t n);
 /* The function of the first informative frame (for matching in tests and
  * JSON), or "[unknown]". */

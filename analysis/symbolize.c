@@ -250,6 +250,8 @@ sym_text(const struct frame *fr, char *buf, size_t n, int full_path) {
 
 int
 sym_boring(const struct frame *fr) {
+	if (fr->python)
+		return fr->python == 2;
 	static const char *mods_skip[] = {"libc.so", "libmemtally.so", "ld-linux", "libstdc++.so",
 					  "libgcc_s.so", "libjemalloc.so", "libtcmalloc", NULL};
 	static const char *fn_skip[] = {"operator new", "operator delete", "malloc", "calloc",

@@ -16,6 +16,7 @@ struct frame {
 	const char *module;  /* module path */
 	uint64_t offset;     /* pc - base - 1 (file virtual address) */
 	int status;          /* SYM_* */
+	int python;          /* 1: a Python frame; 2: the "[no Python frame]" mark */
 };
 
 /* Frames for return address pc of file f, innermost first (an inline chain

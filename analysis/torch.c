@@ -25,24 +25,19 @@
 
 static void
 frames(struct pk *p, struct mfile *f, uint32_t stack) {
+	struct frame fr[256];
+	int n = site_frames(f, stack, fr, 256);
 	pk_list(p);
-	if (stack && stack < f->nstacks && f->stacks[stack].pcs) {
-		const struct stack *st = &f->stacks[stack];
-		for (int i = 0; i < st->n; i++) {
-			struct frame fr[16];
-			int n = sym_frames(f, st->pcs[i], fr, 16);
-			for (int k = 0; k < n; k++) {
-				char t[512];
-				pk_dict(p);
-				pk_str(p, "filename");
-				pk_str(p, fr[k].file ? fr[k].file : fr[k].module ? fr[k].module : "??");
-				pk_str(p, "line");
-				pk_int(p, fr[k].line);
-				pk_str(p, "name");
-				pk_str(p, fr[k].func ? fr[k].func : sym_text(&fr[k], t, sizeof t, 0));
-				pk_close(p);
-			}
-		}
+	for (int k = 0; k < n; k++) {
+		char t[512];
+		pk_dict(p);
+		pk_str(p, "filename");
+		pk_str(p, fr[k].file ? fr[k].file : fr[k].module ? fr[k].module : "??");
+		pk_str(p, "line");
+		pk_int(p, fr[k].line);
+		pk_str(p, "name");
+		pk_str(p, fr[k].func ? fr[k].func : sym_text(&fr[k], t, sizeof t, 0));
+		pk_close(p);
 	}
 	pk_close(p);
 }

@@ -162,6 +162,9 @@ apply(const struct opt *o, const char *s) {
 		if (o->off == offsetof(struct mt_config, depth) &&
 		    (u < 1 || u > 128))
 			return -1;
+		if (o->off == offsetof(struct mt_config, pydepth) &&
+		    (u < 1 || u > 64))
+			return -1;
 		if (o->off == offsetof(struct mt_config, max_stacks) &&
 		    (u < 16 || u > (1u << 30)))
 			return -1;

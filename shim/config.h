@@ -19,8 +19,8 @@
 	X(sample, SAMPLE, SIZE, "0", "mean bytes between heap samples (0 = exact); K/M/G suffixes") \
 	X(exact_above, EXACT_ABOVE, SIZE, "1M", "heap allocations of this size or more are always exact") \
 	X(depth, DEPTH, U64, "32", "max native frames per stack (1-128)")     \
-	X(python, PYTHON, BOOL, "1", "record Python frames in Python processes (issue 10: accepted, not yet active)") \
-	X(pydepth, PYDEPTH, U64, "16", "max Python frames per stack (issue 10: accepted, not yet active)") \
+	X(python, PYTHON, BOOL, "1", "record the Python stack of each tracked allocation in CPython 3.10-3.13 processes (0: native stacks only)") \
+	X(pydepth, PYDEPTH, U64, "16", "max Python frames per stack (1-64)") \
 	X(unwind, UNWIND, UNWIND, "libunwind", "stack walker: libunwind or fp (frame pointers)") \
 	X(top, TOP, U64, "0", "call sites per snapshot, largest live first (0 = all)") \
 	X(trace, TRACE, U64, "100000", "events kept in the ring that OOM dumps carry (mmaps, large heap blocks, failures)") \

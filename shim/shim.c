@@ -24,6 +24,7 @@
 #include "oom.h"
 #include "procstat.h"
 #include "cuda.h"
+#include "python.h"
 #include <linux/futex.h>
 #include <math.h>
 #include <pthread.h>
@@ -127,7 +128,7 @@ static uint32_t
 capture(int kind) {
 	uintptr_t pcs[128];
 	int n = mt_unwind(pcs, (int)mt_cfg.depth, mt_cfg.unwind);
-	return mt_stack_intern(pcs, n, kind);
+	return mt_stack_intern(pcs, n, kind, mt_py_capture());
 }
 
 static void
@@ -432,6 +433,8 @@ writer_main(void *arg) {
 			if (next <= now)
 				next = now + period;
 		}
+		if (mt_py_waiting()) /* a libpython dlopen'ed since? */
+			mt_py_init();
 		if (bits & MT_REASON_RENDER) {
 			mt_oom_render(0);
 			bits &= ~MT_REASON_RENDER;
@@ -454,6 +457,8 @@ writer_main(void *arg) {
 		uint64_t wake = period ? next : 0;
 		if (tick && (!wake || next_tick < wake))
 			wake = next_tick;
+		if (mt_py_waiting() && (!wake || wake > now + 1000000000u))
+			wake = now + 1000000000u;
 		if (wake) {
 			uint64_t d = wake > now ? wake - now : 0;
 			ts.tv_sec = (time_t)(d / 1000000000u);
@@ -521,6 +526,7 @@ static void
 prefork(void) {
 	mt_self.guard++; /* fork's own allocations pass through */
 	mt_lock(&req_lock);
+	mt_py_prefork();
 	mt_snapshot_prefork();
 	mt_sites_prefork();
 	mt_ptrtab_prefork();
@@ -533,6 +539,7 @@ postfork_parent(void) {
 	mt_ptrtab_postfork_parent();
 	mt_sites_postfork_parent();
 	mt_snapshot_postfork_parent();
+	mt_py_postfork_parent();
 	mt_unlock(&req_lock);
 	mt_self.guard--;
 }
@@ -546,6 +553,7 @@ postfork_child(void) {
 	mt_snapshot_postfork_child(follow);
 	mt_unlock(&req_lock);
 	req_label[0] = 0;
+	mt_py_postfork_child();
 	mt_oom_postfork_child();
 	mt_cuda_postfork_child();
 	mt_pid = mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0);
@@ -621,6 +629,7 @@ mt_init(int argc, char **argv, char **envp) {
 		maybe = mt_sys_mmap(sizeof(uint8_t) << FILTER_BITS);
 	mt_procstat_init();
 	mt_cuda_init();
+	mt_py_init();
 	mt_pid = mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0);
 	{ /* warm libunwind (its caches and pools) before tracking starts */
 		uintptr_t pcs[4];

@@ -29,7 +29,8 @@ struct stack {
 	uint64_t hash;      /* of the frames and the kind */
 	uintptr_t *frames;  /* in an arena */
 	uint32_t n;         /* frames */
-	uint32_t kind;      /* enum mt_kind */
+	uint16_t kind;      /* enum mt_kind */
+	uint32_t py;        /* Python stack id (python.h), 0 = none */
 };
 
 struct index {
@@ -123,8 +124,9 @@ frames_alloc(int n) {
 }
 
 static uint64_t
-hash_frames(const uintptr_t *pcs, int n, int kind) {
-	uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n ^ ((uint64_t)kind << 56);
+hash_frames(const uintptr_t *pcs, int n, int kind, uint32_t py) {
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n ^ ((uint64_t)kind << 56) ^
+		     ((uint64_t)py << 24);
 	for (int i = 0; i < n; i++) {
 		h ^= pcs[i];
 		h *= 0xff51afd7ed558ccdull;
@@ -135,7 +137,7 @@ hash_frames(const uintptr_t *pcs, int n, int kind) {
 
 static uint32_t
 probe(const struct index *ix, uint64_t h, const uintptr_t *pcs, int n, int kind,
-      uint64_t *slot_out) {
+      uint32_t py, uint64_t *slot_out) {
 	for (uint64_t i = h & ix->mask;; i = (i + 1) & ix->mask) {
 		uint32_t id = mt_load(&ix->slot[i]);
 		if (!id) {
@@ -144,7 +146,7 @@ probe(const struct index *ix, uint64_t h, const uintptr_t *pcs, int n, int kind,
 			return 0;
 		}
 		const struct stack *s = stack_at(id);
-		if (s->hash == h && s->n == (uint32_t)n && s->kind == (uint32_t)kind &&
+		if (s->hash == h && s->n == (uint32_t)n && s->kind == (uint32_t)kind && s->py == py &&
 		    !memcmp(s->frames, pcs, (size_t)n * sizeof *pcs))
 			return id;
 	}
@@ -168,17 +170,19 @@ grow_index(void) {
 }
 
 uint32_t
-mt_stack_intern(const uintptr_t *pcs, int n, int kind) {
-	if (n <= 0)
+mt_stack_intern(const uintptr_t *pcs, int n, int kind, uint32_t py) {
+	if (n <= 0 && !py)
 		return (uint32_t)kind;
-	uint64_t h = hash_frames(pcs, n, kind);
-	uint32_t id = probe(mt_load(&cur_index), h, pcs, n, kind, NULL);
+	if (n < 0)
+		n = 0;
+	uint64_t h = hash_frames(pcs, n, kind, py);
+	uint32_t id = probe(mt_load(&cur_index), h, pcs, n, kind, py, NULL);
 	if (MT_LIKELY(id))
 		return id;
 	mt_lock(&stack_lock);
 	uint64_t slot;
 	struct index *ix = cur_index;
-	id = probe(ix, h, pcs, n, kind, &slot);
+	id = probe(ix, h, pcs, n, kind, py, &slot);
 	if (id)
 		goto out;
 	id = (uint32_t)kind; /* unless a new id is made below */
@@ -191,7 +195,7 @@ mt_stack_intern(const uintptr_t *pcs, int n, int kind) {
 		if (grow_index())
 			goto out;
 		ix = cur_index;
-		probe(ix, h, pcs, n, kind, &slot);
+		probe(ix, h, pcs, n, kind, py, &slot);
 	}
 	uintptr_t *frames = frames_alloc(n);
 	if (!frames) {
@@ -202,7 +206,8 @@ mt_stack_intern(const uintptr_t *pcs, int n, int kind) {
 	struct stack *s = stack_at(id);
 	s->hash = h;
 	s->n = (uint32_t)n;
-	s->kind = (uint32_t)kind;
+	s->kind = (uint16_t)kind;
+	s->py = py;
 	s->frames = frames;
 	memcpy(frames, pcs, (size_t)n * sizeof *pcs);
 	mt_store(&nstacks, id + 1);
@@ -215,6 +220,11 @@ out:
 int
 mt_stack_kind(uint32_t id) {
 	return id < MT_NKINDS ? (int)id : (int)stack_at(id)->kind;
+}
+
+uint32_t
+mt_stack_py(uint32_t id) {
+	return id < MT_NKINDS || id >= mt_load(&nstacks) ? 0 : stack_at(id)->py;
 }
 
 const uintptr_t *

@@ -27,9 +27,12 @@ struct mt_site {
  * the unknown stack of each kind (no frames captured, or the stack table
  * was full: counted in mt_sites_dropped); files call them all stack 0. */
 int mt_sites_init(uint64_t max_stacks, int depth);
-/* Id for (pcs[0..n), kind); the kind's unknown id when the table is full.
+/* Id for (pcs[0..n), Python stack py, kind); the kind's unknown id when
+ * the table is full or there is neither a frame nor a Python stack.
  * Takes the stack lock on a miss only.  Never allocates. */
-uint32_t mt_stack_intern(const uintptr_t *pcs, int n, int kind);
+uint32_t mt_stack_intern(const uintptr_t *pcs, int n, int kind, uint32_t py);
+/* The Python stack id (python.h) a stack was captured with; 0 = none. */
+uint32_t mt_stack_py(uint32_t id);
 /* Frames of a stack (NULL, 0 frames for the unknown ids).  Never allocates. */
 const uintptr_t *mt_stack_frames(uint32_t id, int *n);
 uint32_t mt_stack_count(void); /* ids in use, the unknown ones included */

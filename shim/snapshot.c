@@ -18,6 +18,7 @@
 #include "sites.h"
 #include "procstat.h"
 #include "oom.h"
+#include "python.h"
 #include "chunks.h"
 #include "cuda.h"
 #include <elf.h>
@@ -27,7 +28,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#define MT_FORMAT_VERSION 1
+#define MT_FORMAT_VERSION 2
 #define MT_TOOL_VERSION "0.1.0"
 
 static mt_lock_t writer_lock;
@@ -267,6 +268,7 @@ ensure_open(void) {
 			if (t)
 				t->written = 0;
 		}
+		mt_py_forget_written();
 	}
 	return 0;
 }
@@ -369,7 +371,13 @@ static void
 stack_line(struct mt_buf *b, uint32_t id, int mark) {
 	int n;
 	const uintptr_t *pcs = mt_stack_frames(id, &n);
-	mt_buf_printf(b, "{\"type\":\"stack\",\"id\":%u,\"pcs\":[", id);
+	uint32_t py = mt_stack_py(id);
+	if (mark) /* its Python records first (a dump has written them all) */
+		mt_py_emit(b, py, 1);
+	mt_buf_printf(b, "{\"type\":\"stack\",\"id\":%u,", id);
+	if (mt_py_on)
+		mt_buf_printf(b, "\"py\":%u,", py);
+	mt_buf_puts(b, "\"pcs\":[");
 	for (int i = 0; i < n; i++) {
 		if (i)
 			mt_buf_putc(b, ',');
@@ -537,19 +545,27 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 	mt_marks_json(b);
 	totals(b);
 	callsites(b, dump);
+	uint64_t pystacks = 0, pyframes = 0, pyretired = 0, pydropped = 0, pybytes = 0;
+	mt_py_stats(&pystacks, &pyframes, &pyretired, &pydropped, &pybytes);
 	mt_buf_printf(b,
 		      ",\"shim\":{\"memory_bytes\":%lu,\"stacks\":%u,"
 		      "\"live_entries\":%lu,\"live_maps\":%lu,"
 		      "\"dropped_stacks\":%lu,\"dropped_live\":%lu,"
-		      "\"oom_dumps\":%lu,\"dropped_snapshots\":%lu,\"last_write_ns\":%lu}}\n",
+		      "\"oom_dumps\":%lu,\"dropped_snapshots\":%lu,\"last_write_ns\":%lu",
 		      (unsigned long)(mt_sites_memory() + mt_ptrtab_memory() +
 				      mt_maptab_memory() + out.cap + lines.cap +
-				      track.mapped),
+				      track.mapped + pybytes),
 		      mt_stack_count() - MT_NKINDS, (unsigned long)mt_ptrtab_count(),
 		      (unsigned long)mt_maptab_count(),
 		      (unsigned long)mt_sites_dropped,
 		      (unsigned long)mt_dropped_live, (unsigned long)mt_oom_count(),
 		      (unsigned long)dropped_snaps, (unsigned long)last_write_ns);
+	if (mt_py_on)
+		mt_buf_printf(b, ",\"pystacks\":%lu,\"pyframes\":%lu,"
+			      "\"pycode_retired\":%lu,\"dropped_pystacks\":%lu",
+			      (unsigned long)pystacks, (unsigned long)pyframes,
+			      (unsigned long)pyretired, (unsigned long)pydropped);
+	mt_buf_puts(b, "}}\n");
 }
 
 /*
@@ -616,6 +632,7 @@ mt_snapshot_write(const char *reason, const char *lab) {
 			if (t)
 				t->written = 0;
 		}
+		mt_py_forget_written();
 		last_adds = last_subs = ~0ull;
 	}
 	full_next = err != 0;
@@ -680,6 +697,7 @@ mt_snapshot_postfork_child(int follow) {
 	/* Stack ids are kept, but the child's file must carry its own stack
 	 * records: forget which were written. */
 	mt_chunk_reset(&track);
+	mt_py_forget_written();
 	out.len = lines.len = 0;
 }
 
@@ -704,6 +722,7 @@ mt_snapshot_dump(int dfd, struct mt_buf *b, const char *reason,
 		 size_t nscr) {
 	header(b);
 	maps_if_changed(b, 1);
+	mt_py_emit_all(b);
 	uint32_t n = mt_stack_count();
 	for (uint32_t id = MT_NKINDS; id < n; id++)
 		stack_line(b, id, 0);

@@ -35,7 +35,7 @@ case('notours', b'{"type":"snapshot","seq":0}\n', 1,
 hdr = json.loads(lines[0])
 hdr['version'] = 99
 case('version', join([json.dumps(hdr).encode()] + lines[1:]), 1,
-     'memtally: FILE:1: format version 99; this memtally reads version 1')
+     'memtally: FILE:1: format version 99; this memtally reads versions 1 to 2')
 bad = lines[:]
 bad[first_snap] = bad[first_snap][:-40] + b'}'
 case('corrupt', join(bad), 1, 'memtally: FILE:%d: ' % (first_snap + 1))
@@ -56,5 +56,18 @@ snap['seq'] = 10 ** 400
 case('huge', join(lines[:first_snap] + [json.dumps(snap).encode()]), 1,
      'memtally: FILE:%d: field "seq" is not an integer' % (first_snap + 1))
 case('utf8', join([lines[0], b'{"type":"mark","name":"\xff\xfe"}'] + lines[1:]), 0, '')
+# Python records (format 2): references to records not written before.
+pyf = b'{"type":"pyframe","id":1,"file":"t.py","func":"f","line":3}'
+pys = b'{"type":"pystack","id":1,"frames":[1],"entry":[1]}'
+stk = b'{"type":"stack","id":99,"py":1,"pcs":["0x1"]}'
+case('py_ok', join([lines[0], pyf, pys, stk] + lines[1:]), 0, '')
+case('py_noframe', join([lines[0], pys] + lines[1:]), 1,
+     'memtally: FILE:2: pystack 1: frame 0 is not a pyframe written before it')
+case('py_nostack', join([lines[0], pyf, stk] + lines[1:]), 1,
+     'memtally: FILE:3: stack 99 refers to pystack 1, which has no record before it')
+case('py_entry', join([lines[0], pyf, b'{"type":"pystack","id":1,"frames":[1],"entry":[]}'] + lines[1:]), 1,
+     'memtally: FILE:3: pystack 1: "frames" and "entry" must be arrays of one length')
+case('py_badframe', join([lines[0], b'{"type":"pyframe","id":1,"file":7,"func":"f","line":3}'] + lines[1:]), 1,
+     'memtally: FILE:2: field "file" is not a string')
 case('unknown', join([lines[0], b'{"type":"from_the_future","x":[1,2,{"y":null}]}'] + lines[1:]), 0, '')
 mt.done()

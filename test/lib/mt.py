@@ -9,6 +9,10 @@ class File:
         self.header = None
         self.maps = []
         self.stacks = {}
+        self.stack_py = {}    # stack id -> pystack id (0: no Python frame)
+        self.python = None    # the python record
+        self.pyframes = {}
+        self.pystacks = {}
         self.snapshots = []
         state = {}
         with open(path) as f:
@@ -29,6 +33,18 @@ class File:
                 self.maps = r['modules']
             elif t == 'stack':
                 self.stacks[r['id']] = [int(x, 16) for x in r['pcs']]
+                if 'py' in r:
+                    assert r['py'] == 0 or r['py'] in self.pystacks, \
+                        '%s: pystack %d used before its record' % (path, r['py'])
+                    self.stack_py[r['id']] = r['py']
+            elif t == 'python':
+                self.python = r
+            elif t == 'pyframe':
+                self.pyframes[r['id']] = (r['file'], r['func'], r['line'])
+            elif t == 'pystack':
+                assert all(f in self.pyframes for f in r['frames']), \
+                    '%s: pystack %d uses a pyframe before its record' % (path, r['id'])
+                self.pystacks[r['id']] = r
             elif t == 'snapshot':
                 # Replay deltas so each snapshot's 'callsites' is complete.
                 mode = r.get('callsites_mode', 'full')
@@ -41,6 +57,25 @@ class File:
                 r['written_callsites'] = len(r['callsites'])
                 r['callsites'] = list(state.values())
                 self.snapshots.append(r)
+
+    def pyframes_of(self, stack):
+        """[(file, func, line)] of a stack's Python frames, innermost
+        first; [] when it has none."""
+        ps = self.stack_py.get(stack, 0)
+        return [self.pyframes[f] for f in self.pystacks[ps]['frames']] if ps else []
+
+    def live_by_pyline(self, snap, file_suffix, kinds=('heap',)):
+        """{'file:line func': live bytes} by the innermost Python frame,
+        for call sites whose innermost frame is in a file ending so."""
+        out = {}
+        for c in snap['callsites']:
+            if c['kind'] not in kinds:
+                continue
+            fr = self.pyframes_of(c['stack'])
+            if fr and fr[0][0].endswith(file_suffix):
+                k = '%s:%d %s' % (os.path.basename(fr[0][0]), fr[0][2], fr[0][1])
+                out[k] = out.get(k, 0) + c['live_bytes']
+        return out
 
     def final(self):
         return self.snapshots[-1]

@@ -18,7 +18,7 @@ static void *worker(void *arg) {
 	long t = (long)arg;
 	for (long i = 0; i < N; i++) {
 		uintptr_t pcs[6] = {0x1000, 0x2000 + (uintptr_t)(i % 300), 0x3000, (uintptr_t)t, 7, 8};
-		uint32_t id = mt_stack_intern(pcs, 6, MT_HEAP);
+		uint32_t id = mt_stack_intern(pcs, 6, MT_HEAP, 0);
 		uintptr_t addr = ((uintptr_t)t << 40) | ((uintptr_t)i << 4);
 		struct mt_ptr e = {.addr = addr, .size = 16, .stack = id, .kind = MT_HEAP};
 		struct mt_ptr old;

@@ -1,0 +1,854 @@
+/*
+ * python.c — Python frames: which Python line allocated.
+ *
+ * Design (../shared/research/pyframes.md has the measurements):
+ *  - At each tracked allocation the allocating thread walks its *own*
+ *    frame chain, found through PyGILState_GetThisThreadState (per thread,
+ *    valid while the GIL is released; never the "current thread state"
+ *    getters, which give the GIL holder's, or nothing).  Only plain loads;
+ *    the loop is bounded; the finalizing flag is checked first.
+ *  - The walk yields (code object, instruction index, entry bit) per frame.
+ *    A thread-local copy of the last walk short-cuts the common case (the
+ *    same Python stack allocating again).  On a miss, under py_lock, each
+ *    code object gets a serial number at first sight (its file and
+ *    qualified name are copied then, as UTF-8 from the compact str layout),
+ *    each (serial, instruction) its line (our own readers of the PEP 626
+ *    table of 3.10 and the location table of 3.11+), frames are interned by
+ *    (serial, line) and stacks by their frames and entry bits.
+ *  - The executing frame pins its code object, so reading it on the
+ *    allocating thread is safe.  When a code object dies, our wrapper of
+ *    PyCode_Type.tp_dealloc drops its serial: a new code object at the
+ *    same address gets a new serial, so recycled addresses never produce
+ *    old lines; records already written keep their ids (nothing re-keyed).
+ *  - Layouts: 3.10 - 3.12 from the table below (offsetof against each
+ *    version's headers; test_pyframes checks them against the installed
+ *    headers), 3.13 from the interpreter's own _Py_DebugOffsets (cookie,
+ *    version and free-threading checked).  Anything else fails closed:
+ *    native stacks only, one warning.
+ *  - The entry bit marks the outermost Python frame of one activation of
+ *    the eval loop, so the analysis can put each run of Python frames where
+ *    its _PyEval_EvalFrameDefault frame is in the native stack.
+ *
+ * Rules: never calls malloc (memory from mmap, raw syscalls); capture may
+ * run inside malloc in any thread; py_lock is held for table work only,
+ * never across a call out; fork handlers take it.
+ */
+#include "glue.h"
+#include "buf.h"
+#include "chunks.h"
+#include "config.h"
+#include "python.h"
+#include <dlfcn.h>
+#include <link.h>
+#include <string.h>
+
+#define MAXD 64           /* MEMTALLY_PYDEPTH's ceiling */
+#define MAXSTR 1024       /* bytes of a file name or qualified name kept */
+#define ARENA (1u << 20)  /* string and frame-list arenas */
+
+int mt_py_on;
+
+/* ---- layouts ---------------------------------------------------------- */
+
+struct layout {
+	int minor;
+	long ts_frame;    /* tstate -> first frame (3.11/3.12: -> _PyCFrame) */
+	long cf_current;  /* _PyCFrame -> current frame; -1: none (3.10, 3.13) */
+	long fr_code, fr_prev;
+	long fr_instr;    /* int lasti (3.10) or the instruction pointer */
+	long fr_owner;    /* char; -1 (3.10) */
+	long fr_entry;    /* bool is_entry (3.11); -1 */
+	long co_file, co_name, co_lines, co_first, co_code;
+	long str_state, str_len, str_ascii, str_compact;
+	long bytes_size, bytes_data, ob_type;
+	uintptr_t finalizing; /* 3.13: address of _PyRuntime._finalizing */
+	const char *how;
+};
+
+/* x86-64 release builds, offsetof against the headers of 3.10.13, 3.11.7
+ * (and Debian's 3.11.2) and 3.12.1. */
+static const struct layout tables[] = {
+	{.minor = 10, .ts_frame = 24, .cf_current = -1, .fr_code = 32,
+	 .fr_prev = 24, .fr_instr = 96, .fr_owner = -1, .fr_entry = -1,
+	 .co_file = 104, .co_name = 112, .co_lines = 120, .co_first = 40,
+	 .co_code = 0, .str_state = 32, .str_len = 16, .str_ascii = 48,
+	 .str_compact = 72, .bytes_size = 16, .bytes_data = 32, .ob_type = 8},
+	{.minor = 11, .ts_frame = 56, .cf_current = 8, .fr_code = 32,
+	 .fr_prev = 48, .fr_instr = 56, .fr_owner = 69, .fr_entry = 68,
+	 .co_file = 112, .co_name = 128, .co_lines = 136, .co_first = 72,
+	 .co_code = 184, .str_state = 32, .str_len = 16, .str_ascii = 48,
+	 .str_compact = 72, .bytes_size = 16, .bytes_data = 32, .ob_type = 8},
+	{.minor = 12, .ts_frame = 56, .cf_current = 0, .fr_code = 0,
+	 .fr_prev = 8, .fr_instr = 56, .fr_owner = 70, .fr_entry = -1,
+	 .co_file = 112, .co_name = 128, .co_lines = 136, .co_first = 68,
+	 .co_code = 192, .str_state = 32, .str_len = 16, .str_ascii = 40,
+	 .str_compact = 56, .bytes_size = 16, .bytes_data = 32, .ob_type = 8},
+};
+
+/* _Py_DebugOffsets as 3.13 defines it (Include/internal/pycore_runtime.h
+ * at v3.13.0); only its own minor version may be read this way. */
+struct dbg313 {
+	char cookie[8];
+	uint64_t version, free_threaded;
+	struct { uint64_t size, finalizing, interpreters_head; } runtime_state;
+	struct { uint64_t f[13]; } interpreter_state;
+	struct { uint64_t size, prev, next, interp, current_frame, thread_id,
+		 native_thread_id, datastack_chunk, status; } thread_state;
+	struct { uint64_t size, previous, executable, instr_ptr, localsplus,
+		 owner; } interpreter_frame;
+	struct { uint64_t size, filename, name, qualname, linetable,
+		 firstlineno, argcount, localsplusnames, localspluskinds,
+		 co_code_adaptive; } code_object;
+	struct { uint64_t size, ob_type; } pyobject;
+	struct { uint64_t size, tp_name, tp_repr, tp_flags; } type_object;
+	struct { uint64_t size, ob_item, ob_size; } tuple_object, list_object;
+	struct { uint64_t size, ma_keys, ma_values; } dict_object;
+	struct { uint64_t size, ob_fval; } float_object;
+	struct { uint64_t size, lv_tag, ob_digit; } long_object;
+	struct { uint64_t size, ob_size, ob_sval; } bytes_object;
+	struct { uint64_t size, state, length, asciiobject_size; } unicode_object;
+};
+
+static struct layout L;
+static unsigned long py_hex;          /* PY_VERSION_HEX */
+static uintptr_t code_type, str_type, bytes_type;
+static void *(*get_tstate)(void);     /* PyGILState_GetThisThreadState */
+static int (*is_finalizing)(void);    /* _Py_IsFinalizing (3.10 - 3.12) */
+static void (*real_code_dealloc)(void *);
+static int tried, gave_up;
+
+/* ---- tables (under py_lock) ------------------------------------------ */
+
+struct map {           /* open addressing, u64 key (0 = empty) -> u32 */
+	uint64_t *k;
+	uint32_t *v;
+	uint64_t mask, used;
+};
+
+struct pycode {
+	const char *file, *name; /* in the string arena */
+	int32_t first;           /* co_firstlineno */
+};
+struct pyframe {
+	uint32_t code; /* serial */
+	int32_t line;
+	uint8_t written;
+};
+struct pystack {
+	uint64_t hash;
+	uint64_t entry;   /* bit i: frame i is its eval-loop activation's first */
+	uint32_t *frames; /* pyframe ids, innermost first, in the id arena */
+	uint8_t n, truncated, written;
+};
+
+static mt_lock_t py_lock;
+static struct map codes;  /* code object address -> serial, live ones only */
+static struct map lasti;  /* serial << 32 | instruction -> pyframe id */
+static struct map lines;  /* serial << 32 | line -> pyframe id */
+static struct map stackix; /* pystack hash -> id (collisions probed on) */
+static struct mt_chunked code_rec = {.elem = sizeof(struct pycode)};
+static struct mt_chunked frame_rec = {.elem = sizeof(struct pyframe)};
+static struct mt_chunked stack_rec = {.elem = sizeof(struct pystack)};
+static uint32_t ncodes = 1, nframes = 1, nstacks = 1; /* ids from 1 */
+static char *str_arena;
+static size_t str_used = ARENA;
+static char *id_arena;
+static size_t id_used = ARENA;
+static uint64_t py_bytes, py_retired, py_dropped;
+static uint64_t epoch;     /* bumped when a known code object dies */
+static int python_written; /* the file has its python record */
+
+static uint64_t
+mix(uint64_t h) {
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	return h;
+}
+
+static int
+map_grow(struct map *m) {
+	uint64_t slots = m->k ? (m->mask + 1) * 2 : 1024;
+	uint64_t *k = mt_sys_mmap(slots * sizeof *k);
+	uint32_t *v = mt_sys_mmap(slots * sizeof *v);
+	if (!k || !v) {
+		if (k)
+			mt_sys_munmap(k, slots * sizeof *k);
+		if (v)
+			mt_sys_munmap(v, slots * sizeof *v);
+		return ENOMEM;
+	}
+	py_bytes += slots * (sizeof *k + sizeof *v);
+	for (uint64_t i = 0; m->k && i <= m->mask; i++) {
+		if (!m->k[i])
+			continue;
+		uint64_t j = mix(m->k[i]) & (slots - 1);
+		while (k[j])
+			j = (j + 1) & (slots - 1);
+		k[j] = m->k[i];
+		v[j] = m->v[i];
+	}
+	if (m->k) {
+		mt_sys_munmap(m->k, (m->mask + 1) * sizeof *m->k);
+		mt_sys_munmap(m->v, (m->mask + 1) * sizeof *m->v);
+		py_bytes -= (m->mask + 1) * (sizeof *m->k + sizeof *m->v);
+	}
+	m->k = k;
+	m->v = v;
+	m->mask = slots - 1;
+	return 0;
+}
+
+static uint32_t
+map_get(const struct map *m, uint64_t key) {
+	if (!m->k)
+		return 0;
+	for (uint64_t i = mix(key) & m->mask;; i = (i + 1) & m->mask) {
+		if (m->k[i] == key)
+			return m->v[i];
+		if (!m->k[i])
+			return 0;
+	}
+}
+
+static int
+map_put(struct map *m, uint64_t key, uint32_t val) {
+	if ((!m->k || (m->used + 1) * 2 > m->mask) && map_grow(m))
+		return ENOMEM;
+	uint64_t i = mix(key) & m->mask;
+	while (m->k[i] && m->k[i] != key)
+		i = (i + 1) & m->mask;
+	if (!m->k[i])
+		m->used++;
+	m->k[i] = key;
+	m->v[i] = val;
+	return 0;
+}
+
+/* Backward-shift deletion (no tombstones: code objects come and go). */
+static int
+map_del(struct map *m, uint64_t key) {
+	if (!m->k)
+		return 0;
+	uint64_t i = mix(key) & m->mask;
+	while (m->k[i] != key) {
+		if (!m->k[i])
+			return 0;
+		i = (i + 1) & m->mask;
+	}
+	for (uint64_t j = (i + 1) & m->mask; m->k[j]; j = (j + 1) & m->mask) {
+		uint64_t home = mix(m->k[j]) & m->mask;
+		/* move j back to i if its home is not in (i, j] */
+		if (((j - home) & m->mask) >= ((j - i) & m->mask)) {
+			m->k[i] = m->k[j];
+			m->v[i] = m->v[j];
+			i = j;
+		}
+	}
+	m->k[i] = 0;
+	m->used--;
+	return 1;
+}
+
+static void *
+arena_take(char **arena, size_t *used, size_t bytes) {
+	if (bytes > ARENA)
+		return NULL;
+	if (*used + bytes > ARENA) {
+		char *a = mt_sys_mmap(ARENA);
+		if (!a)
+			return NULL;
+		py_bytes += ARENA;
+		*arena = a;
+		*used = 0;
+	}
+	void *p = *arena + *used;
+	*used += (bytes + 7) & ~(size_t)7;
+	return p;
+}
+
+/* ---- reading CPython's objects ---------------------------------------- */
+
+static inline uintptr_t
+rd(uintptr_t a) {
+	return *(const volatile uintptr_t *)a;
+}
+
+static size_t
+utf8(char *d, uint32_t c) {
+	if (c < 0x80) {
+		d[0] = (char)c;
+		return 1;
+	}
+	if (c < 0x800) {
+		d[0] = (char)(0xc0 | c >> 6);
+		d[1] = (char)(0x80 | (c & 63));
+		return 2;
+	}
+	if (c >= 0xd800 && c < 0xe000) /* a lone surrogate: not UTF-8 */
+		c = 0xfffd;
+	if (c < 0x10000) {
+		d[0] = (char)(0xe0 | c >> 12);
+		d[1] = (char)(0x80 | (c >> 6 & 63));
+		d[2] = (char)(0x80 | (c & 63));
+		return 3;
+	}
+	if (c > 0x10ffff)
+		c = 0xfffd;
+	d[0] = (char)(0xf0 | c >> 18);
+	d[1] = (char)(0x80 | (c >> 12 & 63));
+	d[2] = (char)(0x80 | (c >> 6 & 63));
+	d[3] = (char)(0x80 | (c & 63));
+	return 4;
+}
+
+/* A str object as UTF-8 in the string arena; "?" when it is not a compact
+ * str (it always is for file and qualified names). */
+static const char *
+str_copy(uintptr_t s) {
+	char tmp[MAXSTR + 4];
+	size_t n = 0;
+	if (s && rd(s + (uintptr_t)L.ob_type) == str_type) {
+		uint32_t state = *(const uint32_t *)(s + (uintptr_t)L.str_state);
+		int64_t len = *(const int64_t *)(s + (uintptr_t)L.str_len);
+		int kind = (int)(state >> 2 & 7), compact = state >> 5 & 1,
+		    ascii = state >> 6 & 1;
+		if (compact && len >= 0 && (kind == 1 || kind == 2 || kind == 4)) {
+			const unsigned char *d = (const unsigned char *)s +
+				(ascii ? L.str_ascii : L.str_compact);
+			for (int64_t i = 0; i < len && n + 4 <= MAXSTR; i++) {
+				uint32_t c = kind == 1 ? d[i]
+					     : kind == 2 ? ((const uint16_t *)d)[i]
+							 : ((const uint32_t *)d)[i];
+				n += utf8(tmp + n, c);
+			}
+		}
+	}
+	if (!n)
+		tmp[n++] = '?';
+	char *dst = arena_take(&str_arena, &str_used, n + 1);
+	if (!dst)
+		return "?";
+	memcpy(dst, tmp, n);
+	dst[n] = 0;
+	return dst;
+}
+
+static int
+varint(const uint8_t *t, long len, long *i) {
+	unsigned v = 0, shift = 0;
+	while (*i < len) {
+		uint8_t b = t[(*i)++];
+		v |= (unsigned)(b & 63) << shift;
+		shift += 6;
+		if (!(b & 64) || shift > 28)
+			break;
+	}
+	return (int)v;
+}
+
+/* The line of byte offset addr of the bytecode: PEP 626's table (3.10:
+ * pairs of unsigned byte delta, signed line delta; -128 = no line). */
+static int
+line_310(const uint8_t *t, long len, int first, long addr) {
+	int line = first;
+	long end = 0;
+	for (long i = 0; i + 1 < len; i += 2) {
+		long start = end;
+		end += t[i];
+		int ld = (int8_t)t[i + 1];
+		if (ld != -128)
+			line += ld;
+		if (addr >= start && addr < end)
+			return line;
+	}
+	return line;
+}
+
+/* The location table of 3.11+ (Objects/locations.md): an entry starts
+ * with a byte whose top bit is set; bits 3-6 the form, 0-2 the length in
+ * code units minus one; forms 13 and 14 start with a signed varint line
+ * delta, 10-12 mean +0, +1, +2, the rest +0 (15: no location). */
+static int
+line_311(const uint8_t *t, long len, int first, long addr) {
+	int line = first;
+	long end = 0, i = 0;
+	while (i < len) {
+		uint8_t b = t[i];
+		int form = b >> 3 & 15;
+		long units = (b & 7) + 1;
+		if (form == 13 || form == 14) {
+			long j = i + 1;
+			int v = varint(t, len, &j);
+			line += v & 1 ? -(v >> 1) : v >> 1;
+		} else if (form == 11 || form == 12) {
+			line += form - 10;
+		}
+		long start = end;
+		end += units * 2;
+		if (addr >= start && addr < end)
+			return line;
+		do
+			i++;
+		while (i < len && !(t[i] & 128));
+	}
+	return line;
+}
+
+static int
+code_line(uintptr_t co, int32_t li, int first) {
+	if (li < 0)
+		return first;
+	uintptr_t tab = rd(co + (uintptr_t)L.co_lines);
+	if (!tab || rd(tab + (uintptr_t)L.ob_type) != bytes_type)
+		return first;
+	long len = *(const long *)(tab + (uintptr_t)L.bytes_size);
+	const uint8_t *t = (const uint8_t *)(tab + (uintptr_t)L.bytes_data);
+	if (len < 0 || len > (1 << 24))
+		return first;
+	return L.minor == 10 ? line_310(t, len, first, (long)li * 2)
+			     : line_311(t, len, first, (long)li * 2);
+}
+
+/* ---- capture ---------------------------------------------------------- */
+
+struct walk {
+	int n, truncated;
+	uint64_t entry;
+	uintptr_t code[MAXD];
+	int32_t lasti[MAXD];
+};
+
+/* The last walk of this thread and the stack it gave (epoch: valid while
+ * no known code object has died since). */
+static MT_TLS struct {
+	struct walk w;
+	uint32_t id;
+	uint64_t epoch;
+} last;
+
+static int
+walk(uintptr_t ts, struct walk *w) {
+	uintptr_t f = rd(ts + (uintptr_t)L.ts_frame);
+	if (L.cf_current >= 0)
+		f = f ? rd(f + (uintptr_t)L.cf_current) : 0;
+	int max = (int)mt_cfg.pydepth;
+	w->n = w->truncated = 0;
+	w->entry = 0;
+	for (int steps = 0; f && steps < 4 * MAXD; steps++) {
+		if (L.minor >= 12 && *(const volatile uint8_t *)(f + (uintptr_t)L.fr_owner) == 3) {
+			/* FRAME_OWNED_BY_CSTACK: an activation of the eval loop
+			 * starts below; the frame above it is the entry */
+			if (w->n)
+				w->entry |= 1ull << (w->n - 1);
+			f = rd(f + (uintptr_t)L.fr_prev);
+			continue;
+		}
+		uintptr_t co = rd(f + (uintptr_t)L.fr_code);
+		if (!co || rd(co + (uintptr_t)L.ob_type) != code_type) {
+			if (L.minor < 13)
+				break;
+			f = rd(f + (uintptr_t)L.fr_prev); /* 3.13: None */
+			continue;
+		}
+		if (w->n == max) {
+			w->truncated = 1;
+			break;
+		}
+		int32_t li;
+		if (L.minor == 10) {
+			li = *(const volatile int32_t *)(f + (uintptr_t)L.fr_instr);
+		} else {
+			uintptr_t ip = rd(f + (uintptr_t)L.fr_instr);
+			li = ip ? (int32_t)(((intptr_t)ip -
+					     (intptr_t)(co + (uintptr_t)L.co_code)) / 2)
+				: -1;
+		}
+		if (L.minor == 10 ||
+		    (L.minor == 11 && *(const volatile uint8_t *)(f + (uintptr_t)L.fr_entry)))
+			w->entry |= 1ull << w->n;
+		w->code[w->n] = co;
+		w->lasti[w->n] = li;
+		w->n++;
+		f = rd(f + (uintptr_t)L.fr_prev);
+	}
+	return w->n;
+}
+
+static int
+same_walk(const struct walk *a, const struct walk *b) {
+	return a->n == b->n && a->entry == b->entry &&
+	       a->truncated == b->truncated &&
+	       !memcmp(a->code, b->code, (size_t)a->n * sizeof a->code[0]) &&
+	       !memcmp(a->lasti, b->lasti, (size_t)a->n * sizeof a->lasti[0]);
+}
+
+/* Under py_lock.  The code object is pinned by its executing frame. */
+static uint32_t
+frame_id(uintptr_t co, int32_t li) {
+	uint32_t serial = map_get(&codes, co);
+	if (!serial) {
+		if (mt_chunk_ensure(&code_rec, ncodes))
+			return 0;
+		struct pycode *c = mt_chunk_at(&code_rec, ncodes);
+		c->file = str_copy(rd(co + (uintptr_t)L.co_file));
+		c->name = str_copy(rd(co + (uintptr_t)L.co_name));
+		c->first = *(const int32_t *)(co + (uintptr_t)L.co_first);
+		if (map_put(&codes, co, ncodes))
+			return 0;
+		serial = ncodes++;
+	}
+	uint64_t k = (uint64_t)serial << 32 | (uint32_t)li;
+	uint32_t id = map_get(&lasti, k);
+	if (id)
+		return id;
+	struct pycode *c = mt_chunk_at(&code_rec, serial);
+	int line = code_line(co, li, c->first);
+	uint64_t lk = (uint64_t)serial << 32 | (uint32_t)line;
+	id = map_get(&lines, lk);
+	if (!id) {
+		if (mt_chunk_ensure(&frame_rec, nframes))
+			return 0;
+		struct pyframe *p = mt_chunk_at(&frame_rec, nframes);
+		p->code = serial;
+		p->line = line;
+		if (map_put(&lines, lk, nframes))
+			return 0;
+		id = nframes;
+		mt_store(&nframes, nframes + 1);
+	}
+	return map_put(&lasti, k, id) ? 0 : id;
+}
+
+static uint32_t
+stack_id(const struct walk *w) {
+	uint32_t ids[MAXD];
+	uint64_t h = 0x51ed270b27d5a3b9ull ^ w->entry ^ (uint64_t)w->truncated << 63;
+	for (int i = 0; i < w->n; i++) {
+		if (!(ids[i] = frame_id(w->code[i], w->lasti[i])))
+			return 0;
+		h = mix(h ^ ids[i]) + (uint64_t)i;
+	}
+	h |= 1;
+	/* probe the index by hash; equal hashes are compared in full */
+	if (stackix.k) {
+		for (uint64_t i = mix(h) & stackix.mask; stackix.k[i]; i = (i + 1) & stackix.mask) {
+			if (stackix.k[i] != h)
+				continue;
+			struct pystack *s = mt_chunk_at(&stack_rec, stackix.v[i]);
+			if (s->n == w->n && s->entry == w->entry &&
+			    s->truncated == w->truncated &&
+			    !memcmp(s->frames, ids, (size_t)w->n * sizeof ids[0]))
+				return stackix.v[i];
+		}
+	}
+	if (nstacks >= mt_cfg.max_stacks || mt_chunk_ensure(&stack_rec, nstacks))
+		return 0;
+	uint32_t *fr = arena_take(&id_arena, &id_used, (size_t)w->n * sizeof ids[0]);
+	if (!fr)
+		return 0;
+	memcpy(fr, ids, (size_t)w->n * sizeof ids[0]);
+	struct pystack *s = mt_chunk_at(&stack_rec, nstacks);
+	s->hash = h;
+	s->entry = w->entry;
+	s->frames = fr;
+	s->n = (uint8_t)w->n;
+	s->truncated = (uint8_t)w->truncated;
+	/* several stacks may share a hash: insert a new slot, not a replace */
+	if ((!stackix.k || (stackix.used + 1) * 2 > stackix.mask) && map_grow(&stackix))
+		return 0;
+	uint64_t i = mix(h) & stackix.mask;
+	while (stackix.k[i])
+		i = (i + 1) & stackix.mask;
+	stackix.k[i] = h;
+	stackix.v[i] = nstacks;
+	stackix.used++;
+	uint32_t id = nstacks;
+	mt_store(&nstacks, id + 1);
+	return id;
+}
+
+uint32_t
+mt_py_capture(void) {
+	if (!mt_py_on)
+		return 0;
+	void *ts = get_tstate();
+	if (!ts)
+		return 0;
+	if (L.finalizing ? rd(L.finalizing) != 0 : is_finalizing())
+		return 0;
+	struct walk w;
+	if (!walk((uintptr_t)ts, &w))
+		return 0;
+	uint64_t ep = __atomic_load_n(&epoch, __ATOMIC_ACQUIRE);
+	if (last.id && last.epoch == ep && same_walk(&w, &last.w))
+		return last.id;
+	mt_lock(&py_lock);
+	uint32_t id = stack_id(&w);
+	ep = epoch;
+	mt_unlock(&py_lock);
+	if (!id) {
+		mt_add(&py_dropped, 1);
+		return 0;
+	}
+	last.w = w;
+	last.id = id;
+	last.epoch = ep;
+	return id;
+}
+
+/* PyCode_Type.tp_dealloc: forget the serial of a dying code object before
+ * its memory can be reused.  Runs with the GIL held, on the thread that
+ * dropped the last reference; never calls out while holding py_lock. */
+static void
+code_dealloc(void *co) {
+	if (__atomic_load_n(&codes.used, __ATOMIC_RELAXED)) {
+		mt_lock(&py_lock);
+		if (map_del(&codes, (uint64_t)co)) {
+			py_retired++;
+			__atomic_add_fetch(&epoch, 1, __ATOMIC_RELEASE);
+		}
+		mt_unlock(&py_lock);
+	}
+	real_code_dealloc(co);
+}
+
+/* ---- finding the interpreter ------------------------------------------ */
+
+static int
+setup(void *h) {
+	void *pv = dlsym(h, "Py_Version");
+	const char *(*getv)(void) = (const char *(*)(void))dlsym(h, "Py_GetVersion");
+	if (!pv && !getv)
+		return 0; /* not a Python process (yet) */
+	if (pv) {
+		py_hex = *(const unsigned long *)pv;
+	} else { /* 3.10 and older: "3.10.13 (main, ..." */
+		const char *s = getv();
+		unsigned long v[3] = {0, 0, 0};
+		for (int i = 0; i < 3 && *s >= '0' && *s <= '9'; i++) {
+			while (*s >= '0' && *s <= '9')
+				v[i] = v[i] * 10 + (unsigned long)(*s++ - '0');
+			if (*s == '.')
+				s++;
+		}
+		py_hex = v[0] << 24 | v[1] << 16 | v[2] << 8;
+	}
+	int major = (int)(py_hex >> 24), minor = (int)(py_hex >> 16 & 255);
+	gave_up = 1; /* unless everything below checks out */
+	code_type = (uintptr_t)dlsym(h, "PyCode_Type");
+	str_type = (uintptr_t)dlsym(h, "PyUnicode_Type");
+	bytes_type = (uintptr_t)dlsym(h, "PyBytes_Type");
+	uintptr_t type_type = (uintptr_t)dlsym(h, "PyType_Type");
+	*(void **)&get_tstate = dlsym(h, "PyGILState_GetThisThreadState");
+	if (major != 3 || minor < 10 || minor > 13) {
+		mt_warn("Python %d.%d: Python frames are read from 3.10 to 3.13 only; "
+			"native stacks only", major, minor);
+		return 1;
+	}
+	if (!code_type || !str_type || !bytes_type || !type_type || !get_tstate) {
+		mt_warn("Python %d.%d: interpreter symbols not found; native stacks only",
+			major, minor);
+		return 1;
+	}
+	if (minor <= 12) {
+		L = tables[minor - 10];
+		L.how = "table";
+		*(void **)&is_finalizing = dlsym(h, "_Py_IsFinalizing");
+		if (!is_finalizing) {
+			mt_warn("Python 3.%d: _Py_IsFinalizing not found; native stacks only", minor);
+			return 1;
+		}
+	} else {
+		const struct dbg313 *d = dlsym(h, "_PyRuntime");
+		if (!d || memcmp(d->cookie, "xdebugpy", 8) || d->version != py_hex ||
+		    d->free_threaded) {
+			mt_warn("Python 3.13: %s; native stacks only",
+				!d ? "_PyRuntime not found"
+				: d->free_threaded ? "a free-threaded build is not supported"
+						   : "its debug offsets do not check out");
+			return 1;
+		}
+		L = (struct layout){
+			.minor = 13, .cf_current = -1, .fr_entry = -1,
+			.ts_frame = (long)d->thread_state.current_frame,
+			.fr_code = (long)d->interpreter_frame.executable,
+			.fr_prev = (long)d->interpreter_frame.previous,
+			.fr_instr = (long)d->interpreter_frame.instr_ptr,
+			.fr_owner = (long)d->interpreter_frame.owner,
+			.co_file = (long)d->code_object.filename,
+			.co_name = (long)d->code_object.qualname,
+			.co_lines = (long)d->code_object.linetable,
+			.co_first = (long)d->code_object.firstlineno,
+			.co_code = (long)d->code_object.co_code_adaptive,
+			.str_state = (long)d->unicode_object.state,
+			.str_len = (long)d->unicode_object.length,
+			.str_ascii = (long)d->unicode_object.asciiobject_size,
+			/* + utf8_length and utf8 (PyCompactUnicodeObject) */
+			.str_compact = (long)d->unicode_object.asciiobject_size + 16,
+			.bytes_size = (long)d->bytes_object.ob_size,
+			.bytes_data = (long)d->bytes_object.ob_sval,
+			.ob_type = (long)d->pyobject.ob_type,
+			.finalizing = (uintptr_t)d + d->runtime_state.finalizing,
+			.how = "debug_offsets"};
+	}
+	/* A build whose object header differs (Py_TRACE_REFS) fails here. */
+	if (rd(code_type + (uintptr_t)L.ob_type) != type_type) {
+		mt_warn("Python 3.%d: unexpected object layout (a debug build?); "
+			"native stacks only", minor);
+		return 1;
+	}
+	void **slot = (void **)(code_type + 48); /* tp_dealloc, every 3.x */
+	*(void **)&real_code_dealloc = *slot;
+	if (!real_code_dealloc)
+		return 1;
+	*slot = (void *)code_dealloc;
+	gave_up = 0;
+	__atomic_store_n(&mt_py_on, 1, __ATOMIC_RELEASE);
+	return 1;
+}
+
+static int
+find_libpython(struct dl_phdr_info *info, size_t size, void *arg) {
+	(void)size;
+	const char *base = strrchr(info->dlpi_name, '/');
+	base = base ? base + 1 : info->dlpi_name;
+	if (!strncmp(base, "libpython3", 10)) {
+		size_t n = strlen(info->dlpi_name);
+		if (n < 512) {
+			memcpy(arg, info->dlpi_name, n + 1);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+int
+mt_py_waiting(void) {
+	return mt_cfg.python && !mt_py_on && !gave_up;
+}
+
+void
+mt_py_init(void) {
+	if (!mt_cfg.python || mt_py_on || gave_up)
+		return;
+	if (!tried) { /* linked in: the executable (Debian) or a DT_NEEDED */
+		tried = 1;
+		if (setup(RTLD_DEFAULT))
+			return;
+	}
+	/* dlopen'ed later, perhaps RTLD_LOCAL: look for it by name */
+	char name[512];
+	if (dl_iterate_phdr(find_libpython, name) != 1)
+		return;
+	void *h = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
+	if (h) {
+		setup(h);
+		dlclose(h); /* NOLOAD took a reference */
+	}
+}
+
+/* ---- records ---------------------------------------------------------- */
+
+static void
+frame_line(struct mt_buf *b, uint32_t id) {
+	struct pyframe *p = mt_chunk_at(&frame_rec, id);
+	struct pycode *c = mt_chunk_at(&code_rec, p->code);
+	mt_buf_printf(b, "{\"type\":\"pyframe\",\"id\":%u,\"file\":", id);
+	mt_buf_jstr(b, c->file);
+	mt_buf_puts(b, ",\"func\":");
+	mt_buf_jstr(b, c->name);
+	mt_buf_printf(b, ",\"line\":%d}\n", p->line);
+}
+
+static void
+python_line(struct mt_buf *b) {
+	mt_buf_printf(b, "{\"type\":\"python\",\"version\":\"%d.%d.%d\",\"hex\":\"",
+		      (int)(py_hex >> 24), (int)(py_hex >> 16 & 255), (int)(py_hex >> 8 & 255));
+	mt_buf_hex(b, py_hex);
+	mt_buf_printf(b, "\",\"offsets\":\"%s\",\"depth\":%lu}\n", L.how,
+		      (unsigned long)mt_cfg.pydepth);
+}
+
+static void
+stack_line(struct mt_buf *b, uint32_t id) {
+	struct pystack *s = mt_chunk_at(&stack_rec, id);
+	mt_buf_printf(b, "{\"type\":\"pystack\",\"id\":%u,\"frames\":[", id);
+	for (int i = 0; i < s->n; i++)
+		mt_buf_printf(b, "%s%u", i ? "," : "", s->frames[i]);
+	mt_buf_puts(b, "],\"entry\":[");
+	for (int i = 0; i < s->n; i++)
+		mt_buf_printf(b, "%s%d", i ? "," : "", (int)(s->entry >> i & 1));
+	mt_buf_printf(b, "]%s}\n", s->truncated ? ",\"truncated\":true" : "");
+}
+
+void
+mt_py_emit(struct mt_buf *b, uint32_t id, int mark) {
+	if (!mt_py_on)
+		return;
+	if (!python_written || !mark) {
+		python_line(b);
+		python_written = mark;
+	}
+	if (!id || id >= mt_load(&nstacks))
+		return;
+	struct pystack *s = mt_chunk_at(&stack_rec, id);
+	if (mark && s->written)
+		return;
+	for (int i = 0; i < s->n; i++) {
+		struct pyframe *p = mt_chunk_at(&frame_rec, s->frames[i]);
+		if (mark && p->written)
+			continue;
+		frame_line(b, s->frames[i]);
+		p->written = (uint8_t)mark;
+	}
+	stack_line(b, id);
+	s->written = (uint8_t)mark;
+}
+
+void
+mt_py_emit_all(struct mt_buf *b) {
+	if (!mt_py_on)
+		return;
+	python_line(b);
+	uint32_t nf = mt_load(&nframes), ns = mt_load(&nstacks);
+	for (uint32_t i = 1; i < nf; i++)
+		frame_line(b, i);
+	for (uint32_t i = 1; i < ns; i++)
+		stack_line(b, i);
+}
+
+void
+mt_py_forget_written(void) {
+	python_written = 0;
+	for (uint32_t i = 1; i < mt_load(&nframes); i++)
+		((struct pyframe *)mt_chunk_at(&frame_rec, i))->written = 0;
+	for (uint32_t i = 1; i < mt_load(&nstacks); i++)
+		((struct pystack *)mt_chunk_at(&stack_rec, i))->written = 0;
+}
+
+void
+mt_py_stats(uint64_t *stacks, uint64_t *frames, uint64_t *retired,
+	    uint64_t *dropped, uint64_t *bytes) {
+	*stacks = mt_load(&nstacks) - 1;
+	*frames = mt_load(&nframes) - 1;
+	*retired = __atomic_load_n(&py_retired, __ATOMIC_RELAXED);
+	*dropped = __atomic_load_n(&py_dropped, __ATOMIC_RELAXED);
+	*bytes = py_bytes + code_rec.mapped + frame_rec.mapped + stack_rec.mapped;
+}
+
+void
+mt_py_prefork(void) {
+	mt_lock(&py_lock);
+}
+
+void
+mt_py_postfork_parent(void) {
+	mt_unlock(&py_lock);
+}
+
+void
+mt_py_postfork_child(void) {
+	mt_unlock(&py_lock);
+	python_written = 0;
+}

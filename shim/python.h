@@ -1,0 +1,49 @@
+/*
+ * python.h — Python frames for every tracked allocation of a CPython
+ * process (3.10 - 3.13), read from the allocating thread's own frame chain.
+ *
+ * Rules (as every shim header): never calls malloc; may run inside malloc,
+ * in any thread, before main, in a forked child.  The capture path calls
+ * exactly two CPython functions, both leaf readers that neither allocate
+ * nor need the GIL: PyGILState_GetThisThreadState (pthread_getspecific)
+ * and _Py_IsFinalizing (one load; 3.13 reads the flag through the debug
+ * offsets instead).  Everything else is plain loads from the thread's own
+ * frames and the code objects they pin.
+ */
+#ifndef MT_PYTHON_H
+#define MT_PYTHON_H
+#include <stdint.h>
+
+/* Find the interpreter (constructor, or the writer thread for a libpython
+ * dlopen'ed later).  Calls dlsym and Py_GetVersion (3.10 only): run with
+ * the re-entry guard held, never from a hook.  Idempotent. */
+void mt_py_init(void);
+/* 1 while a libpython loaded later could still turn frames on (the
+ * writer thread looks for one every second). */
+int mt_py_waiting(void);
+/* 1 once frames are being recorded in this process. */
+extern int mt_py_on;
+/* The Python stack of the calling thread: an id >= 1, or 0 when the thread
+ * has no Python frame (no thread state, finalizing, table full).  Takes
+ * the Python lock on a thread-cache miss only.  Never allocates. */
+uint32_t mt_py_capture(void);
+
+struct mt_buf;
+/* Write the python record (once per file) and the pyframe and pystack
+ * records pystack id needs that this file lacks.  Writer lock held.
+ * mark: remember them as written (0 for OOM dumps, which write all). */
+void mt_py_emit(struct mt_buf *b, uint32_t id, int mark);
+/* Every python, pyframe and pystack record (OOM dumps).  Lock-free. */
+void mt_py_emit_all(struct mt_buf *b);
+/* Forget what the snapshot file holds (new file, failed write, fork child). */
+void mt_py_forget_written(void);
+/* Counts for the snapshot's shim record: pystacks, pyframes, code objects
+ * retired, captures dropped (tables full), bytes mapped. */
+void mt_py_stats(uint64_t *stacks, uint64_t *frames, uint64_t *retired,
+		 uint64_t *dropped, uint64_t *bytes);
+/* fork: the child keeps every table (its frames are the parent's). */
+void mt_py_prefork(void);
+void mt_py_postfork_parent(void);
+void mt_py_postfork_child(void);
+
+#endif

@@ -1,0 +1,149 @@
+"""Python frames (issue 10), on Debian's python3 and on every other CPython
+3.10-3.13 found on the machine (pyenv's, when present):
+ - three known sites (one a method) get exactly their live bytes at
+   exactly their file:line; a forked child that leaves through os._exit
+   writes its file, and its stack keeps the parent's frames up to the fork;
+ - threads allocating with the GIL released (ctypes malloc) are charged to
+   their own thread's line, exactly;
+ - 300 generated modules, compiled, run and dropped (code objects
+   recycled): every allocation at the right file and line;
+ - `memtally report` shows the Python line as the call site, and the
+   hybrid stack replaces every _PyEval_EvalFrameDefault frame; --native
+   shows the native frames;
+ - an interpreter outside 3.10-3.13 gives one warning and native stacks;
+   MEMTALLY_PYTHON=0 writes no Python records;
+ - daemon threads allocating while the interpreter shuts down: 200 runs,
+   no crash, the program's exit code each time."""
+import glob, json, os, re, shutil, subprocess, sys
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
+import mt
+
+B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
+MT = os.environ.get('MT_MEMTALLY') or os.path.join(B, 'memtally')
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'py')
+LIB = os.path.join(B, 'libmemtally.so')
+
+def site_lines(script):
+    return {m.group(1): i + 1 for i, l in enumerate(open(os.path.join(HERE, script)))
+            for m in [re.search(r'# (SITE_\w+)', l)] if m}
+
+def run(py, script, out, *args, env_extra=None, check=True):
+    shutil.rmtree(out, ignore_errors=True)
+    env = dict(os.environ, LD_PRELOAD=LIB, MEMTALLY_OUT=out, **(env_extra or {}))
+    env.pop('PYTHONPATH', None)
+    r = subprocess.run([py, os.path.join(HERE, script)] + list(args), env=env,
+                       capture_output=True, text=True, timeout=120)
+    if check:
+        mt.eq(r.returncode, 0, '%s %s exit code' % (os.path.basename(py), script))
+    return r
+
+pythons = [('debian-3.11', '/usr/bin/python3')]
+for p in sorted(glob.glob('/root/.pyenv/versions/3.1[0-3].*/bin/python3') +
+                glob.glob(os.path.expanduser('~/.pyenv/versions/3.1[0-3].*/bin/python3'))):
+    v = p.split('/')[-3]
+    if v not in [n for n, _ in pythons]:
+        pythons.append((v, p))
+print('  interpreters: %s' % ', '.join(n for n, _ in pythons))
+
+for name, py in pythons:
+    out = os.path.join(OUT, 'sites-' + name)
+    run(py, 'py_sites.py', out)
+    lines = site_lines('py_sites.py')
+    fs = mt.files(out)
+    parent = [f for f in fs if any(s.get('label') == 'end' for s in f.snapshots)][0]
+    mt.check(parent.python is not None, '%s: python record %s' % (name, parent.python))
+    got = parent.live_by_pyline(parent.by_label('end'), 'py_sites.py')
+    fn_c = 'c' if name.startswith('3.10') else 'C.c'  # 3.10 has no qualname
+    want = {'py_sites.py:%d a' % lines['SITE_A']: 100 * 100001,
+            'py_sites.py:%d b' % lines['SITE_B']: 40 * 250001,
+            'py_sites.py:%d %s' % (lines['SITE_C'], fn_c): 30 * 1000001}
+    mt.eq({k: v for k, v in got.items() if k in want}, want, '%s: live bytes at the three lines' % name)
+    stray = {k: v for k, v in got.items() if k not in want and v >= 100000}
+    mt.eq(stray, {}, '%s: no large live bytes at other lines' % name)
+    kids = [f for f in fs if f.header['ppid'] == parent.header['pid']]
+    mt.eq(len(kids), 1, '%s: the forked child (os._exit) wrote its file' % name)
+    if kids:
+        k = kids[0]
+        sites = [c for c in k.by_label('child')['callsites']
+                 if k.pyframes_of(c['stack'])[:1] and
+                 k.pyframes_of(c['stack'])[0][2] == lines['SITE_CHILD'] and c['live_bytes'] == 77777]
+        mt.check(len(sites) == 1, '%s: child: 77777 B at line %d' % (name, lines['SITE_CHILD']))
+        if sites:
+            chain = [fr[1] for fr in k.pyframes_of(sites[0]['stack'])]
+            mt.eq(chain, ['child_work', '<module>'], '%s: child keeps the parent\'s frames' % name)
+
+    out = os.path.join(OUT, 'threads-' + name)
+    run(py, 'py_threads.py', out)
+    lines = site_lines('py_threads.py')
+    f = [f for f in mt.files(out) if any(s.get('label') == 'end' for s in f.snapshots)][0]
+    got = f.live_by_pyline(f.by_label('end'), 'py_threads.py')
+    want = {'py_threads.py:%d worker_a' % lines['SITE_A']: 3000 * 7777,
+            'py_threads.py:%d worker_b' % lines['SITE_B']: 3000 * 5555,
+            'py_threads.py:%d worker_c' % lines['SITE_C']: 3000 * 3333}
+    mt.eq({k: v for k, v in got.items() if k in want}, want,
+          '%s: each thread\'s line exactly (GIL released in worker_a)' % name)
+
+    out = os.path.join(OUT, 'stale-' + name)
+    run(py, 'py_stale.py', out, '300')
+    f = [f for f in mt.files(out) if any(s.get('label') == 'end' for s in f.snapshots)][0]
+    got = {}
+    for c in f.by_label('end')['callsites']:
+        fr = f.pyframes_of(c['stack'])
+        if c['kind'] == 'heap' and fr and fr[0][0].startswith('gen_'):
+            got[(fr[0][0], fr[0][2])] = got.get((fr[0][0], fr[0][2]), 0) + c['live_bytes']
+    want = {('gen_%d.py' % i, 4 + i % 7): 20000 + i for i in range(300)}
+    bad = [(k, got.get(k), v) for k, v in want.items() if got.get(k) != v]
+    mt.check(not bad, '%s: 300 recycled modules, each at its file and line (%d wrong%s)'
+             % (name, len(bad), ': %s' % bad[:3] if bad else ''))
+    extra = set(got) - set(want)
+    mt.check(not extra, '%s: nothing charged to a wrong file or line %s' % (name, sorted(extra)[:3]))
+    shim = f.by_label('end')['shim']
+    mt.check(shim.get('pycode_retired', 0) >= 300, '%s: %d dead code objects retired'
+             % (name, shim.get('pycode_retired', 0)))
+
+# The command: hybrid stacks by default, --native on demand (Debian's 3.11).
+out = os.path.join(OUT, 'sites-debian-3.11')
+lines = site_lines('py_sites.py')
+parent = [p for p in glob.glob(out + '/*.jsonl') if any('"label":"end"' in l for l in open(p))][0]
+r = subprocess.run([MT, 'report', '--json', '--stacks', parent], capture_output=True, text=True)
+mt.eq(r.returncode, 0, 'report --json exit code')
+top = json.loads(r.stdout)['processes'][0]['peak']['callsites'][0]
+mt.check(top['where'].startswith('C.c (py_sites.py:%d)' % lines['SITE_C']),
+         'the top site is named by its Python line: %r' % top['where'])
+pyf = [fr for fr in top['frames'] if fr.get('python')]
+mt.eq([fr['function'] for fr in pyf], ['C.c', '<module>'], 'hybrid stack: the Python frames')
+mt.check(not any(fr['function'] == '_PyEval_EvalFrameDefault' for fr in top['frames']),
+         'every interpreter-loop frame replaced by its Python frames')
+r = subprocess.run([MT, 'report', '--json', '--stacks', '--native', parent], capture_output=True, text=True)
+top = json.loads(r.stdout)['processes'][0]['peak']['callsites'][0]
+mt.check(not any(fr.get('python') for fr in top['frames']) and
+         any(fr['function'] == '_PyEval_EvalFrameDefault' for fr in top['frames']),
+         '--native: native frames only, the interpreter loop included')
+r = subprocess.run([MT, 'report', parent], capture_output=True, text=True)
+mt.check('a (py_sites.py:%d)' % lines['SITE_A'] in r.stdout, 'text report names a (py_sites.py:%d)' % lines['SITE_A'])
+
+# An interpreter outside 3.10-3.13: one warning, native stacks only.
+old = sorted(glob.glob('/root/.pyenv/versions/3.[6-9].*/bin/python3'))
+if old:
+    out = os.path.join(OUT, 'old')
+    r = run(old[-1], 'py_threads.py', out)
+    mt.eq(r.stderr.count('memtally: warning'), 1, '%s: one warning (%s)' % (old[-1].split('/')[-3], r.stderr.strip()))
+    f = mt.files(out)[0]
+    mt.check(f.python is None and not f.pyframes, 'no Python records from an unsupported version')
+else:
+    print('  (no CPython older than 3.10 on this machine: the unsupported-version check is skipped)')
+out = os.path.join(OUT, 'off')
+run('/usr/bin/python3', 'py_threads.py', out, env_extra={'MEMTALLY_PYTHON': '0'})
+f = mt.files(out)[0]
+mt.check(f.python is None and not f.pyframes and not f.stack_py, 'MEMTALLY_PYTHON=0: no Python records')
+
+# Shutdown under allocating daemon threads: 200 runs over the interpreters.
+crashes, runs = [], 0
+for i in range(200):
+    name, py = pythons[i % len(pythons)]
+    r = run(py, 'py_shutdown.py', os.path.join(OUT, 'shutdown'), check=False)
+    runs += 1
+    if r.returncode != 0:
+        crashes.append((name, r.returncode, r.stderr[-200:]))
+mt.eq(crashes, [], '%d shutdown runs with daemon threads allocating: exit code 0 each' % runs)
+mt.done()
