@@ -30,6 +30,7 @@ struct suspect {
 	double per_hour, per_step, tau, growth, share;
 	int64_t live;
 	int64_t from_ms; /* the window where it grows starts here */
+	size_t w0;       /* ... at this point */
 };
 
 struct ser {
@@ -121,16 +122,16 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 		while (lo < f->nsnaps && (double)f->snaps[lo].elapsed_ms < from)
 			lo++;
 		/* Teardown: a process that frees what it held on the way out
-		 * (an interpreter's exit) would hide every leak; the trailing
-		 * snapshots whose live bytes are below four fifths of the
-		 * peak are left out. */
-		int64_t pv = 0;
-		for (size_t i = lo; i < f->nsnaps; i++)
-			pv = fmax(pv, f->snaps[i].tot[K_HEAP].live_bytes + f->snaps[i].tot[K_MMAP].live_bytes);
+		 * (an interpreter's exit) would hide every leak (teardown_end). */
 		size_t end = f->nsnaps;
-		while (end > lo + 1 && f->snaps[end - 1].tot[K_HEAP].live_bytes +
-						f->snaps[end - 1].tot[K_MMAP].live_bytes < pv - pv / 5)
-			end--;
+		if (lo < f->nsnaps) {
+			double *y = xmalloc(f->nsnaps * sizeof *y);
+			for (size_t i = 0; i < f->nsnaps; i++)
+				y[i] = (double)(f->snaps[i].tot[K_HEAP].live_bytes +
+						f->snaps[i].tot[K_MMAP].live_bytes);
+			end = teardown_end(y, lo, f->nsnaps);
+			free(y);
+		}
 		size_t cnt = end > lo ? end - lo : 0;
 		for (size_t i = 0; i < cnt && npts < MAXPTS; i++) {
 			size_t k = cnt <= MAXPTS ? i : i * (cnt - 1) / (MAXPTS - 1);
@@ -172,10 +173,12 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 				lo = fmin(lo, s->y[k]), hi = fmax(hi, s->y[k]);
 			if (hi - lo < MIN_GROWTH)
 				continue; /* cannot have grown enough anywhere */
-			/* The whole window, else its second half, else its last
-			 * quarter: a leak that starts late (after a long start-up
-			 * such as `import torch`) is found on the part where it
-			 * grows. */
+			/* The whole window, its second half and its last quarter:
+			 * a leak that starts late (after a long start-up such as
+			 * `import torch`) is measured on the part where it grows.
+			 * The window that fits best wins (the longest on a tie),
+			 * so a late leak's rate is not diluted by the flat part. */
+			struct suspect best = {.tau = -1};
 			size_t starts[3] = {0, npts / 2, npts * 3 / 4};
 			for (int w = 0; w < 3; w++) {
 				size_t w0 = starts[w], n = npts - w0;
@@ -187,31 +190,69 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 				if (sl <= 0 || gr < MIN_GROWTH)
 					continue;
 				double tau = kendall_tau(xs, ys, n);
-				if (tau < 0.6)
+				if (tau < 0.6 || tau <= best.tau + 0.02)
+					continue;
+				/* a leak rises again and again; one step up (a cache
+				 * filled once, an arena taken during start-up) is not */
+				size_t ups = 0;
+				for (size_t k = 1; k < n; k++)
+					ups += ys[k] > ys[k - 1];
+				if (ups < 3 || 3 * ups < n - 1)
 					continue;
 				if (n >= 6) { /* still growing in the window's second half? */
 					size_t h = n / 2;
 					if (theil_sen(xs + h, ys + h, n - h) < 0.3 * sl)
 						continue;
 				}
+				best = (struct suspect){
+					.stack = s->stack, .kind = s->kind, .per_hour = sl,
+					.tau = tau, .growth = gr,
+					.share = total_growth > 0 ? fmin(1, gr / total_growth) : 0,
+					.live = (int64_t)s->y[npts - 1],
+					.per_step = mark ? theil_sen(steps + w0, ys, n) : NAN,
+					.from_ms = pts[w0]->elapsed_ms, .w0 = w0};
+			}
+			if (best.tau >= 0) {
 				sus = xrealloc(sus, (nsus + 1) * sizeof *sus);
-				struct suspect *t = &sus[nsus++];
-				t->stack = s->stack;
-				t->kind = s->kind;
-				t->per_hour = sl;
-				t->tau = tau;
-				t->growth = gr;
-				t->share = total_growth > 0 ? fmin(1, gr / total_growth) : 0;
-				t->live = (int64_t)s->y[npts - 1];
-				t->per_step = mark ? theil_sen(steps + w0, ys, n) : NAN;
-				t->from_ms = pts[w0]->elapsed_ms;
-				break;
+				sus[nsus++] = best;
 			}
 		}
 		free(m.v);
 		free(m.slot);
 		if (nsus)
 			qsort(sus, nsus, sizeof *sus, cmp_suspect);
+	}
+	/* The process over the top suspect's window: the suspects' growth
+	 * beside the tracked total's and RSS's (Theil-Sen), to tell how much
+	 * of the process's growth the suspects explain. */
+	double rss_h = NAN, tracked_h = NAN, foot_h = NAN, heap_h = NAN, sus_h = 0;
+	int64_t win_ms = 0;
+	if (nsus) {
+		size_t w0 = sus[0].w0, n = npts - w0;
+		double yr[MAXPTS], yt[MAXPTS], yf[MAXPTS], yh[MAXPTS];
+		int have_rss = 1, have_foot = 1;
+		for (size_t i = 0; i < n; i++) {
+			const struct snap *p = pts[w0 + i];
+			yr[i] = (double)p->rss_bytes;
+			have_rss &= p->rss_bytes >= 0;
+			yf[i] = (double)p->alloc_footprint;
+			have_foot &= p->alloc_footprint >= 0;
+			yt[i] = 0;
+			yh[i] = (double)p->tot[K_HEAP].live_bytes;
+			for (int k = 0; k < NKINDS; k++)
+				if (o->kind < 0 || o->kind == k)
+					yt[i] += (double)p->tot[k].live_bytes;
+		}
+		if (have_rss)
+			rss_h = theil_sen(x + w0, yr, n);
+		if (have_foot)
+			foot_h = theil_sen(x + w0, yf, n);
+		tracked_h = theil_sen(x + w0, yt, n);
+		heap_h = theil_sen(x + w0, yh, n);
+		for (size_t i = 0; i < nsus; i++)
+			if (sus[i].w0 == w0)
+				sus_h += sus[i].per_hour;
+		win_ms = pts[npts - 1]->elapsed_ms - pts[w0]->elapsed_ms;
 	}
 	if (o->json) {
 		if (!first)
@@ -223,6 +264,21 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 			sb_json_str(j, mark);
 		else
 			sb_puts(j, "null");
+		if (nsus) {
+			sb_printf(j, ",\"window_ms\":%lld,\"suspects_bytes_per_hour\":%.0f,"
+				     "\"tracked_bytes_per_hour\":%.0f,\"heap_bytes_per_hour\":%.0f,"
+				     "\"rss_bytes_per_hour\":",
+				  (long long)win_ms, sus_h, tracked_h, heap_h);
+			if (isnan(rss_h))
+				sb_puts(j, "null");
+			else
+				sb_printf(j, "%.0f", rss_h);
+			sb_puts(j, ",\"allocator_bytes_per_hour\":");
+			if (isnan(foot_h))
+				sb_puts(j, "null");
+			else
+				sb_printf(j, "%.0f", foot_h);
+		}
 		sb_puts(j, ",\"suspects\":[");
 		for (size_t i = 0; i < nsus && (int)i < o->top; i++) {
 			struct suspect *t = &sus[i];
@@ -273,6 +329,15 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 			}
 			if (mark)
 				printf("  (per step: growth per unit of the mark \"%s\")\n", mark);
+			char d[16];
+			printf("  over the top suspect's last %s: suspects %s/h, all tracked %s/h, "
+			       "allocator footprint %s/h, RSS %s/h\n",
+			       human_ms(win_ms, a), human((int64_t)sus_h, b), human((int64_t)tracked_h, c),
+			       isnan(foot_h) ? "?" : human((int64_t)foot_h, d),
+			       isnan(rss_h) ? "?" : human((int64_t)rss_h, name));
+			if (!isnan(foot_h) && foot_h > 1.5 * heap_h && heap_h > 0)
+				printf("  (the allocator's footprint grows %.1fx faster than the heap bytes "
+				       "live in it: fragmentation)\n", foot_h / heap_h);
 			printf("\n");
 		}
 	}

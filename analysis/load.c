@@ -279,6 +279,16 @@ snapshot(struct ctx *c, struct jv *o) {
 	s->vms_bytes = json_int(c->d, p, "vms_bytes", -1);
 	s->pss_bytes = json_int(c->d, p, "pss_bytes", -1);
 	s->cg_current = json_int(c->d, json_get(c->d, o, "cgroup"), "current_bytes", -1);
+	/* the allocator's footprint: glibc's arenas plus its mmapped
+	 * blocks, or jemalloc's resident bytes */
+	struct jv *al = json_get(c->d, o, "allocator");
+	s->alloc_footprint = -1;
+	if (al && al->type == J_OBJ) {
+		int64_t ar = json_int(c->d, al, "arena_bytes", -1),
+			hb = json_int(c->d, al, "hblkhd_bytes", -1),
+			rs = json_int(c->d, al, "resident_bytes", -1);
+		s->alloc_footprint = ar >= 0 && hb >= 0 ? ar + hb : rs;
+	}
 	for (int d = 0; d < MAX_DEVS; d++)
 		s->dev_live[d] = -1;
 	struct jv *devs = json_get(c->d, o, "devices");

@@ -31,6 +31,7 @@ struct snap {
 	int64_t wall_ns, mono_ns, elapsed_ms;
 	int64_t rss_bytes, vms_bytes;   /* -1 when absent */
 	int64_t pss_bytes, cg_current;  /* -1 when absent */
+	int64_t alloc_footprint;        /* allocator's own footprint, -1 when absent */
 #define MAX_DEVS 16
 	int64_t dev_live[MAX_DEVS];     /* per CUDA device, -1 when absent */
 	struct totals tot[NKINDS];

@@ -69,14 +69,9 @@ cmd_ranks(struct opts *o) {
 		k->final_dev = dev_live(last);
 		k->final_rss = (double)last->rss_bytes;
 		/* growth: over the second half of the run, without the teardown
-		 * (the trailing snapshots below four fifths of the peak), so
-		 * start-up and exit do not blur a rank's steady rate */
-		double top = 0;
-		for (size_t s2 = 0; s2 < f->nsnaps; s2++)
-			top = fmax(top, y[s2]);
-		size_t end = f->nsnaps;
-		while (end > 1 && y[end - 1] < 0.8 * top)
-			end--;
+		 * (teardown_end), so start-up and exit do not blur a rank's
+		 * steady rate */
+		size_t end = teardown_end(y, 0, f->nsnaps);
 		size_t from = end / 2;
 		k->growth = end - from >= 3 ? theil_sen(x + from, y + from, end - from) : 0;
 		free(x);

@@ -78,3 +78,21 @@ robust_z(const double *x, size_t n, double *z) {
 	}
 	free(t);
 }
+
+size_t
+teardown_end(const double *y, size_t lo, size_t n) {
+	if (n <= lo + 1)
+		return n;
+	double peak = y[lo];
+	for (size_t i = lo; i < n; i++)
+		peak = y[i] > peak ? y[i] : peak;
+	size_t end = n;
+	while (end > lo + 1 && y[end - 1] < 0.8 * peak)
+		end--;
+	size_t p = end - 1;
+	while (p > lo && y[p - 1] > y[p])
+		p--;
+	if (p < end - 1 && y[p] - y[end - 1] >= 0.05 * peak)
+		end = p + 1;
+	return end;
+}

@@ -48,6 +48,12 @@ def configs(fp_prog=False):
         'gperftools heap': ({'LD_PRELOAD': TC, 'HEAPPROFILE': os.path.join(TMP, 'gp')}, [],
                             'libtcmalloc.so.4 with HEAPPROFILE'),
     }
+    c['memtally exact, no Python'] = ({'LD_PRELOAD': SHIM, 'MEMTALLY_OUT': out('nopy'), 'MEMTALLY_PYTHON': '0'}, [],
+                                      'MEMTALLY_PYTHON=0: native stacks only')
+    c['memtally depth 1, no Python'] = ({'LD_PRELOAD': SHIM, 'MEMTALLY_OUT': out('d1nopy'), 'MEMTALLY_PYTHON': '0',
+                                         'MEMTALLY_DEPTH': '1'}, [], 'MEMTALLY_DEPTH=1 MEMTALLY_PYTHON=0')
+    c['memtally depth 1, Python'] = ({'LD_PRELOAD': SHIM, 'MEMTALLY_OUT': out('d1py'), 'MEMTALLY_DEPTH': '1'}, [],
+                                     'MEMTALLY_DEPTH=1, Python frames on')
     if fp_prog:
         c['memtally exact fp'] = ({'LD_PRELOAD': SHIM, 'MEMTALLY_OUT': out('fp'), 'MEMTALLY_UNWIND': 'fp'}, [],
                                   'MEMTALLY_UNWIND=fp, -fno-omit-frame-pointer build')
@@ -199,6 +205,32 @@ def main():
         md += ['## PyTorch CPU training loop (Debian python3-torch)', '',
                '`import torch` (about a million allocations) and the median of %s steps (some hundreds each), reported '
                'apart.' % steps, '', table(['configuration', 'import / step (median)', 'import', 'step', 'whole run', 'peak RSS'], rows)]
+    # (d) Python frames: what capturing them costs per allocation
+    R = '300' if QUICK else '20000'
+    wl = lambda n: ['env', 'PYTHONMALLOC=malloc', '/usr/bin/python3', os.path.join(ROOT, 'test/bench/pyalloc.py'), R]
+    names4 = ['bare glibc', 'memtally depth 1, no Python', 'memtally depth 1, Python', 'memtally exact, no Python',
+              'memtally exact', 'memtally sampled']
+    ext4 = lambda out: {'loop': float(re.search(r'loop_s ([0-9.]+)', out).group(1))} if 'loop_s' in out else {}
+    res4 = side_by_side('pyframes', wl, names4, ext4, ROUNDS)
+    d = os.path.join(TMP, 'out-exact')
+    snaps = [json.loads(l) for fn in os.listdir(d) for l in open(os.path.join(d, fn)) if '"type":"snapshot"' in l]
+    allocs = max(s['heap']['allocs'] for s in snaps)
+    pyst = max(s['shim'].get('pystacks', 0) for s in snaps)
+    per = lambda n: med([(m['loop'] - b['loop']) / allocs * 1e9 for m, b in zip(res4[n], res4['bare glibc'])
+                         if m.get('loop') and b.get('loop')])
+    rows = ratio_rows(res4, ['loop', 'cpu', 'rss'])
+    for r in rows:
+        r.insert(1, '%.0f' % per(r[0]) if r[0] != 'bare glibc' else '-')
+    py_ns = per('memtally depth 1, Python') - per('memtally depth 1, no Python')
+    nat_ns = per('memtally exact, no Python') - per('memtally depth 1, no Python')
+    md += ['## Python frames', '',
+           '`PYTHONMALLOC=malloc python3 test/bench/pyalloc.py %s`: %d allocations (every object a malloc call), each '
+           'made 13 Python frames deep (%d distinct Python stacks). ns per allocation over bare glibc from the loop\'s '
+           'own timing; the other columns are ratios to bare glibc.' % (R, allocs, pyst), '',
+           table(['configuration', 'ns per allocation over bare', 'loop time', 'CPU time', 'peak RSS'], rows),
+           'Python frame capture (depth 1 with Python frames minus depth 1 without): **%.0f ns** per allocation; '
+           'native unwinding to depth 32 (exact without Python minus depth 1 without): **%.0f ns** per allocation.'
+           % (py_ns, nat_ns), '']
     # micro-figures
     md += ['## Micro-figures', '']
     out = subprocess.run([os.path.join(TMP, 'unwindbench')], capture_output=True, text=True).stdout.split('\n')
