@@ -59,20 +59,23 @@ test: deps
 
 # check: strict warnings as errors, the whole suite, then the analysis
 # command built with ASan and UBSan through the analysis tests, and every
-# analysis command under valgrind memcheck, and the shim's tables under
-# ThreadSanitizer.
-check: deps
+# analysis command under valgrind memcheck, the shim's tables under
+# ThreadSanitizer, and libFuzzer on the command's reader and writers
+# (FUZZ_SECONDS per target, default 60).
+check:
+	MEMTALLY_DEPS_EXTRA="clang libclang-rt-14-dev $(MEMTALLY_DEPS_EXTRA)" bash scripts/setup-deps.sh
 	$(MAKE) clean
 	$(MAKE) all CFLAGS="-O2 -g $(STRICT)"
 	bash test/run.sh
 	$(MAKE) $(B)/asan/memtally
-	for t in analysis badinput mpi cuda oom; do \
+	for t in analysis badinput mpi cuda oom pyframes; do \
 		MT_MEMTALLY=$(CURDIR)/$(B)/asan/memtally MEMTALLY_LIB=$(CURDIR)/$(B)/libmemtally.so \
 		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		MEMTALLY_TEST=$$t bash test/run.sh || exit 1; done
 	bash test/valgrind.sh
 	$(MAKE) $(B)/test/tsan_test_tables
 	$(B)/test/tsan_test_tables
+	bash test/fuzz/run.sh
 
 $(B)/asan/memtally: $(AN_SRC) $(wildcard analysis/*.h)
 	mkdir -p $(B)/asan

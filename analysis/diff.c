@@ -63,7 +63,7 @@ compare(struct mfile *fa, const struct snap *a, struct mfile *fb,
 		r->fa = fa, r->sa = s->stack, r->kind = s->kind;
 		r->live_a = s->live_bytes, r->count_a = s->live_count, r->allocs_a = s->allocs;
 	}
-	qsort(rows, nr, sizeof *rows, cmp_key);
+	xqsort(rows, nr, sizeof *rows, cmp_key);
 	size_t na = nr;
 	for (size_t i = 0; i < nsb; i++) {
 		const struct site *s = &sb_[i];
@@ -82,7 +82,7 @@ compare(struct mfile *fa, const struct snap *a, struct mfile *fb,
 		r->fb = fb, r->sb = s->stack;
 		r->live_b += s->live_bytes, r->count_b += s->live_count, r->allocs_b += s->allocs;
 	}
-	qsort(rows, nr, sizeof *rows, cmp_row);
+	xqsort(rows, nr, sizeof *rows, cmp_row);
 	int64_t ta = 0, tb = 0;
 	for (size_t i = 0; i < nr; i++)
 		ta += rows[i].live_a, tb += rows[i].live_b;

@@ -187,7 +187,7 @@ draw(struct draw *d, struct fnode *n, double x, int level) {
 		}
 	}
 	sb_puts(d->o, "</text></g>\n");
-	qsort(n->kids, n->nkids, sizeof *n->kids, cmp_node);
+	xqsort(n->kids, n->nkids, sizeof *n->kids, cmp_node);
 	double cx = x;
 	for (size_t i = 0; i < n->nkids; i++) {
 		draw(d, n->kids[i], cx, level + 1);

@@ -220,7 +220,7 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 		free(m.v);
 		free(m.slot);
 		if (nsus)
-			qsort(sus, nsus, sizeof *sus, cmp_suspect);
+			xqsort(sus, nsus, sizeof *sus, cmp_suspect);
 	}
 	/* The process over the top suspect's window: the suspects' growth
 	 * beside the tracked total's and RSS's (Theil-Sen), to tell how much

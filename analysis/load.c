@@ -645,7 +645,7 @@ load_paths(struct run *r, char **paths, int npaths, int dumps, int optional) {
 			die(EXIT_BAD_INPUT, dumps ? "%s: no OOM dumps (memtally.*.oom*.jsonl) in this directory"
 						  : "%s: no memtally.*.jsonl files in this directory",
 			    paths[i]);
-		qsort(list + before, n - before, sizeof *list, cmp_str);
+		xqsort(list + before, n - before, sizeof *list, cmp_str);
 	}
 	r->files = xcalloc(n, sizeof *r->files);
 	r->nfiles = n;

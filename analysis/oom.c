@@ -34,7 +34,7 @@ one(struct mfile *f, struct opts *o, struct sb *j, int first) {
 			live += (int64_t)f->segs[i].size, nlive++;
 	struct segment *sv = xmalloc((f->nsegs + 1) * sizeof *sv);
 	memcpy(sv, f->segs, f->nsegs * sizeof *sv);
-	qsort(sv, f->nsegs, sizeof *sv, cmp_seg);
+	xqsort(sv, f->nsegs, sizeof *sv, cmp_seg);
 	size_t ev0 = f->nevents > 15 ? f->nevents - 15 : 0;
 	if (o->json) {
 		if (!first)

@@ -79,7 +79,7 @@ cmd_ranks(struct opts *o) {
 	}
 	if (!m)
 		die(EXIT_BAD_INPUT, "ranks: no process has a snapshot");
-	qsort(v, m, sizeof *v, cmp_rank);
+	xqsort(v, m, sizeof *v, cmp_rank);
 	double *fin = xmalloc(m * sizeof *fin), *gro = xmalloc(m * sizeof *gro),
 	       *rss = xmalloc(m * sizeof *rss), *zf = xmalloc(m * sizeof *zf),
 	       *zg = xmalloc(m * sizeof *zg), *zr = xmalloc(m * sizeof *zr);

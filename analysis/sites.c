@@ -194,6 +194,6 @@ cmp_live(const void *a, const void *b) {
 struct site *
 sites_sorted(struct mfile *f, const struct snap *s, size_t *n) {
 	struct site *v = snap_sites(f, s, n);
-	qsort(v, *n, sizeof *v, cmp_live);
+	xqsort(v, *n, sizeof *v, cmp_live);
 	return v;
 }

@@ -41,6 +41,10 @@ xstrndup(const char *s, size_t n) {
 	return p;
 }
 
+#ifdef MT_FUZZ
+jmp_buf *mt_fuzz_jmp;
+#endif
+
 void
 die(int code, const char *fmt, ...) {
 	va_list ap;
@@ -50,6 +54,10 @@ die(int code, const char *fmt, ...) {
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+#ifdef MT_FUZZ
+	if (mt_fuzz_jmp) /* the fuzz harness takes the error back (test/fuzz) */
+		longjmp(*mt_fuzz_jmp, code + 1);
+#endif
 	exit(code);
 }
 
@@ -166,6 +174,12 @@ double
 median(double *v, size_t n) {
 	if (!n)
 		return 0;
-	qsort(v, n, sizeof *v, cmp_double);
+	xqsort(v, n, sizeof *v, cmp_double);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+void
+xqsort(void *v, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
+	if (n > 1)
+		qsort(v, n, size, cmp);
 }

@@ -8,12 +8,20 @@
 
 enum { EXIT_OK = 0, EXIT_BAD_INPUT = 1, EXIT_USAGE = 2 };
 
+/* qsort that accepts (NULL, 0): qsort's pointer must not be NULL. */
+void xqsort(void *v, size_t n, size_t size, int (*cmp)(const void *, const void *));
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 /* "memtally: ..." on stderr, then exit(code). */
+#ifdef MT_FUZZ
+#include <setjmp.h>
+/* Fuzz builds only: set by the harness, die() jumps there instead of
+ * exiting (test/fuzz/fuzz_cmd.c). */
+extern jmp_buf *mt_fuzz_jmp;
+#endif
 void die(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
 void warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -21,6 +21,8 @@ run oom $o/test_cuda/oom
 run flame $o/test_analysis/leak -o $d/f.svg
 run html $o/test_pictures/run -o $d/r.html
 run torch $o/test_cuda/oom -o $d/d.pickle
+run report --stacks $o/test_pyframes/sites-debian-3.11
+run flame $o/test_pyframes/stale-debian-3.11 -o $d/p.svg
 rm -rf "$d" /tmp/vg.$$
 echo "valgrind: $((n - fail)) passed, $fail failed"
 [ $fail -eq 0 ]

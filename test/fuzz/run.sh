@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# test/fuzz/run.sh — libFuzzer (clang) on the memtally command, for a
+# bounded time (FUZZ_SECONDS per target, default 60), from seeds the shim
+# writes here: a leaking C program's snapshots, a CUDA OOM dump (fake
+# driver), a Python process's file (pyframe/pystack records).
+#   fuzz_reader:  report, leaks, ranks, oom on each input
+#   fuzz_writers: torch (pickle), html, flame on each input
+# Any crash, sanitizer report or timeout fails; afterwards every corpus
+# file `memtally torch` accepts must give a pickle Python's own pickle
+# loads.  Run by `make check`; needs clang with libFuzzer.
+set -eu
+cd "$(dirname "$0")/../.."
+B=$PWD/build
+F=$B/fuzz
+SECS=${FUZZ_SECONDS:-60}
+rm -rf "$F" && mkdir -p "$F/seeds"
+SRC=$(ls analysis/*.c | grep -v '/main.c$')
+for t in reader writers; do
+	clang -g -O1 -std=c11 -D_GNU_SOURCE -DMT_FUZZ -DFUZZ_$(echo $t | tr a-z A-Z) \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+		-Ianalysis -o "$F/fuzz_$t" test/fuzz/fuzz_cmd.c $SRC \
+		-x c analysis/main.c -Dmain=memtally_main -ldw -lelf -lm
+done
+# seeds
+MEMTALLY_OUT=$F/s1 MEMTALLY_EVERY=200 LD_PRELOAD=$B/libmemtally.so $B/test/prog_trainer leak 20 >/dev/null
+LD_LIBRARY_PATH=$B/test/fakecuda FAKE_CUDA_MEM=$((64 << 20)) MEMTALLY_OUT=$F/s2 LD_PRELOAD=$B/libmemtally.so \
+	$B/test/cuda_prog rt oom "$F/s2" >/dev/null 2>&1 || true
+MEMTALLY_OUT=$F/s3 LD_PRELOAD=$B/libmemtally.so /usr/bin/python3 -S -c \
+	'import ctypes; x = [bytearray(5000) for _ in range(50)]; ctypes.CDLL(None).memtally_snapshot(b"s")'
+n=0
+for f in "$F"/s*/*.jsonl; do
+	cp "$f" "$F/seeds/seed$n.$(basename "$f")"
+	n=$((n + 1))
+done
+echo "fuzz: $n seeds; ${SECS}s per target"
+for t in reader writers; do
+	mkdir -p "$F/corpus_$t"
+	cp "$F"/seeds/* "$F/corpus_$t/"
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		"$F/fuzz_$t" -max_total_time="$SECS" -timeout=20 -rss_limit_mb=4096 -max_len=400000 \
+		-close_fd_mask=2 -print_final_stats=1 -artifact_prefix="$F/crash_$t." \
+		"$F/corpus_$t" 2>&1 | grep -E '^(stat::number_of_executed_units|stat::new_units_added|==|SUMMARY|.*ERROR)' || true
+	if ls "$F"/crash_$t.* >/dev/null 2>&1; then
+		echo "fuzz_$t: FAILED, inputs kept in $F/crash_$t.*"
+		exit 1
+	fi
+done
+# every file `memtally torch` accepts gives a pickle Python loads
+ok=0 bad=0
+for f in $(ls "$F"/corpus_writers/* | head -300); do
+	if $B/memtally torch "$f" -o "$F/x.pickle" >/dev/null 2>&1; then
+		if /usr/bin/python3 -c 'import pickle,sys; pickle.load(open(sys.argv[1],"rb"))' "$F/x.pickle" 2>/dev/null; then
+			ok=$((ok + 1))
+		else
+			echo "fuzz: $f: memtally torch wrote a pickle Python cannot load"
+			bad=$((bad + 1))
+		fi
+	fi
+done
+echo "fuzz: $ok pickles from the corpus load in Python, $bad do not"
+[ "$bad" -eq 0 ]
+echo "fuzz: ok"
