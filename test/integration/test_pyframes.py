@@ -10,6 +10,10 @@
  - `memtally report` shows the Python line as the call site, and the
    hybrid stack replaces every _PyEval_EvalFrameDefault frame; --native
    shows the native frames;
+ - libpython dlopen'ed later (RTLD_LOCAL) by an embedder is found; a thread
+   with no Python state is shown as "[no Python frame]";
+ - CUDA allocations from Python (ctypes, fake driver): the OOM dump's PyTorch
+   pickle carries the Python line in every block's frames;
  - an interpreter outside 3.10-3.13 gives one warning and native stacks;
    MEMTALLY_PYTHON=0 writes no Python records;
  - daemon threads allocating while the interpreter shuts down: 200 runs,
@@ -121,6 +125,48 @@ mt.check(not any(fr.get('python') for fr in top['frames']) and
          '--native: native frames only, the interpreter loop included')
 r = subprocess.run([MT, 'report', parent], capture_output=True, text=True)
 mt.check('a (py_sites.py:%d)' % lines['SITE_A'] in r.stdout, 'text report names a (py_sites.py:%d)' % lines['SITE_A'])
+
+# libpython dlopen'ed later, RTLD_LOCAL, by an embedder; a thread with no
+# Python state is shown as such.
+libs = sorted(glob.glob('/root/.pyenv/versions/3.1[0-3].*/lib/libpython3.1[0-3].so'))
+if libs:
+    out = os.path.join(OUT, 'embed')
+    shutil.rmtree(out, ignore_errors=True)
+    r = subprocess.run([os.path.join(B, 'test', 'prog_embed'), libs[-1]], capture_output=True, text=True,
+                       env=dict(os.environ, LD_PRELOAD=LIB, MEMTALLY_OUT=out), timeout=60)
+    mt.eq((r.returncode, r.stdout), (0, 'embedded ok\n'), 'embedder: exit code and output (%s)' % r.stderr[-300:])
+    f = mt.files(out)[0]
+    end = f.by_label('end')
+    mt.check(f.python is not None, 'embedder: %s found after dlopen RTLD_LOCAL' % os.path.basename(libs[-1]))
+    got = [c['live_bytes'] for c in end['callsites'] if f.pyframes_of(c['stack'])[:1] == [('<string>', 'grab', 3)]]
+    mt.eq(got, [123457], 'embedder: 123457 B at <string>:3 grab')
+    nat = [c for c in end['callsites'] if c['live_bytes'] == 654321]
+    mt.check(len(nat) == 1 and f.stack_py.get(nat[0]['stack']) == 0,
+             'a thread with no Python state: its stack says so (py 0)')
+    if nat:
+        r = subprocess.run([MT, 'report', '--stacks', '--top', '3', out], capture_output=True, text=True)
+        mt.check('[no Python frame]' in r.stdout, 'report shows "[no Python frame]" for it')
+else:
+    print('  (no libpython3.1x.so on this machine: the dlopen case is skipped)')
+
+# CUDA allocations from Python: the OOM dump's PyTorch pickle has the lines.
+out = os.path.join(OUT, 'cuda')
+r = run('/usr/bin/python3', 'py_cuda.py', out, env_extra={
+    'LD_LIBRARY_PATH': os.path.join(B, 'test', 'fakecuda'), 'FAKE_CUDA_MEM': str(256 << 20)})
+dump = glob.glob(out + '/*.oom1.jsonl')
+mt.check(len(dump) == 1, 'Python CUDA OOM: one dump')
+if dump:
+    pk = os.path.join(OUT, 'py_cuda.pickle')
+    r = subprocess.run([MT, 'torch', dump[0], '-o', pk], capture_output=True, text=True)
+    mt.eq(r.returncode, 0, 'memtally torch exit code')
+    line = site_lines('py_cuda.py')['SITE_CUDA']
+    r = subprocess.run(['/usr/bin/python3', '-c', '''
+import pickle, sys
+d = pickle.load(open(sys.argv[1], "rb"))
+fr = [f for s in d["segments"] for b in s["blocks"] for f in b.get("frames", [])]
+print(sum(1 for f in fr if f["filename"].endswith("py_cuda.py") and f["line"] == int(sys.argv[2]) and f["name"] == "grab"))
+''', pk, str(line)], capture_output=True, text=True)
+    mt.eq(r.stdout.strip(), '16', 'the pickle\'s 16 blocks (256 MiB of 16 MiB) carry py_cuda.py:%d grab in their frames (%s)' % (line, r.stderr[-200:]))
 
 # An interpreter outside 3.10-3.13: one warning, native stacks only.
 old = sorted(glob.glob('/root/.pyenv/versions/3.[6-9].*/bin/python3'))
