@@ -1,5 +1,7 @@
 """Python frames (issue 10), on Debian's python3 and on every other CPython
 3.10-3.13 found on the machine (pyenv's, when present):
+ - shim/pylayout.h's offsets equal offsetof/sizeof from each interpreter's
+   own headers (where they are installed);
  - three known sites (one a method) get exactly their live bytes at
    exactly their file:line; a forked child that leaves through os._exit
    writes its file, and its stack keeps the parent's frames up to the fork;
@@ -48,6 +50,23 @@ for p in sorted(glob.glob('/root/.pyenv/versions/3.1[0-3].*/bin/python3') +
     if v not in [n for n, _ in pythons]:
         pythons.append((v, p))
 print('  interpreters: %s' % ', '.join(n for n, _ in pythons))
+
+# The layout table against each interpreter's own headers (offsetof).
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..')
+for name, py in pythons:
+    inc = subprocess.run([py, '-c', 'import sysconfig; print(sysconfig.get_paths()["include"])'],
+                         capture_output=True, text=True).stdout.strip()
+    if not os.path.exists(os.path.join(inc, 'internal', 'pycore_frame.h')) and not name.startswith('3.10'):
+        print('  (%s: no internal headers at %s: its offsets are not checked here)' % (name, inc))
+        continue
+    exe = os.path.join(OUT, 'pyoffsets-' + name)
+    c = subprocess.run(['gcc', '-I' + os.path.join(ROOT, 'shim'), '-I' + inc, '-I' + os.path.join(inc, 'internal'),
+                        '-o', exe, os.path.join(ROOT, 'test', 'unit', 'pyoffsets.c')], capture_output=True, text=True)
+    if c.returncode:
+        print('  (%s: the headers at %s do not compile here: %s)' % (name, inc, c.stderr.strip()[-200:]))
+        continue
+    r = subprocess.run([exe], capture_output=True, text=True)
+    mt.eq(r.returncode, 0, '%s: shim/pylayout.h matches the headers: %s' % (name, r.stdout.strip()))
 
 for name, py in pythons:
     out = os.path.join(OUT, 'sites-' + name)
