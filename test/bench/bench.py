@@ -213,9 +213,10 @@ def main():
     ext4 = lambda out: {'loop': float(re.search(r'loop_s ([0-9.]+)', out).group(1))} if 'loop_s' in out else {}
     res4 = side_by_side('pyframes', wl, names4, ext4, ROUNDS)
     d = os.path.join(TMP, 'out-exact')
-    snaps = [json.loads(l) for fn in os.listdir(d) for l in open(os.path.join(d, fn)) if '"type":"snapshot"' in l]
-    allocs = max(s['heap']['allocs'] for s in snaps)
-    pyst = max(s['shim'].get('pystacks', 0) for s in snaps)
+    snaps = {s.get('label'): s for s in (json.loads(l) for fn in os.listdir(d) for l in open(os.path.join(d, fn))
+                                         if '"type":"snapshot"' in l)}
+    allocs = snaps['loop1']['heap']['allocs'] - snaps['loop0']['heap']['allocs']
+    pyst = snaps['loop1']['shim'].get('pystacks', 0)
     per = lambda n: med([(m['loop'] - b['loop']) / allocs * 1e9 for m, b in zip(res4[n], res4['bare glibc'])
                          if m.get('loop') and b.get('loop')])
     rows = ratio_rows(res4, ['loop', 'cpu', 'rss'])
@@ -224,9 +225,10 @@ def main():
     py_ns = per('memtally depth 1, Python') - per('memtally depth 1, no Python')
     nat_ns = per('memtally exact, no Python') - per('memtally depth 1, no Python')
     md += ['## Python frames', '',
-           '`PYTHONMALLOC=malloc python3 test/bench/pyalloc.py %s`: %d allocations (every object a malloc call), each '
-           'made 13 Python frames deep (%d distinct Python stacks). ns per allocation over bare glibc from the loop\'s '
-           'own timing; the other columns are ratios to bare glibc.' % (R, allocs, pyst), '',
+           '`PYTHONMALLOC=malloc python3 test/bench/pyalloc.py %s`: its loop makes %d allocations (every object a '
+           'malloc call), each 13 Python frames deep (%d distinct Python stacks in the process). ns per allocation '
+           'over bare glibc from the loop\'s own timing and allocation count; the other columns are ratios to bare '
+           'glibc (whole process for CPU and RSS).' % (R, allocs, pyst), '',
            table(['configuration', 'ns per allocation over bare', 'loop time', 'CPU time', 'peak RSS'], rows),
            'Python frame capture (depth 1 with Python frames minus depth 1 without): **%.0f ns** per allocation; '
            'native unwinding to depth 32 (exact without Python minus depth 1 without): **%.0f ns** per allocation.'
