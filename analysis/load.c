@@ -146,6 +146,20 @@ maps(struct ctx *c, struct jv *o) {
 	}
 }
 
+/* Grow an id-indexed array to hold id (elements zeroed). */
+static void *
+grow_ids(void *v, size_t *n, size_t elem, int64_t id) {
+	if ((size_t)id < *n)
+		return v;
+	size_t m = *n ? *n : 64;
+	while (m <= (size_t)id)
+		m *= 2;
+	v = xrealloc(v, m * elem);
+	memset((char *)v + *n * elem, 0, (m - *n) * elem);
+	*n = m;
+	return v;
+}
+
 static void
 stack(struct ctx *c, struct jv *o) {
 	struct mfile *f = c->f;
@@ -155,14 +169,7 @@ stack(struct ctx *c, struct jv *o) {
 	struct jv *pcs = json_get(c->d, o, "pcs");
 	if (!pcs || pcs->type != J_ARR)
 		bad(c, "stack record without a \"pcs\" array");
-	if ((size_t)id >= f->nstacks) {
-		size_t n = f->nstacks ? f->nstacks : 64;
-		while (n <= (size_t)id)
-			n *= 2;
-		f->stacks = xrealloc(f->stacks, n * sizeof *f->stacks);
-		memset(f->stacks + f->nstacks, 0, (n - f->nstacks) * sizeof *f->stacks);
-		f->nstacks = n;
-	}
+	f->stacks = grow_ids(f->stacks, &f->nstacks, sizeof *f->stacks, id);
 	struct stack *s = &f->stacks[id];
 	free(s->pcs);
 	s->py = -1;
@@ -181,20 +188,6 @@ stack(struct ctx *c, struct jv *o) {
 	for (struct jv *x = json_child(c->d, pcs); x; x = json_next(c->d, x))
 		if (!json_hex(x, &s->pcs[i++]))
 			bad(c, "stack %lld: a pc is not a \"0x...\" address", (long long)id);
-}
-
-/* Grow an id-indexed array to hold id (elements zeroed). */
-static void *
-grow_ids(void *v, size_t *n, size_t elem, int64_t id) {
-	if ((size_t)id < *n)
-		return v;
-	size_t m = *n ? *n : 64;
-	while (m <= (size_t)id)
-		m *= 2;
-	v = xrealloc(v, m * elem);
-	memset((char *)v + *n * elem, 0, (m - *n) * elem);
-	*n = m;
-	return v;
 }
 
 static void

@@ -651,17 +651,27 @@ setup(void *h) {
 	return 1;
 }
 
+struct find {
+	char name[512];
+	unsigned long long adds; /* loader's count of objects added, last look */
+	int scanning;            /* past the first object of this look */
+};
+
 static int
 find_libpython(struct dl_phdr_info *info, size_t size, void *arg) {
-	(void)size;
+	struct find *f = arg;
+	if (!f->scanning++ &&
+	    size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds) {
+		if (info->dlpi_adds == f->adds)
+			return 2; /* nothing loaded since the last look */
+		f->adds = info->dlpi_adds;
+	}
 	const char *base = strrchr(info->dlpi_name, '/');
 	base = base ? base + 1 : info->dlpi_name;
-	if (!strncmp(base, "libpython3", 10)) {
-		size_t n = strlen(info->dlpi_name);
-		if (n < 512) {
-			memcpy(arg, info->dlpi_name, n + 1);
-			return 1;
-		}
+	size_t n = strlen(info->dlpi_name);
+	if (!strncmp(base, "libpython3", 10) && n < sizeof f->name) {
+		memcpy(f->name, info->dlpi_name, n + 1);
+		return 1;
 	}
 	return 0;
 }
@@ -680,11 +690,13 @@ mt_py_init(void) {
 		if (setup(RTLD_DEFAULT))
 			return;
 	}
-	/* dlopen'ed later, perhaps RTLD_LOCAL: look for it by name */
-	char name[512];
-	if (dl_iterate_phdr(find_libpython, name) != 1)
+	/* dlopen'ed later, perhaps RTLD_LOCAL: look for it by name (the
+	 * writer thread, every second, only when objects were loaded) */
+	static struct find f;
+	f.scanning = 0;
+	if (dl_iterate_phdr(find_libpython, &f) != 1)
 		return;
-	void *h = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
+	void *h = dlopen(f.name, RTLD_LAZY | RTLD_NOLOAD);
 	if (h) {
 		setup(h);
 		dlclose(h); /* NOLOAD took a reference */
