@@ -3,12 +3,10 @@ processes, SGD, torch.save) under `memtally run` prints the same losses and
 exits with the same code as without it, and every process -- the trainer
 and its two DataLoader workers (forked, leaving through os._exit) --
 writes its own file.  Then a 2-rank gloo job where rank 1 keeps every
-step's loss with its graph: `memtally ranks` names rank 1 and only rank 1.
-The ranks are started with the environment torchrun gives them (RANK,
-LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT): Debian's torchrun 1.13 fails
-under Python 3.11 before starting any rank ('NoneType' object has no
-attribute 'get' in torch.distributed.elastic)."""
-import json, os, subprocess, sys
+step's loss with its graph, under `memtally run -- torchrun
+--nproc_per_node 2`: a file per rank named by its rank, and `memtally ranks`
+names rank 1 and only rank 1."""
+import json, os, re, subprocess, sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
 
@@ -41,15 +39,20 @@ mt.check(trainer.final()['heap']['allocs'] > 100000, 'the trainer\'s allocations
 
 ddp = os.path.join(OUT, 'ddp')
 script2 = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'torch_ddp.py')
-procs = []
-for rank in (0, 1):
-    env = dict(os.environ, MASTER_ADDR='127.0.0.1', MASTER_PORT=str(29500 + os.getpid() % 400),
-               WORLD_SIZE='2', RANK=str(rank), LOCAL_RANK=str(rank))
-    procs.append(subprocess.Popen([MT, 'run', '--out', ddp, '--interval', '0.2', '--sample', '256K', '--',
-                                   '/usr/bin/python3', script2, '1'], env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True))
-outs = [p.communicate(timeout=300) for p in procs]
-mt.eq([p.returncode for p in procs], [0, 0], 'gloo ranks exit 0 (%s)' % [o[1][-200:] for o in outs if o[1]])
+# Debian's torchrun 1.13 under Python 3.11 fails before starting a rank with
+# its default --redirects 0 --tee 0 ('NoneType' object has no attribute
+# 'get': Std.from_str cannot find the 0-valued member of an IntFlag there);
+# --redirects 1 --tee 1 works around it (stdout to a log file and the console).
+r = subprocess.run([MT, 'run', '--out', ddp, '--interval', '0.2', '--sample', '256K', '--',
+                    'torchrun', '--nproc_per_node', '2', '--redirects', '1', '--tee', '1',
+                    '--master_port', str(29500 + os.getpid() % 400), script2, '1'],
+                   capture_output=True, text=True, timeout=300)
+mt.eq(r.returncode, 0, 'memtally run -- torchrun --nproc_per_node 2: exit code (%s)' % r.stderr[-300:])
+mt.check('ddp done' in r.stdout, 'the job ran to its end')
+mt.check(re.search(r'memtally: 3 new files in \S+; see: memtally report', r.stderr) is not None,
+         'one line says where the files are and what shows them')
+names = sorted(os.path.basename(f.path).split('.')[2] for f in mt.files(ddp))
+mt.eq([n for n in names if n.startswith('r')], ['r0', 'r1'], 'each rank\'s file is named by its rank')
 r = subprocess.run([MT, 'ranks', '--json', ddp], capture_output=True, text=True)
 mt.eq(json.loads(r.stdout)['outliers'] if r.returncode == 0 else None, [1], 'ranks names the leaking rank 1, and only it')
 mt.done()
