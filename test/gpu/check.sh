@@ -4,7 +4,8 @@
 # torch_check.py under the shim with the plain and the expandable-segments
 # allocator, and prints a table: memtally's live device bytes beside
 # torch.cuda.memory_reserved() and the driver's used bytes (cuMemGetInfo),
-# per step, and whether the OOM dump existed before PyTorch raised.
+# per step, whether the OOM dump existed before PyTorch raised, and whether
+# the tensors' device memory is charged to the Python line that made them.
 #   usage: bash test/gpu/check.sh [OUTDIR]
 set -u
 cd "$(dirname "$0")/../.."
@@ -24,7 +25,7 @@ import glob, json, os, sys
 d = sys.argv[1]
 res = json.load(open(os.path.join(d, 'result.json')))
 f = [p for p in glob.glob(os.path.join(d, 'memtally.*.jsonl')) if '.oom' not in p][0]
-snaps = {}
+snaps, frames, pystacks, stack_py = {}, {}, {}, {}
 for line in open(f):
     try:
         r = json.loads(line)
@@ -32,6 +33,12 @@ for line in open(f):
         continue
     if r.get('type') == 'snapshot' and r.get('label'):
         snaps[r['label']] = r
+    elif r.get('type') == 'pyframe':
+        frames[r['id']] = (os.path.basename(r['file']), r['line'])
+    elif r.get('type') == 'pystack':
+        pystacks[r['id']] = [frames[i] for i in r['frames']]
+    elif r.get('type') == 'stack':
+        stack_py[r['id']] = r.get('py', 0)
 print('allocator conf: %r  device: %s  torch %s' % (res['alloc_conf'], res['device'], res['torch']))
 print('%-10s %14s %14s %14s %14s' % ('step', 'memtally dev', 'torch reserved', 'driver used', 'mt - reserved'))
 ok = True
@@ -42,6 +49,13 @@ for step in ('start', 'plain', 'cublas', 'emptied', 'after_oom'):
     print('%-10s %14d %14d %14d %14d' % (step, live, t['reserved'], t['driver_used'], live - t['reserved']))
     # every byte PyTorch reserved went through the driver calls we wrap
     ok &= live >= t['reserved']
+# Python frames: the 8 x 64 MiB tensors' device memory is charged to the
+# line that made them, through PyTorch's caching allocator
+line = [i + 1 for i, l in enumerate(open('test/gpu/torch_check.py')) if 'x = [torch.empty' in l][0]
+at_line = sum(c['live_bytes'] for c in snaps.get('plain', {}).get('callsites', [])
+              if c['kind'].startswith('cuda') and ('torch_check.py', line) in pystacks.get(stack_py.get(c['stack'], 0), []))
+print('device bytes charged to torch_check.py:%d at "plain": %d (want >= %d)' % (line, at_line, 8 * (64 << 20)))
+ok &= at_line >= 8 * (64 << 20)
 oom = res['oom']
 dumps = glob.glob(os.path.join(d, '*.oom*.jsonl'))
 print('OOM: %s; dumps now: %d' % (oom, len(dumps)))
