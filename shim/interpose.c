@@ -214,6 +214,8 @@ realloc_common(void *p, size_t n, size_t size, int array) {
 		mt_heap_take(p, &old, &had);
 		errno = e;
 	}
+	/* the guard is set: what the real call allocates passes straight
+	 * through, and an OOM dump is written only after it returns */
 	void *q = array ? real.reallocarray(p, n, size) : real.realloc(p, n);
 	int e = errno;
 	if (p && (q || !total))

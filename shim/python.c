@@ -154,18 +154,29 @@ map_get(const struct map *m, uint64_t key) {
 	}
 }
 
+/* Add key -> val in a new slot (the stack index keeps equal hashes side
+ * by side; map_put first looks for the key). */
 static int
-map_put(struct map *m, uint64_t key, uint32_t val) {
+map_insert(struct map *m, uint64_t key, uint32_t val) {
 	if ((!m->k || (m->used + 1) * 2 > m->mask) && map_grow(m))
 		return ENOMEM;
 	uint64_t i = mix(key) & m->mask;
-	while (m->k[i] && m->k[i] != key)
+	while (m->k[i])
 		i = (i + 1) & m->mask;
-	if (!m->k[i])
-		m->used++;
 	m->k[i] = key;
 	m->v[i] = val;
+	m->used++;
 	return 0;
+}
+
+static int
+map_put(struct map *m, uint64_t key, uint32_t val) {
+	for (uint64_t i = m->k ? mix(key) & m->mask : 0; m->k && m->k[i]; i = (i + 1) & m->mask)
+		if (m->k[i] == key) {
+			m->v[i] = val;
+			return 0;
+		}
+	return map_insert(m, key, val);
 }
 
 /* Backward-shift deletion (no tombstones: code objects come and go). */
@@ -497,15 +508,9 @@ stack_id(const struct walk *w) {
 	s->frames = fr;
 	s->n = (uint8_t)w->n;
 	s->truncated = (uint8_t)w->truncated;
-	/* several stacks may share a hash: insert a new slot, not a replace */
-	if ((!stackix.k || (stackix.used + 1) * 2 > stackix.mask) && map_grow(&stackix))
+	/* several stacks may share a hash: a new slot, not a replace */
+	if (map_insert(&stackix, h, nstacks))
 		return 0;
-	uint64_t i = mix(h) & stackix.mask;
-	while (stackix.k[i])
-		i = (i + 1) & stackix.mask;
-	stackix.k[i] = h;
-	stackix.v[i] = nstacks;
-	stackix.used++;
 	uint32_t id = nstacks;
 	mt_store(&nstacks, id + 1);
 	return id;
@@ -738,27 +743,27 @@ stack_line(struct mt_buf *b, uint32_t id) {
 }
 
 void
-mt_py_emit(struct mt_buf *b, uint32_t id, int mark) {
+mt_py_emit(struct mt_buf *b, uint32_t id) {
 	if (!mt_py_on)
 		return;
-	if (!python_written || !mark) {
+	if (!python_written) {
 		python_line(b);
-		python_written = mark;
+		python_written = 1;
 	}
 	if (!id || id >= mt_load(&nstacks))
 		return;
 	struct pystack *s = mt_chunk_at(&stack_rec, id);
-	if (mark && s->written)
+	if (s->written)
 		return;
 	for (int i = 0; i < s->n; i++) {
 		struct pyframe *p = mt_chunk_at(&frame_rec, s->frames[i]);
-		if (mark && p->written)
-			continue;
-		frame_line(b, s->frames[i]);
-		p->written = (uint8_t)mark;
+		if (!p->written) {
+			frame_line(b, s->frames[i]);
+			p->written = 1;
+		}
 	}
 	stack_line(b, id);
-	s->written = (uint8_t)mark;
+	s->written = 1;
 }
 
 void

@@ -30,9 +30,9 @@ uint32_t mt_py_capture(void);
 
 struct mt_buf;
 /* Write the python record (once per file) and the pyframe and pystack
- * records pystack id needs that this file lacks.  Writer lock held.
- * mark: remember them as written (0 for OOM dumps, which write all). */
-void mt_py_emit(struct mt_buf *b, uint32_t id, int mark);
+ * records pystack id needs that the snapshot file lacks, and remember them
+ * as written.  Writer lock held. */
+void mt_py_emit(struct mt_buf *b, uint32_t id);
 /* Every python, pyframe and pystack record (OOM dumps).  Lock-free. */
 void mt_py_emit_all(struct mt_buf *b);
 /* Forget what the snapshot file holds (new file, failed write, fork child). */

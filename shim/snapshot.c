@@ -219,6 +219,18 @@ ours(int f) {
 	       (uint64_t)st.st_ino == file_ino && st.st_nlink > 0;
 }
 
+/* The file lacks every stack and Python record (new, re-created, or a
+ * write that failed and was cut back): write them again as used. */
+static void
+forget_written(void) {
+	for (uint32_t i = 0; i < mt_stack_count(); i++) {
+		struct track *t = mt_chunk_at(&track, i);
+		if (t)
+			t->written = 0;
+	}
+	mt_py_forget_written();
+}
+
 static int
 ensure_open(void) {
 	if (fd >= 0 && ours(fd))
@@ -263,12 +275,7 @@ ensure_open(void) {
 	b->len = 0;
 	if (st.st_size == 0) { /* a new (or deleted and re-created) file */
 		header(b);
-		for (uint32_t i = 0; i < mt_stack_count(); i++) {
-			struct track *t = mt_chunk_at(&track, i);
-			if (t)
-				t->written = 0;
-		}
-		mt_py_forget_written();
+		forget_written();
 	}
 	return 0;
 }
@@ -373,7 +380,7 @@ stack_line(struct mt_buf *b, uint32_t id, int mark) {
 	const uintptr_t *pcs = mt_stack_frames(id, &n);
 	uint32_t py = mt_stack_py(id);
 	if (mark) /* its Python records first (a dump has written them all) */
-		mt_py_emit(b, py, 1);
+		mt_py_emit(b, py);
 	mt_buf_printf(b, "{\"type\":\"stack\",\"id\":%u,", id);
 	if (mt_py_on)
 		mt_buf_printf(b, "\"py\":%u,", py);
@@ -634,12 +641,7 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	}
 	lines.flush_fd = out.flush_fd = 0;
 	if (err) { /* what the file lacks is written again next time */
-		for (uint32_t i = 0; i < mt_stack_count(); i++) {
-			struct track *t = mt_chunk_at(&track, i);
-			if (t)
-				t->written = 0;
-		}
-		mt_py_forget_written();
+		forget_written();
 		last_adds = last_subs = ~0ull;
 	}
 	full_next = err != 0;
