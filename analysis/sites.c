@@ -68,15 +68,11 @@ first_informative(const struct frame *fr, int nf) {
 	return i == nf ? 0 : i;
 }
 
-static int
-frames(const struct mfile *f, uint32_t stack, struct frame *out, int max) {
-	return site_frames(f, stack, out, max);
-}
 
 const char *
 site_name(const struct mfile *f, uint32_t stack, int ctx, char *buf, size_t n) {
 	struct frame fr[MAXF];
-	int nf = frames(f, stack, fr, MAXF);
+	int nf = site_frames(f, stack, fr, MAXF);
 	if (!nf) {
 		snprintf(buf, n, "[unknown stack]");
 		return buf;
@@ -105,7 +101,7 @@ site_name(const struct mfile *f, uint32_t stack, int ctx, char *buf, size_t n) {
 const char *
 site_func(const struct mfile *f, uint32_t stack, char *buf, size_t n) {
 	struct frame fr[MAXF];
-	int nf = frames(f, stack, fr, MAXF);
+	int nf = site_frames(f, stack, fr, MAXF);
 	int i = first_informative(fr, nf);
 	if (!nf)
 		snprintf(buf, n, "[unknown]");
@@ -143,7 +139,7 @@ site_key(const struct mfile *f, uint32_t stack, int kind) {
 void
 site_print_stack(FILE *out, const struct mfile *f, uint32_t stack, const char *prefix) {
 	struct frame fr[MAXF];
-	int nf = frames(f, stack, fr, MAXF);
+	int nf = site_frames(f, stack, fr, MAXF);
 	char t[1024];
 	if (!nf)
 		fprintf(out, "%s[unknown stack]\n", prefix);
@@ -154,7 +150,7 @@ site_print_stack(FILE *out, const struct mfile *f, uint32_t stack, const char *p
 void
 site_json_stack(struct sb *s, const struct mfile *f, uint32_t stack) {
 	struct frame fr[MAXF];
-	int nf = frames(f, stack, fr, MAXF);
+	int nf = site_frames(f, stack, fr, MAXF);
 	sb_putc(s, '[');
 	for (int i = 0; i < nf; i++) {
 		if (i)
