@@ -225,6 +225,11 @@ cmd_run(int argc, char **argv) {
 	while (waitpid(child, &st, 0) < 0 && errno == EINTR)
 		;
 	int n = count_files(absout) - before;
+	if (WIFSIGNALED(st))
+		fprintf(stderr, "memtally: %s was killed by signal %d (SIG%s)%s%s\n", argv[i],
+			WTERMSIG(st), sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?",
+			WCOREDUMP(st) ? ", core dumped" : "",
+			n ? "" : "; a process killed before its first snapshot leaves no file");
 	fprintf(stderr, "memtally: %d new file%s in %s; see: memtally report %s\n", n,
 		n == 1 ? "" : "s", absout, absout);
 	if (WIFEXITED(st))

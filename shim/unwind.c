@@ -51,17 +51,98 @@ strip_self(uintptr_t *pcs, int n) {
 	return n - skip;
 }
 
-/* Frame-pointer walk.  Each frame must lie above the previous one, within
- * 16 MiB of the start (no stack is larger without a guard we would hit
- * first), and be 16-byte aligned as the x86-64 ABI requires. */
+/* The calling thread's stack: the readable mapping that holds its stack
+ * pointer, found once per thread (and again when the stack pointer is
+ * elsewhere: a coroutine, a signal stack) by reading /proc/self/maps with
+ * raw syscalls through a fixed buffer.  pthread_getattr_np would tell the
+ * same but allocates (the cpuset, and fopen of the maps for the main
+ * thread).  Reading inside one readable anonymous mapping cannot fault, so
+ * a frame chain through garbage ends at the mapping's top instead of in
+ * SIGSEGV (it did: Py_FinalizeEx's frames under PYTHONMALLOC=malloc).
+ * Never allocates. */
+static MT_TLS uintptr_t stk_lo, stk_hi;
+static MT_TLS int stk_none; /* sp in no readable mapping: do not look again */
+
+static uint64_t
+hexval(const char **s, const char *end) {
+	uint64_t v = 0;
+	for (; *s < end; ++*s) {
+		char c = **s;
+		int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+		if (d < 0)
+			break;
+		v = v << 4 | (uint64_t)d;
+	}
+	return v;
+}
+
+/* One line's head "lo-hi rwxp": 1 and the range if it holds sp, readable. */
+static int
+maps_line(const char *s, const char *end, uintptr_t sp, uintptr_t *lo, uintptr_t *hi) {
+	uint64_t a = hexval(&s, end);
+	if (s >= end || *s++ != '-')
+		return 0;
+	uint64_t b = hexval(&s, end);
+	if (s + 2 > end || *s++ != ' ' || *s != 'r')
+		return 0;
+	if (sp < a || sp >= b)
+		return 0;
+	*lo = (uintptr_t)a;
+	*hi = (uintptr_t)b;
+	return 1;
+}
+
+static int
+find_stack(uintptr_t sp) {
+	long fd = mt_sys(SYS_openat, -100 /* AT_FDCWD */, "/proc/self/maps",
+			 02000000 /* O_RDONLY | O_CLOEXEC */, 0, 0, 0);
+	if (fd < 0)
+		return 0;
+	char buf[4096], head[64];
+	size_t hn = 0;   /* bytes of the current line's head kept */
+	int skipping = 0; /* past the head: skip to the newline */
+	int found = 0;
+	long r;
+	while (!found && (r = mt_sys(SYS_read, fd, buf, sizeof buf, 0, 0, 0)) > 0) {
+		for (long i = 0; i < r && !found; i++) {
+			char c = buf[i];
+			if (c == '\n') {
+				if (!skipping)
+					found = maps_line(head, head + hn, sp, &stk_lo, &stk_hi);
+				hn = 0;
+				skipping = 0;
+			} else if (!skipping) {
+				head[hn++] = c;
+				if (hn == sizeof head) {
+					found = maps_line(head, head + hn, sp, &stk_lo, &stk_hi);
+					skipping = 1;
+				}
+			}
+		}
+	}
+	mt_sys(SYS_close, fd, 0, 0, 0, 0, 0);
+	return found;
+}
+
+/* Frame-pointer walk inside the thread's stack: each frame must lie above
+ * the previous one, 16 bytes below the stack's top at most, and be 16-byte
+ * aligned as the x86-64 ABI requires.  Returns -1 when the stack is not
+ * known (the caller falls back to libunwind). */
 static int
 fp_walk(uintptr_t *pcs, int max) {
 	uintptr_t *fp = __builtin_frame_address(0);
-	uintptr_t lo = (uintptr_t)fp, hi = lo + (16u << 20);
+	uintptr_t sp = (uintptr_t)fp;
+	if (MT_UNLIKELY(sp < stk_lo || sp >= stk_hi)) {
+		if (stk_none || !find_stack(sp)) {
+			stk_none = 1;
+			return -1;
+		}
+	}
+	uintptr_t lo = sp, hi = stk_hi;
 	int n = 0;
 	while (n < max) {
 		uintptr_t f = (uintptr_t)fp;
-		if (f < lo || f + 16 > hi || (f & 15))
+		if (f < lo || f > hi - 16 || (f & 15))
 			break;
 		uintptr_t ret = fp[1];
 		if (ret < 4096)
@@ -81,7 +162,9 @@ mt_unwind(uintptr_t *pcs, int max, int fp) {
 	enum { EXTRA = 8 };
 	uintptr_t tmp[128 + EXTRA];
 	int want = max + EXTRA;
-	int n = fp ? fp_walk(tmp, want) : unw_backtrace((void **)tmp, want);
+	int n = fp ? fp_walk(tmp, want) : -1;
+	if (n < 0)
+		n = unw_backtrace((void **)tmp, want);
 	if (n <= 0)
 		return 0;
 	n = strip_self(tmp, n);

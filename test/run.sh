@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # test/run.sh — runs every test and ends with "N passed, N failed".
 #   MEMTALLY_TEST=name        run only tests whose name contains this
+#   MEMTALLY_TEST=name:case   ... and within them only that case (a test
+#                             that has cases reads MEMTALLY_CASE: mt.case())
 #   MEMTALLY_TEST_PREFIX=...  wrap C test binaries (e.g. "gdb --args")
 # A test is test/unit/test_*.c (built, run), test/integration/test_*.py
 # (run with Debian's /usr/bin/python3) or test/integration/test_*.sh.
@@ -9,10 +11,12 @@ set -u
 cd "$(dirname "$0")/.."
 export MT_BUILD=$PWD/build PY=/usr/bin/python3
 make -s tests >/dev/null || { echo "building the tests failed"; echo "0 passed, 1 failed"; exit 1; }
+filter=${MEMTALLY_TEST:-}
+case "$filter" in *:*) export MEMTALLY_CASE=${filter#*:}; filter=${filter%%:*} ;; esac
 pass=0 fail=0 failed=()
 run_one() { # name cmd...
 	local name=$1; shift
-	case "$name" in *"${MEMTALLY_TEST:-}"*) ;; *) return ;; esac
+	case "$name" in *"$filter"*) ;; *) return ;; esac
 	export MT_OUT=$PWD/test/out/$name
 	rm -rf "$MT_OUT"; mkdir -p "$MT_OUT"
 	local t0=$SECONDS log=$MT_OUT/log

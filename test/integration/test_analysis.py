@@ -30,6 +30,10 @@ mt.eq(r.returncode, 7, 'run: non-zero exit code passed through')
 r = subprocess.run([MT, 'run', '--out', os.path.join(OUT, 'nx'), '--', '/nonexistent/cmd'],
                    capture_output=True, text=True)
 mt.eq(r.returncode, 127, 'run: a missing command exits 127')
+r, _ = traced('killed', ['/bin/sh', '-c', 'kill -SEGV $$'])
+mt.eq(r.returncode, 128 + 11, 'run: death by a signal exits 128+N')
+mt.check('/bin/sh was killed by signal 11 (SIGSEGV)' in r.stderr,
+         'run: says which signal killed the command: %r' % r.stderr.strip())
 
 # report --json: exact bytes by function
 r = memtally('report', '--json', '--top', '50', known)

@@ -1,7 +1,11 @@
 """Real programs under the shim behave as without it (same output, same
 exit code): -z now with &malloc, a constructor allocating before main, a
 dlopen'ed library allocating, Python 3 running an object-heavy script, gcc
-compiling a file.  Their allocations are tracked where they can be named."""
+compiling a file.  Their allocations are tracked where they can be named.
+Every case runs twice: with libunwind and with the frame-pointer walker
+(MEMTALLY_UNWIND=fp), which once crashed Python in Py_FinalizeEx by
+following a frame chain out of the thread's stack.  MEMTALLY_CASE=name
+runs one case (znow, ctor, python, python-malloc, gcc)."""
 import os, subprocess, sys, tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
@@ -10,28 +14,32 @@ B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
 SHIM = os.path.join(B, 'libmemtally.so')
 T = os.path.join(B, 'test')
 
-def both(name, argv, cwd=None):
+def both(name, argv, cwd=None, extra_env=None):
     """Run argv without and with the shim; compare output and exit code."""
+    name = '%s/%s' % (UNWIND, name)
     out = os.path.join(OUT, name)
-    plain = subprocess.run(argv, capture_output=True, cwd=cwd)
-    env = dict(os.environ, LD_PRELOAD=SHIM, MEMTALLY_OUT=out)
+    xenv = extra_env or {}
+    plain = subprocess.run(argv, capture_output=True, cwd=cwd, env=dict(os.environ, **xenv))
+    env = dict(os.environ, LD_PRELOAD=SHIM, MEMTALLY_OUT=out, MEMTALLY_UNWIND=UNWIND, **xenv)
     shim = subprocess.run(argv, capture_output=True, cwd=cwd, env=env)
     mt.eq(shim.returncode, plain.returncode, name + ': same exit code')
     mt.check(shim.stdout == plain.stdout, name + ': same stdout (%d bytes)' % len(plain.stdout))
     mt.check(shim.stderr == plain.stderr, name + ': same stderr %r' % shim.stderr[-300:])
     return mt.files(out)
 
-fs = both('znow', [os.path.join(T, 'prog_znow')])
-agg = fs[0].sites_by_function(fs[0].final(), kinds=['heap'])
-mt.eq(agg.get(('main', 'heap'), {}).get('live_count'), 50, 'znow: 50 of 100 blocks live, through &malloc')
+def znow():
+    fs = both('znow', [os.path.join(T, 'prog_znow')])
+    agg = fs[0].sites_by_function(fs[0].final(), kinds=['heap'])
+    mt.eq(agg.get(('main', 'heap'), {}).get('live_count'), 50, 'znow: 50 of 100 blocks live, through &malloc')
 
-fs = both('ctor', [os.path.join(T, 'prog_ctor'), os.path.join(T, 'lib_alloc.so')])
-f = fs[0]
-agg = f.sites_by_function(f.final(), kinds=['heap'])
-mt.eq(agg.get(('ctor_alloc', 'heap'), {}).get('live_bytes'), 4242, 'ctor: allocation before main tracked')
-mt.eq(agg.get(('lib_alloc', 'heap'), {}).get('live_bytes'), 30 * 5555, 'dlopen: library function tracked')
-mt.eq(agg.get(('lib_ctor', 'heap'), {}).get('live_bytes'), 999, 'dlopen: library constructor tracked')
-mt.check(any(m['path'].endswith('lib_alloc.so') for m in f.maps), 'dlopen: maps record rewritten with the library')
+def ctor():
+    fs = both('ctor', [os.path.join(T, 'prog_ctor'), os.path.join(T, 'lib_alloc.so')])
+    f = fs[0]
+    agg = f.sites_by_function(f.final(), kinds=['heap'])
+    mt.eq(agg.get(('ctor_alloc', 'heap'), {}).get('live_bytes'), 4242, 'ctor: allocation before main tracked')
+    mt.eq(agg.get(('lib_alloc', 'heap'), {}).get('live_bytes'), 30 * 5555, 'dlopen: library function tracked')
+    mt.eq(agg.get(('lib_ctor', 'heap'), {}).get('live_bytes'), 999, 'dlopen: library constructor tracked')
+    mt.check(any(m['path'].endswith('lib_alloc.so') for m in f.maps), 'dlopen: maps record rewritten with the library')
 
 script = r'''
 import collections, json
@@ -42,21 +50,41 @@ objs = [collections.OrderedDict(a=i, b=[i] * 5) for i in range(50000)]
 s = json.dumps([d['k%d' % i] for i in range(0, 200000, 7)])
 print(len(d), len(objs), len(s), sum(len(v[1]) for v in d.values()))
 '''
-fs = both('python', ['/usr/bin/python3', '-c', script])
-mt.check(len(fs) == 1 and fs[0].final()['heap']['allocs'] > 1000, 'python: allocations tracked')
 
-with tempfile.TemporaryDirectory() as d:
-    src = os.path.join(d, 'gen.c')
-    with open(src, 'w') as f:
-        f.write('#include <stdio.h>\n')
-        for i in range(400):
-            f.write('static int f%d(int x) { return x * %d + (x >> 3); }\n' % (i, i))
-        f.write('int main(void) { int s = 0;\n')
-        for i in range(400):
-            f.write('  s += f%d(%d);\n' % (i, i))
-        f.write('  printf("%d\\n", s); return 0; }\n')
-    fs = both('gcc', ['gcc', '-O2', '-c', '-o', os.path.join(d, 'gen.o'), src], cwd=d)
-    exes = sorted(os.path.basename(f.header['exe']) for f in fs)
-    mt.check('cc1' in exes and any('gcc' in e for e in exes),
-             'gcc: the driver and cc1 each wrote a file: %s' % exes)
+def python():
+    fs = both('python', ['/usr/bin/python3', '-c', script])
+    mt.check(len(fs) == 1 and fs[0].final()['heap']['allocs'] > 1000, 'python: allocations tracked')
+
+def gcc():
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, 'gen.c')
+        with open(src, 'w') as f:
+            f.write('#include <stdio.h>\n')
+            for i in range(400):
+                f.write('static int f%d(int x) { return x * %d + (x >> 3); }\n' % (i, i))
+            f.write('int main(void) { int s = 0;\n')
+            for i in range(400):
+                f.write('  s += f%d(%d);\n' % (i, i))
+            f.write('  printf("%d\\n", s); return 0; }\n')
+        fs = both('gcc', ['gcc', '-O2', '-c', '-o', os.path.join(d, 'gen.o'), src], cwd=d)
+        exes = sorted(os.path.basename(f.header['exe']) for f in fs)
+        mt.check('cc1' in exes and any('gcc' in e for e in exes),
+                 'gcc: the driver and cc1 each wrote a file: %s' % exes)
+
+def python_malloc():
+    # Every object through malloc: the walker sees the interpreter's frames
+    # down to Py_FinalizeEx (the fp crash was there, every time).
+    for i in range(3):
+        fs = both('python-malloc%d' % i,
+                  ['/usr/bin/python3', '-c', 'import json; print(len(json.dumps(list(range(10000)))))'],
+                  extra_env={'PYTHONMALLOC': 'malloc'})
+        mt.check(len(fs) == 1 and fs[0].final()['heap']['allocs'] > 1000,
+                 'python-malloc%d: allocations tracked' % i)
+
+for UNWIND in ('libunwind', 'fp'):
+    print('-- MEMTALLY_UNWIND=%s' % UNWIND)
+    for name, fn in (('znow', znow), ('ctor', ctor), ('python', python),
+                     ('python-malloc', python_malloc), ('gcc', gcc)):
+        if mt.case(name):
+            fn()
 mt.done()

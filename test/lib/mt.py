@@ -155,3 +155,9 @@ def eq(got, want, what):
 
 def done():
     sys.exit(1 if failures else 0)
+
+def case(name):
+    """Whether to run the case called name: MEMTALLY_CASE=name (run.sh's
+    MEMTALLY_TEST=file:case sets it) runs that case alone; unset, all."""
+    want = os.environ.get('MEMTALLY_CASE', '')
+    return not want or want == name
