@@ -6,11 +6,10 @@
  *  1. direct: the exported cuMemAlloc_v2 & co. serve programs linked with
  *     -lcuda; the real function is the next definition after ours.
  *  2. dlsym: libraries dlopen("libcuda.so.1") and dlsym on that handle,
- *     which never searches LD_PRELOAD, so dlsym itself is interposed: a
- *     request for a tracked entry point returns our wrapper and records
- *     the driver's pointer.  Every other request is a tail call to the
- *     real dlsym (RTLD_NEXT is resolved relative to the caller's return
- *     address).  The real dlsym comes from dlvsym, never interposed.
+ *     which never searches LD_PRELOAD, so dlsym itself is interposed (the
+ *     trampoline in dl.c): a request for a tracked entry point comes to
+ *     serve_dlsym, which returns our wrapper and records the driver's
+ *     pointer.  Every other request jumps to the real dlsym.
  *  3. cuGetProcAddress[_v2]: its results are substituted by (symbol,
  *     cudaVersion, flags): the per-thread-stream flag selects the _ptsz
  *     wrapper, a version below the _v2 ABI passes through untouched.  Its
@@ -27,6 +26,7 @@
 #include "cuda.h"
 #include "buf.h"
 #include "config.h"
+#include "dl.h"
 #include "oom.h"
 #include "shim.h"
 #include "sites.h"
@@ -45,20 +45,7 @@ typedef unsigned long long CUhandle;
 
 static int routes = 15; /* R_* bits: MEMTALLY_CUDA_ROUTES, for ablation tests */
 enum { R_DIRECT = 1, R_DLSYM = 2, R_GPA = 4, R_SELF = 8 };
-typedef void *(*dlsym_fn)(void *, const char *);
-static dlsym_fn real_dlsym;
 static void *own_handle; /* libcuda, opened NOLOAD when a route needs it */
-
-static dlsym_fn
-get_real_dlsym(void) {
-	if (!real_dlsym) {
-		dlsym_fn f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-		if (!f)
-			f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-		real_dlsym = f;
-	}
-	return real_dlsym;
-}
 
 /* ---- the wrappers' table ---------------------------------------------- */
 
@@ -222,14 +209,11 @@ resolve(const struct entry *e) {
 	void *p = __atomic_load_n(e->real, __ATOMIC_ACQUIRE);
 	if (p)
 		return p;
-	dlsym_fn ds = get_real_dlsym();
-	if (!ds)
-		return NULL;
-	p = ds(RTLD_NEXT, e->name); /* called from here: next after the shim */
+	p = mt_dlsym(RTLD_NEXT, e->name); /* from the shim: next after it */
 	if (!p || is_own(p)) {
 		if (!own_handle)
 			own_handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-		p = own_handle ? ds(own_handle, e->name) : NULL;
+		p = own_handle ? mt_dlsym(own_handle, e->name) : NULL;
 	}
 	if (p && !is_own(p)) {
 		void *none = NULL; /* not a route: `routed` stays as it is */
@@ -241,24 +225,28 @@ resolve(const struct entry *e) {
 
 #define RESOLVE(name) ((__typeof__(real_##name))resolve(by_name(#name)))
 
-/* ---- route 2: dlsym ---------------------------------------------------- */
+/* ---- route 2: dlsym ----------------------------------------------------
+ * The trampoline (dl.c) asks want() for names starting "cu" (not for
+ * RTLD_NEXT) and jumps to serve() when it says yes.  serve's own lookup
+ * is made from the shim: for RTLD_DEFAULT that finds our export, and the
+ * driver's pointer is then resolved as for the direct route. */
 
-MT_EXPORT void *
-dlsym(void *handle, const char *name) {
-	dlsym_fn ds = real_dlsym ? real_dlsym : get_real_dlsym();
-	if (name[0] == 'c' && name[1] == 'u' && handle != RTLD_NEXT &&
-	    mt_cfg.cuda && (routes & R_DLSYM)) {
-		const struct entry *e = by_name(name);
-		if (e) {
-			void *p = ds(handle, name);
-			if (p && is_own(p)) /* RTLD_DEFAULT finds our export */
-				p = resolve(e);
-			else
-				learn(e, p);
-			return p ? e->wrapper : NULL;
-		}
-	}
-	return ds(handle, name); /* a tail call: RTLD_NEXT stays the caller's */
+static int
+want_dlsym(const char *name) {
+	return mt_cfg.cuda && (routes & R_DLSYM) && by_name(name);
+}
+
+static void *
+serve_dlsym(void *handle, const char *name) {
+	const struct entry *e = by_name(name);
+	void *p = mt_dlsym(handle, name);
+	if (!e)
+		return p;
+	if (p && is_own(p)) /* RTLD_DEFAULT finds our export */
+		p = resolve(e);
+	else
+		learn(e, p);
+	return p ? e->wrapper : NULL;
 }
 
 /* ---- route 3: cuGetProcAddress ------------------------------------------ */
@@ -345,11 +333,11 @@ current_device(void) {
 			real_cuGetProcAddress_v2("cuCtxGetDevice", &p, 2000, 0, NULL);
 		else if (real_cuGetProcAddress)
 			real_cuGetProcAddress("cuCtxGetDevice", &p, 2000, 0);
-		if (!p && get_real_dlsym()) {
+		if (!p) {
 			if (!own_handle)
 				own_handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
 			if (own_handle)
-				p = real_dlsym(own_handle, "cuCtxGetDevice");
+				p = mt_dlsym(own_handle, "cuCtxGetDevice");
 		}
 		*(void **)&real_cuCtxGetDevice = p;
 		f = real_cuCtxGetDevice;
@@ -767,7 +755,8 @@ mt_cuda_used(void) {
 void
 mt_cuda_init(void) {
 	routes = (int)mt_cfg.cuda_routes;
-	get_real_dlsym();
+	mt_real_dlsym();
+	mt_dlsym_filter(want_dlsym, serve_dlsym);
 }
 
 void

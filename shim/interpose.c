@@ -11,6 +11,7 @@
  * left: the core saves and restores it around recording.
  */
 #include "glue.h"
+#include "dl.h"
 #include "config.h"
 #include "shim.h"
 #include "buf.h"
@@ -75,7 +76,7 @@ resolve(void) {
 	if (resolving)
 		return;
 	resolving = 1;
-#define R(name) *(void **)&real.name = dlsym(RTLD_NEXT, #name)
+#define R(name) *(void **)&real.name = mt_dlsym(RTLD_NEXT, #name)
 	R(malloc);
 	R(calloc);
 	R(realloc);

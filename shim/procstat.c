@@ -9,6 +9,7 @@
  * memory.oom_control oom_kill -> events.oom_kill, failcnt -> events.max.
  */
 #include "glue.h"
+#include "dl.h"
 #include "procstat.h"
 #include "buf.h"
 #include "config.h"
@@ -181,9 +182,9 @@ mt_procstat_init(void) {
 		find_cgroup(scratch, sizeof scratch);
 	/* jemalloc is the allocator when it exports mallctl; the lookups run
 	 * in the constructor with the re-entry guard held. */
-	*(void **)&je_mallctl = dlsym(RTLD_DEFAULT, "mallctl");
+	*(void **)&je_mallctl = mt_dlsym(RTLD_DEFAULT, "mallctl");
 	if (!je_mallctl)
-		*(void **)&glibc_mallinfo2 = dlsym(RTLD_DEFAULT, "mallinfo2");
+		*(void **)&glibc_mallinfo2 = mt_dlsym(RTLD_DEFAULT, "mallinfo2");
 }
 
 static int

@@ -34,6 +34,7 @@
  * never across a call out; fork handlers take it.
  */
 #include "glue.h"
+#include "dl.h"
 #include "buf.h"
 #include "chunks.h"
 #include "config.h"
@@ -565,8 +566,8 @@ code_dealloc(void *co) {
 
 static int
 setup(void *h) {
-	void *pv = dlsym(h, "Py_Version");
-	const char *(*getv)(void) = (const char *(*)(void))dlsym(h, "Py_GetVersion");
+	void *pv = mt_dlsym(h, "Py_Version");
+	const char *(*getv)(void) = (const char *(*)(void))mt_dlsym(h, "Py_GetVersion");
 	if (!pv && !getv)
 		return 0; /* not a Python process (yet) */
 	if (pv) {
@@ -584,11 +585,11 @@ setup(void *h) {
 	}
 	int major = (int)(py_hex >> 24), minor = (int)(py_hex >> 16 & 255);
 	gave_up = 1; /* unless everything below checks out */
-	code_type = (uintptr_t)dlsym(h, "PyCode_Type");
-	str_type = (uintptr_t)dlsym(h, "PyUnicode_Type");
-	bytes_type = (uintptr_t)dlsym(h, "PyBytes_Type");
-	uintptr_t type_type = (uintptr_t)dlsym(h, "PyType_Type");
-	*(void **)&get_tstate = dlsym(h, "PyGILState_GetThisThreadState");
+	code_type = (uintptr_t)mt_dlsym(h, "PyCode_Type");
+	str_type = (uintptr_t)mt_dlsym(h, "PyUnicode_Type");
+	bytes_type = (uintptr_t)mt_dlsym(h, "PyBytes_Type");
+	uintptr_t type_type = (uintptr_t)mt_dlsym(h, "PyType_Type");
+	*(void **)&get_tstate = mt_dlsym(h, "PyGILState_GetThisThreadState");
 	if (major != 3 || minor < 10 || minor > 13) {
 		mt_warn("Python %d.%d: Python frames are read from 3.10 to 3.13 only; "
 			"native stacks only", major, minor);
@@ -602,13 +603,13 @@ setup(void *h) {
 	if (minor <= 12) {
 		L = mt_py_tables[minor - 10];
 		L.how = "table";
-		*(void **)&is_finalizing = dlsym(h, "_Py_IsFinalizing");
+		*(void **)&is_finalizing = mt_dlsym(h, "_Py_IsFinalizing");
 		if (!is_finalizing) {
 			mt_warn("Python 3.%d: _Py_IsFinalizing not found; native stacks only", minor);
 			return 1;
 		}
 	} else {
-		const struct dbg313 *d = dlsym(h, "_PyRuntime");
+		const struct dbg313 *d = mt_dlsym(h, "_PyRuntime");
 		if (!d || memcmp(d->cookie, "xdebugpy", 8) || d->version != py_hex ||
 		    d->free_threaded) {
 			mt_warn("Python 3.13: %s; native stacks only",

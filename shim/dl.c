@@ -1,0 +1,102 @@
+/*
+ * dl.c — the real dlsym and the interposed dlsym trampoline (dl.h).
+ * Platform layer: calls nothing of the shim above it; the "cu" filter is
+ * a pair of pointers a higher layer installs.
+ */
+#include "glue.h"
+#include "dl.h"
+#include <dlfcn.h>
+
+/* Read by the trampoline (hidden: PC-relative, no GOT). */
+MT_HIDDEN mt_dlsym_fn mt_dl_real;
+MT_HIDDEN int (*mt_dl_want)(const char *);
+MT_HIDDEN void *(*mt_dl_serve)(void *, const char *);
+
+mt_dlsym_fn
+mt_real_dlsym(void) {
+	mt_dlsym_fn f = __atomic_load_n(&mt_dl_real, __ATOMIC_ACQUIRE);
+	if (!f) {
+		/* dlsym moved into libc.so.6 at 2.34 with a new version; older
+		 * glibc has only the 2.2.5 one.  dlvsym is never interposed. */
+		f = (mt_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+		if (!f)
+			f = (mt_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+		__atomic_store_n(&mt_dl_real, f, __ATOMIC_RELEASE);
+	}
+	return f;
+}
+
+void *
+mt_dlsym(void *handle, const char *name) {
+	mt_dlsym_fn f = mt_real_dlsym();
+	return f ? f(handle, name) : NULL;
+}
+
+void
+mt_dlsym_filter(int (*want)(const char *), void *(*serve)(void *, const char *)) {
+	__atomic_store_n(&mt_dl_serve, serve, __ATOMIC_RELEASE);
+	__atomic_store_n(&mt_dl_want, want, __ATOMIC_RELEASE);
+}
+
+/* The exported dlsym (x86-64 SysV: handle in %rdi, name in %rsi).
+ * Entry: %rsp = 8 mod 16.  The two calls out (want, the real dlsym's
+ * first lookup) save the arguments and keep the stack aligned; their CFI
+ * lets an unwinder started inside them walk through.  Every other exit
+ * is a jump with the caller's return address still on top. */
+__asm__(
+	".text\n"
+	".globl dlsym\n"
+	".type dlsym, @function\n"
+	".p2align 4\n"
+	"dlsym:\n"
+	"	.cfi_startproc\n"
+	"	cmpq $-1, %rdi\n"            /* RTLD_NEXT: never filtered */
+	"	je 2f\n"
+	"	cmpb $0x63, (%rsi)\n"        /* 'c' */
+	"	jne 2f\n"
+	"	cmpb $0x75, 1(%rsi)\n"       /* 'u' */
+	"	jne 2f\n"
+	"	movq mt_dl_want(%rip), %rax\n"
+	"	testq %rax, %rax\n"
+	"	je 2f\n"
+	"	pushq %rdi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	pushq %rsi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	subq $8, %rsp\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	movq %rsi, %rdi\n"
+	"	call *%rax\n"                /* want(name) */
+	"	addq $8, %rsp\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	popq %rsi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	popq %rdi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	testl %eax, %eax\n"
+	"	je 2f\n"
+	"	movq mt_dl_serve(%rip), %rax\n"
+	"	jmp *%rax\n"                 /* serve(handle, name) */
+	"2:	movq mt_dl_real(%rip), %rax\n"
+	"	testq %rax, %rax\n"
+	"	je 3f\n"
+	"	jmp *%rax\n"                 /* the real dlsym, as if called directly */
+	"3:	pushq %rdi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	pushq %rsi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	subq $8, %rsp\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	call mt_real_dlsym\n"
+	"	addq $8, %rsp\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	popq %rsi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	popq %rdi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	testq %rax, %rax\n"
+	"	je 4f\n"
+	"	jmp *%rax\n"
+	"4:	ret\n"                       /* no dlsym at all: NULL */
+	"	.cfi_endproc\n"
+	".size dlsym, .-dlsym\n");
