@@ -45,8 +45,12 @@ static char *dump_scratch;      /* /proc reads */
 #define DUMP_BUF (1u << 20)
 #define DUMP_SCRATCH (64u << 10)
 static int preoom_armed = 1;
-static char render_paths[8][1300]; /* dumps waiting for MEMTALLY_OOM_RENDER */
-static unsigned render_n;
+/* Dumps for MEMTALLY_OOM_RENDER: slots filled once each, in order, under
+ * dump_lock; render_n counts those filled (never reset: a renderer that
+ * reset it lost a dump queued while it was rendering), render_done those
+ * rendered (the renderer's own, under render_lock). */
+static char render_paths[8][1300];
+static unsigned render_n, render_done;
 
 int
 mt_oom_init(void) {
@@ -295,7 +299,7 @@ render_locked(void) {
 		exe[0] = '?';
 	}
 	unsigned n = __atomic_load_n(&render_n, __ATOMIC_ACQUIRE);
-	if (exe[0] == '?' || !n)
+	if (exe[0] == '?' || n == render_done)
 		return;
 	/* the children run without the shim (and its variables) */
 	size_t e = 0;
@@ -305,7 +309,9 @@ render_locked(void) {
 	env[e] = NULL;
 	static const char *const cmd[] = {"torch", "html", "flame"};
 	static const char *const ext[] = {".pickle", ".html", ".svg"};
-	for (unsigned d = 0; d < n; d++) {
+	for (unsigned d = render_done; d < n; d = render_done) {
+		render_done = d + 1; /* and any queued meanwhile: the loop reads again */
+		n = __atomic_load_n(&render_n, __ATOMIC_ACQUIRE);
 		for (int c = 0; c < 3; c++) {
 			struct mt_buf b;
 			mt_buf_fixed(&b, outs[c], sizeof outs[c] - 1);
@@ -332,13 +338,13 @@ render_locked(void) {
 			}
 		}
 	}
-	__atomic_store_n(&render_n, 0, __ATOMIC_RELEASE);
 }
 
 void
 mt_oom_postfork_child(void) {
 	dump_lock.v = 0;
 	ndumps = skipped = 0;
+	render_n = render_done = 0;
 	ring_pos = 0;
 	preoom_armed = 1;
 }

@@ -62,4 +62,18 @@ code = ('import ctypes\nlibc = ctypes.CDLL(None)\nlibc.malloc.argtypes = [ctypes
 r = subprocess.run(['/usr/bin/python3', '-c', code], env=env2, capture_output=True, text=True)
 mt.eq((r.returncode, r.stdout), (0, 'ok\n'), 'five failures: the program runs on')
 mt.eq(len(glob.glob(os.path.join(out2, '*.oom*.jsonl'))), 2, 'MEMTALLY_OOM_DUMPS=2 caps the dumps')
+
+# MEMTALLY_OOM_RENDER: a dump queued while the writer renders an earlier one
+# is rendered too (the queue was reset after a pass and lost it)
+out3 = os.path.join(OUT, 'render')
+os.makedirs(out3, exist_ok=True)
+env3 = dict(env, MEMTALLY_OUT=out3, MEMTALLY_OOM_RENDER='1')
+r = subprocess.run([os.path.join(B, 'test', 'prog_render'), out3], env=env3, capture_output=True, text=True,
+                   timeout=120)
+res3 = json.loads(r.stdout)
+mt.check(r.returncode == 0 and res3['first_failed'] and res3['second_during_render'],
+         'render: the second OOM came while the first was being rendered %r' % res3)
+for n in (1, 2):
+    got = sorted(os.path.splitext(p)[1] for p in glob.glob(os.path.join(out3, '*.oom%d.*' % n)))
+    mt.eq(got, ['.html', '.jsonl', '.svg'], 'render: dump %d, its page and its flame graph' % n)
 mt.done()
