@@ -27,6 +27,7 @@
 #include "buf.h"
 #include "config.h"
 #include "dl.h"
+#include "cuda_entries.h"
 #include "oom.h"
 #include "shim.h"
 #include "sites.h"
@@ -58,93 +59,26 @@ struct entry {
 	void **real;
 };
 
-#define REAL(name) static CUresult (*real_##name)
-REAL(cuMemAlloc_v2)(CUdeviceptr *, size_t);
-REAL(cuMemAllocPitch_v2)(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
-REAL(cuMemAllocManaged)(CUdeviceptr *, size_t, unsigned);
-REAL(cuMemFree_v2)(CUdeviceptr);
-REAL(cuMemAllocAsync)(CUdeviceptr *, size_t, CUstream);
-REAL(cuMemAllocAsync_ptsz)(CUdeviceptr *, size_t, CUstream);
-REAL(cuMemAllocFromPoolAsync)(CUdeviceptr *, size_t, void *, CUstream);
-REAL(cuMemAllocFromPoolAsync_ptsz)(CUdeviceptr *, size_t, void *, CUstream);
-REAL(cuMemFreeAsync)(CUdeviceptr, CUstream);
-REAL(cuMemFreeAsync_ptsz)(CUdeviceptr, CUstream);
-REAL(cuMemHostAlloc)(void **, size_t, unsigned);
-REAL(cuMemAllocHost_v2)(void **, size_t);
-REAL(cuMemFreeHost)(void *);
-REAL(cuMemCreate)(CUhandle *, size_t, const void *, unsigned long long);
-REAL(cuMemRelease)(CUhandle);
-REAL(cuMemMap)(CUdeviceptr, size_t, size_t, CUhandle, unsigned long long);
-REAL(cuMemUnmap)(CUdeviceptr, size_t);
-REAL(cuMemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
-REAL(cuMemAddressFree)(CUdeviceptr, size_t);
-REAL(cuArrayCreate_v2)(void **, const void *);
-REAL(cuArray3DCreate_v2)(void **, const void *);
-REAL(cuArrayDestroy)(void *);
-REAL(cuMemGetInfo_v2)(size_t *, size_t *);
-REAL(cuGetProcAddress)(const char *, void **, int, unsigned long long);
-REAL(cuGetProcAddress_v2)(const char *, void **, int, unsigned long long, int *);
-REAL(cuCtxGetDevice)(int *);
+/* From the table (cuda_entries.h): each entry point's real pointer, its
+ * exported wrapper's declaration, its index, and the routes' table. */
+#define REAL(name, base, ver, pt, ...) static CUresult (*real_##name)(__VA_ARGS__);
+MT_CUDA_ENTRIES(REAL)
+#undef REAL
+static CUresult (*real_cuCtxGetDevice)(int *); /* asked for, never wrapped */
 
-/* Forward declarations of the exported wrappers (the table needs them). */
-#define W(name, ...) MT_EXPORT CUresult name(__VA_ARGS__)
-W(cuMemAlloc_v2, CUdeviceptr *, size_t);
-W(cuMemAllocPitch_v2, CUdeviceptr *, size_t *, size_t, size_t, unsigned);
-W(cuMemAllocManaged, CUdeviceptr *, size_t, unsigned);
-W(cuMemFree_v2, CUdeviceptr);
-W(cuMemAllocAsync, CUdeviceptr *, size_t, CUstream);
-W(cuMemAllocAsync_ptsz, CUdeviceptr *, size_t, CUstream);
-W(cuMemAllocFromPoolAsync, CUdeviceptr *, size_t, void *, CUstream);
-W(cuMemAllocFromPoolAsync_ptsz, CUdeviceptr *, size_t, void *, CUstream);
-W(cuMemFreeAsync, CUdeviceptr, CUstream);
-W(cuMemFreeAsync_ptsz, CUdeviceptr, CUstream);
-W(cuMemHostAlloc, void **, size_t, unsigned);
-W(cuMemAllocHost_v2, void **, size_t);
-W(cuMemFreeHost, void *);
-W(cuMemCreate, CUhandle *, size_t, const void *, unsigned long long);
-W(cuMemRelease, CUhandle);
-W(cuMemMap, CUdeviceptr, size_t, size_t, CUhandle, unsigned long long);
-W(cuMemUnmap, CUdeviceptr, size_t);
-W(cuMemAddressReserve, CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
-W(cuMemAddressFree, CUdeviceptr, size_t);
-W(cuArrayCreate_v2, void **, const void *);
-W(cuArray3DCreate_v2, void **, const void *);
-W(cuArrayDestroy, void *);
-W(cuMemGetInfo_v2, size_t *, size_t *);
-W(cuGetProcAddress, const char *, void **, int, unsigned long long);
-W(cuGetProcAddress_v2, const char *, void **, int, unsigned long long, int *);
+#define W(name, base, ver, pt, ...) MT_EXPORT CUresult name(__VA_ARGS__);
+MT_CUDA_ENTRIES(W)
 #undef W
 
-#define E(n, b, v, p) {#n, b, v, p, (void *)n, (void **)&real_##n}
-static const struct entry table[] = {
-	E(cuMemAlloc_v2, "cuMemAlloc", 3020, 0),
-	E(cuMemAllocPitch_v2, "cuMemAllocPitch", 3020, 0),
-	E(cuMemAllocManaged, "cuMemAllocManaged", 0, 0),
-	E(cuMemFree_v2, "cuMemFree", 3020, 0),
-	E(cuMemAllocAsync, "cuMemAllocAsync", 0, 0),
-	E(cuMemAllocAsync_ptsz, "cuMemAllocAsync", 0, 1),
-	E(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 0, 0),
-	E(cuMemAllocFromPoolAsync_ptsz, "cuMemAllocFromPoolAsync", 0, 1),
-	E(cuMemFreeAsync, "cuMemFreeAsync", 0, 0),
-	E(cuMemFreeAsync_ptsz, "cuMemFreeAsync", 0, 1),
-	E(cuMemHostAlloc, "cuMemHostAlloc", 0, 0),
-	E(cuMemAllocHost_v2, "cuMemAllocHost", 3020, 0),
-	E(cuMemFreeHost, "cuMemFreeHost", 0, 0),
-	E(cuMemCreate, "cuMemCreate", 0, 0),
-	E(cuMemRelease, "cuMemRelease", 0, 0),
-	E(cuMemMap, "cuMemMap", 0, 0),
-	E(cuMemUnmap, "cuMemUnmap", 0, 0),
-	E(cuMemAddressReserve, "cuMemAddressReserve", 0, 0),
-	E(cuMemAddressFree, "cuMemAddressFree", 0, 0),
-	E(cuArrayCreate_v2, "cuArrayCreate", 3020, 0),
-	E(cuArray3DCreate_v2, "cuArray3DCreate", 3020, 0),
-	E(cuArrayDestroy, "cuArrayDestroy", 0, 0),
-	E(cuMemGetInfo_v2, "cuMemGetInfo", 3020, 0),
-	E(cuGetProcAddress_v2, "cuGetProcAddress", 12000, 0),
-	E(cuGetProcAddress, "cuGetProcAddress", 11030, 0),
-};
+#define I(name, ...) IX_##name,
+enum { MT_CUDA_ENTRIES(I) NTABLE };
+#undef I
+
+#define E(n, b, v, p, ...) {#n, b, v, p, (void *)n, (void **)&real_##n},
+static const struct entry table[] = {MT_CUDA_ENTRIES(E)};
 #undef E
-#define NTABLE (sizeof table / sizeof table[0])
+_Static_assert(sizeof table / sizeof table[0] == NTABLE, "one table row per entry point");
+
 
 static int
 is_own(const void *p) {
@@ -156,7 +90,7 @@ is_own(const void *p) {
 
 /* Which wrappers a dlsym or cuGetProcAddress route handed out: with the
  * direct route switched off (ablation), only those record. */
-static int routed[32];
+static int routed[NTABLE]; /* indexed by e - table: sized by the table (was a fixed 32) */
 
 /* Remember a driver pointer for a wrapper (first one wins; never ours). */
 static void
