@@ -53,6 +53,55 @@ device_ev(const struct event *e) {
 	return e->kind == K_CUDA || e->kind == K_CUDA_MANAGED;
 }
 
+/* Sorting helpers for ev_plan: (address, index) pairs. */
+struct addr_ix { uint64_t addr; size_t ix; };
+
+static int
+cmp_addr_ix(const void *a, const void *b) {
+	const struct addr_ix *x = a, *y = b;
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	return x->ix < y->ix ? -1 : x->ix > y->ix;
+}
+
+/* Each event's device (from the last non-handle segment at its address,
+ * else the OOM's device) and, for a free, whether an alloc of the same
+ * address came before it in the window.  Sorting makes this n log n: the
+ * first version rescanned the segments and the earlier events for every
+ * event (quadratic: ~10 s for the default 100 k events). */
+static void
+ev_plan(const struct mfile *f, int *dev, unsigned char *keep) {
+	size_t ns = 0, ne = f->nevents;
+	struct addr_ix *segs = xmalloc((f->nsegs ? f->nsegs : 1) * sizeof *segs);
+	for (size_t k = 0; k < f->nsegs; k++)
+		if (!f->segs[k].is_handle)
+			segs[ns++] = (struct addr_ix){f->segs[k].addr, k};
+	xqsort(segs, ns, sizeof *segs, cmp_addr_ix);
+	struct addr_ix *evs = xmalloc((ne ? ne : 1) * sizeof *evs);
+	for (size_t i = 0; i < ne; i++)
+		evs[i] = (struct addr_ix){f->events[i].addr, i};
+	xqsort(evs, ne, sizeof *evs, cmp_addr_ix);
+	size_t j = 0;
+	for (size_t g = 0; g < ne;) { /* one group of events per address */
+		uint64_t a = evs[g].addr;
+		while (j < ns && segs[j].addr < a)
+			j++;
+		size_t last = SIZE_MAX; /* the last segment at a: it wins */
+		for (size_t m = j; m < ns && segs[m].addr == a; m++)
+			last = segs[m].ix;
+		int d = last != SIZE_MAX ? f->segs[last].device : (int)f->oom->device;
+		int alloc_seen = 0;
+		for (; g < ne && evs[g].addr == a; g++) {
+			const struct event *e = &f->events[evs[g].ix];
+			dev[evs[g].ix] = d;
+			keep[evs[g].ix] = strcmp(e->op, "free") || alloc_seen;
+			alloc_seen |= !strcmp(e->op, "alloc");
+		}
+	}
+	free(evs);
+	free(segs);
+}
+
 static void
 write_pickle(struct mfile *f, const char *path) {
 	if (!f->oom || strcmp(f->oom->kind, "cuda"))
@@ -119,6 +168,9 @@ write_pickle(struct mfile *f, const char *path) {
 	 * allocated inside it */
 	pk_str(&p, "device_traces");
 	pk_list(&p);
+	int *evdev = xmalloc((f->nevents ? f->nevents : 1) * sizeof *evdev);
+	unsigned char *evkeep = xmalloc(f->nevents ? f->nevents : 1);
+	ev_plan(f, evdev, evkeep);
 	for (int d = 0; d < ndev; d++) {
 		pk_list(&p);
 		for (size_t i = 0; i < f->nevents; i++) {
@@ -144,21 +196,10 @@ write_pickle(struct mfile *f, const char *path) {
 			}
 			if (!device_ev(e))
 				continue;
-			/* the event's device: from its segment, or the oom device */
-			int ed = (int)f->oom->device;
-			for (size_t k = 0; k < f->nsegs; k++)
-				if (f->segs[k].addr == e->addr && !f->segs[k].is_handle)
-					ed = f->segs[k].device;
-			if (ed != d)
+			/* frees of blocks allocated before the window are skipped */
+			if (evdev[i] != d || !evkeep[i])
 				continue;
 			int is_free = !strcmp(e->op, "free");
-			if (is_free) { /* skip frees of blocks allocated before the window */
-				int seen = 0;
-				for (size_t k = 0; k < i && !seen; k++)
-					seen = !strcmp(f->events[k].op, "alloc") && f->events[k].addr == e->addr;
-				if (!seen)
-					continue;
-			}
 			static const char *const al[] = {"segment_alloc", "alloc"};
 			static const char *const fr[] = {"free_requested", "free_completed", "segment_free"};
 			int n = is_free ? 3 : 2;
@@ -181,6 +222,8 @@ write_pickle(struct mfile *f, const char *path) {
 		}
 		pk_close(&p);
 	}
+	free(evdev);
+	free(evkeep);
 	pk_close(&p);
 	pk_close(&p);
 	pk_end(&p);
