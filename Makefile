@@ -25,7 +25,7 @@ AN_OBJ := $(AN_SRC:analysis/%.c=$(B)/analysis/%.o)
 AN_CFLAGS := $(WARN) $(CFLAGS) -D_GNU_SOURCE
 AN_LIBS := -ldw -lelf -lm -lstdc++
 
-.PHONY: all test check bench demo install clean deps format soak
+.PHONY: all test check bench demo install clean deps format soak bundle
 all: $(B)/libmemtally.so $(B)/memtally $(B)/memtally-config $(B)/demo_trainer
 
 $(B)/shim/%.o: shim/%.c $(wildcard shim/*.h) | $(B)/shim
@@ -52,6 +52,18 @@ $(B)/shim $(B)/analysis:
 
 deps:
 	bash scripts/setup-deps.sh
+
+# bundle: the shim and the command with every shared library they load from
+# outside glibc in $(B)/bundle/lib, found through an RPATH of $ORIGIN/lib
+# (DT_RPATH, not RUNPATH: it also serves the libraries' own dependencies),
+# so the folder alone runs on a machine without libunwind or libdw (the GPU
+# machine: test/gpu/check.sh takes this folder).
+BUNDLE_RPATH := -Wl,--disable-new-dtags -Wl,-rpath,'$$ORIGIN/lib'
+bundle: all
+	rm -rf $(B)/bundle && mkdir -p $(B)/bundle/lib
+	$(CC) -shared -o $(B)/bundle/libmemtally.so $(SHIM_OBJ) $(SHIM_LIBS) -Wl,-z,now -Wl,--no-undefined $(BUNDLE_RPATH)
+	$(CC) -o $(B)/bundle/memtally $(AN_OBJ) $(AN_LIBS) $(BUNDLE_RPATH)
+	bash scripts/bundle-libs.sh $(B)/bundle
 
 test: deps
 	$(MAKE) all

@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
-# check.sh — memtally on a real GPU and driver (run through `device` when a
-# GPU machine is lent; CI never runs it).  Builds, runs test/gpu/
+# check.sh — memtally on a real GPU and driver (run on a GPU machine when one
+# is lent; CI never runs it).  Builds nothing: it takes the folder `make
+# bundle` made here (the shim and command with their libraries; the GPU
+# machine has no libunwind or libdw and no package registry), runs test/gpu/
 # torch_check.py under the shim with the plain and the expandable-segments
 # allocator, and prints a table: memtally's live device bytes beside
 # torch.cuda.memory_reserved() and the driver's used bytes (cuMemGetInfo),
 # per step, whether the OOM dump existed before PyTorch raised, and whether
 # the tensors' device memory is charged to the Python line that made them.
-#   usage: bash test/gpu/check.sh [OUTDIR]
+#   here:  make bundle      (then carry build/bundle to the GPU machine)
+#   there: bash test/gpu/check.sh build/bundle [OUTDIR]     (~2 min)
 set -u
 cd "$(dirname "$0")/../.."
-out=${1:-${OUT:-/tmp}/memtally-gpu}
+bundle=$(cd "${1:-build/bundle}" 2>/dev/null && pwd) || { echo "usage: check.sh BUNDLE_DIR [OUTDIR] (make bundle)"; exit 2; }
+[ -f "$bundle/libmemtally.so" ] || { echo "$bundle: no libmemtally.so: run make bundle here and carry the folder"; exit 2; }
+out=${2:-${OUT:-/tmp}/memtally-gpu}
 PY=${PYTHON:-python3}
-make -s all >/dev/null || { echo "build failed"; exit 1; }
+PYTHONDONTWRITEBYTECODE=1; export PYTHONDONTWRITEBYTECODE
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 $PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' || exit 1
 status=0
 for conf in "" "expandable_segments:True"; do
 	d=$out/${conf:-plain}; rm -rf "$d"; mkdir -p "$d"
-	res=$(PYTORCH_CUDA_ALLOC_CONF=$conf LD_PRELOAD=$PWD/build/libmemtally.so MEMTALLY_OUT=$d \
+	res=$(PYTORCH_CUDA_ALLOC_CONF=$conf LD_PRELOAD=$bundle/libmemtally.so MEMTALLY_OUT=$d \
 		timeout 300 $PY test/gpu/torch_check.py 2>"$d/stderr") || { echo "run failed ($conf)"; tail -5 "$d/stderr"; status=1; continue; }
 	echo "$res" >"$d/result.json"
 	$PY - "$d" <<'PYEOF' || status=1
