@@ -29,7 +29,9 @@
 #include "dl.h"
 #include "cuda_entries.h"
 #include "oom.h"
-#include "shim.h"
+#include "charge.h"
+#include "devices.h"
+#include "events.h"
 #include "sites.h"
 #include <dlfcn.h>
 #include <string.h>
@@ -223,16 +225,6 @@ cuGetProcAddress_v2(const char *sym, void **pfn, int version, unsigned long long
 
 /* ---- per-device figures ---------------------------------------------- */
 
-#define MAXDEV 64
-struct dev {
-	int64_t live_bytes, live_count, peak_bytes;
-	uint64_t allocs, frees, ooms, recovered;
-	int oom_pending;          /* an OOM not yet followed by a success */
-	uint64_t drv_free, drv_total, info_ms; /* last cuMemGetInfo_v2 */
-	int used;
-};
-static struct dev devs[MAXDEV];
-
 /* Streams as small numbers for the pointer table and the dumps. */
 #define MAXSTREAMS 1024
 static CUstream streams[MAXSTREAMS];
@@ -277,7 +269,7 @@ current_device(void) {
 		f = real_cuCtxGetDevice;
 	}
 	int d = 0;
-	if (!f || f(&d) != CUDA_SUCCESS || d < 0 || d >= MAXDEV)
+	if (!f || f(&d) != CUDA_SUCCESS || d < 0 || d >= MT_MAXDEV)
 		d = 0;
 	return d;
 }
@@ -287,47 +279,17 @@ current_device(void) {
 static void
 driver_info(int d, int force) {
 	uint64_t now = mt_ms_since_start();
-	if (!force && devs[d].info_ms && now - devs[d].info_ms < 1000)
+	if (!force && mt_devs[d].info_ms && now - mt_devs[d].info_ms < 1000)
 		return;
 	__typeof__(real_cuMemGetInfo_v2) f = RESOLVE(cuMemGetInfo_v2);
 	size_t fr = 0, tot = 0;
-	if (f && f(&fr, &tot) == CUDA_SUCCESS) {
-		devs[d].drv_free = fr;
-		devs[d].drv_total = tot;
-		devs[d].info_ms = now ? now : 1;
-	}
+	if (f && f(&fr, &tot) == CUDA_SUCCESS)
+		mt_dev_info(d, fr, tot, now);
 }
 
 static int
 tracking(void) {
 	return __atomic_load_n(&mt_active, __ATOMIC_RELAXED) && mt_cfg.cuda && !mt_self.guard;
-}
-
-static void
-dev_alloc(int d, int kind, uint64_t size) {
-	if (kind == MT_CUDA_HOST)
-		return; /* host memory: in the kind totals only */
-	struct dev *v = &devs[d];
-	v->used = 1;
-	mt_add(&v->allocs, 1);
-	mt_add(&v->live_count, 1);
-	int64_t live = mt_add(&v->live_bytes, (int64_t)size);
-	int64_t pk = __atomic_load_n(&v->peak_bytes, __ATOMIC_RELAXED);
-	while (live > pk && !__atomic_compare_exchange_n(&v->peak_bytes, &pk, live, 1,
-							 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		;
-	if (__atomic_exchange_n(&v->oom_pending, 0, __ATOMIC_RELAXED))
-		mt_add(&v->recovered, 1); /* a success after an OOM */
-}
-
-static void
-dev_free(const struct mt_ptr *e) {
-	if (e->kind == MT_CUDA_HOST || (e->flags & MT_PTR_MAPPED))
-		return;
-	struct dev *v = &devs[e->device % MAXDEV];
-	mt_add(&v->frees, 1);
-	mt_add(&v->live_count, -1);
-	mt_add(&v->live_bytes, -(int64_t)e->size);
 }
 
 /* After the driver answered an allocation. */
@@ -337,15 +299,13 @@ on_alloc(CUresult r, uintptr_t key, uint64_t size, int kind, int d, CUstream s,
 	if (r == CUDA_SUCCESS) {
 		int fl = (key & MT_TAG_MASK) == MT_TAG_HANDLE ? MT_PTR_HANDLE : 0;
 		if (mt_dev_track(key, size, kind, d, stream_index(s), fl, 0) >= 0)
-			dev_alloc(d, kind, size);
+			mt_dev_alloc(d, kind, size);
 		driver_info(d, 0);
 	} else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-		mt_add(&devs[d].ooms, 1);
-		devs[d].used = 1;
-		__atomic_store_n(&devs[d].oom_pending, 1, __ATOMIC_RELAXED);
+		mt_dev_oom(d);
 		driver_info(d, 1);
 		mt_event(MT_EV_OOM, kind, 0, size, 0);
-		mt_oom_cuda(api, size, d, devs[d].drv_free, devs[d].drv_total);
+		mt_oom_cuda(api, size, d, mt_devs[d].drv_free, mt_devs[d].drv_total);
 	}
 }
 
@@ -433,7 +393,7 @@ free_common(int track, uintptr_t key, CUresult r, struct mt_ptr *e, int had) {
 	if (!track || !had)
 		return;
 	if (r == CUDA_SUCCESS) /* else the block is still there: back it goes */
-		dev_free(e);
+		mt_dev_free(e);
 	else
 		mt_dev_track(key, e->size, e->kind, e->device, e->stream, e->flags, e->stack);
 }
@@ -507,7 +467,7 @@ cuMemCreate(CUhandle *h, size_t n, const void *prop, unsigned long long fl) {
 		int er = errno;
 		const int *loc = prop ? (const int *)prop + 2 : NULL; /* location {type, id} */
 		int host = loc && loc[0] >= 2 && loc[0] <= 4;     /* HOST, HOST_NUMA[_CURRENT] */
-		int d = loc && loc[0] == 1 && loc[1] >= 0 && loc[1] < MAXDEV ? loc[1] : 0;
+		int d = loc && loc[0] == 1 && loc[1] >= 0 && loc[1] < MT_MAXDEV ? loc[1] : 0;
 		on_alloc(r, r == CUDA_SUCCESS ? HANDLE(*h) : 0, n, host ? MT_CUDA_HOST : MT_CUDA_VMM,
 			 d, NULL, "cuMemCreate");
 		errno = er;
@@ -643,57 +603,9 @@ cuMemGetInfo_v2(size_t *fr, size_t *tot) {
 	return f ? f(fr, tot) : 3;
 }
 
-/* ---- snapshots ---------------------------------------------------------- */
-
-void
-mt_cuda_json(struct mt_buf *b) {
-	int first = 1;
-	uint64_t now = mt_ms_since_start();
-	for (int d = 0; d < MAXDEV; d++) {
-		struct dev *v = &devs[d];
-		if (!v->used)
-			continue;
-		mt_buf_puts(b, first ? "\"devices\":[" : ",");
-		first = 0;
-		mt_buf_printf(b, "{\"device\":%d,\"live_bytes\":%ld,\"live_count\":%ld,"
-				 "\"peak_bytes\":%ld,\"allocs\":%lu,\"frees\":%lu,\"ooms\":%lu,"
-				 "\"recovered\":%lu",
-			      d, (long)v->live_bytes, (long)v->live_count, (long)v->peak_bytes,
-			      (unsigned long)v->allocs, (unsigned long)v->frees,
-			      (unsigned long)v->ooms, (unsigned long)v->recovered);
-		if (v->ooms)
-			mt_buf_printf(b, ",\"oom_recovered\":%s",
-				      v->oom_pending ? "false" : "true");
-		if (v->info_ms)
-			mt_buf_printf(b, ",\"driver_free_bytes\":%lu,\"driver_total_bytes\":%lu,"
-					 "\"driver_info_age_ms\":%lu",
-				      (unsigned long)v->drv_free, (unsigned long)v->drv_total,
-				      (unsigned long)(now - v->info_ms));
-		mt_buf_putc(b, '}');
-	}
-	if (!first)
-		mt_buf_puts(b, "],");
-}
-
-int
-mt_cuda_used(void) {
-	for (int k = MT_CUDA; k < MT_NKINDS; k++)
-		if (__atomic_load_n(&mt_totals[k].allocs, __ATOMIC_RELAXED))
-			return 1;
-	for (int d = 0; d < MAXDEV; d++)
-		if (devs[d].used)
-			return 1;
-	return 0;
-}
-
 void
 mt_cuda_init(void) {
 	routes = (int)mt_cfg.cuda_routes;
 	mt_real_dlsym();
 	mt_dlsym_filter(want_dlsym, serve_dlsym);
-}
-
-void
-mt_cuda_postfork_child(void) {
-	memset(devs, 0, sizeof devs);
 }

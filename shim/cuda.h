@@ -10,21 +10,8 @@
 #define MT_CUDA_H
 #include <stdint.h>
 
-struct mt_buf;
-/* Per-device figures for the snapshot: `"devices":[...],` when CUDA was
- * used.  Never allocates. */
-void mt_cuda_json(struct mt_buf *b);
-/* Read MEMTALLY_CUDA_ROUTES-style bits (config) at start. */
+/* Read the routes (MEMTALLY_CUDA_ROUTES) and install the dlsym filter, at
+ * start.  The per-device figures are devices.h. */
 void mt_cuda_init(void);
-void mt_cuda_postfork_child(void);
-/* Whether this process allocated through the driver at all. */
-int mt_cuda_used(void);
-
-/* Key tags: device allocations and handles share the pointer table with
- * host blocks; the top bits keep them apart. */
-#define MT_TAG_DEV (1ull << 63)     /* device (and managed, pinned) pointers */
-#define MT_TAG_HANDLE (3ull << 62)  /* cuMemCreate handles, CUarrays */
-#define MT_TAG_MASK (3ull << 62)
-enum { MT_PTR_MAPPED = 1, MT_PTR_HANDLE = 2 }; /* struct mt_ptr flags */
 
 #endif

@@ -1,5 +1,7 @@
 /*
- * glue.h — every loader, libc and kernel detail the shim depends on.
+ * glue.h — the platform layer's core: every libc and kernel detail the shim
+ * depends on (raw syscalls, atomics, locks, clocks).  The loader's part is
+ * in dl.h.
  *
  * THE SHIM'S TWO RULES (repeated in every shim header):
  *   1. It never calls malloc (or anything that may: stdio, getenv, dlerror,
@@ -79,6 +81,17 @@ mt_sys_munmap(void *p, size_t len) {
 	__atomic_compare_exchange_n((p), (e), (v), 0, __ATOMIC_ACQ_REL,        \
 				    __ATOMIC_ACQUIRE)
 
+/* Raise *peak to live if live is higher (a high-water mark many threads
+ * raise at once: the compare-and-swap retries only while live is higher). */
+static inline void
+mt_raise_peak(int64_t *peak, int64_t live) {
+	int64_t p = __atomic_load_n(peak, __ATOMIC_RELAXED);
+	while (live > p &&
+	       !__atomic_compare_exchange_n(peak, &p, live, 1, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED))
+		;
+}
+
 /* A spin lock that yields: held only for a few hundred instructions (a
  * table probe, a rehash), never across a call out of the shim.  fork
  * safety: mt_prefork takes every lock, the child re-initialises them. */
@@ -120,5 +133,11 @@ mt_unlock(mt_lock_t *l) {
 /* Monotonic and wall clocks through the vDSO (no syscall, no allocation). */
 uint64_t mt_now_ns(void);
 uint64_t mt_wall_ns(void);
+/* The process's start on both clocks: set by the constructor and in a
+ * fork child (mt_clock_start), read by every record's times. */
+extern uint64_t mt_start_mono_ns, mt_start_wall_ns;
+void mt_clock_start(void);
+/* Milliseconds since the start, from the coarse clock (~8 ns). */
+uint64_t mt_ms_since_start(void);
 
 #endif

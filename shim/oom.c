@@ -1,5 +1,6 @@
 /*
- * oom.c — the event ring, host OOM dumps and pre-OOM dumps (oom.h).
+ * oom.c — host, CUDA and pre-OOM dumps (oom.h); the ring they carry is
+ * events.c.
  *
  * A dump file holds, in order: header, maps, every stack, an `oom` record
  * (what failed), one `segment` line per live tracked allocation of the
@@ -15,7 +16,8 @@
 #include "maptab.h"
 #include "procstat.h"
 #include "ptrtab.h"
-#include "shim.h"
+#include "events.h"
+#include "trigger.h"
 #include "sites.h"
 #include "snapshot.h"
 #include "cuda.h"
@@ -26,20 +28,8 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 
-struct ev {
-	uint64_t seq;    /* ring position + 1, written last (0 = empty/torn) */
-	uint64_t time_ns;
-	uintptr_t addr;
-	uint64_t size;
-	uint32_t stack;
-	uint8_t op, kind;
-	uint16_t pad;
-};
-
-static struct ev *ring;
-static uint64_t ring_cap, ring_pos;
 static mt_lock_t dump_lock;
-static uint64_t ndumps, skipped;
+static uint64_t skipped;
 static char *dump_mem;          /* streaming buffer */
 static char *dump_scratch;      /* /proc reads */
 #define DUMP_BUF (1u << 20)
@@ -54,40 +44,13 @@ static unsigned render_n, render_done;
 
 int
 mt_oom_init(void) {
-	ring_cap = mt_cfg.trace;
-	if (ring_cap) {
-		long r = mt_sys(SYS_mmap, 0, ring_cap * sizeof *ring, PROT_READ | PROT_WRITE,
-				MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (r < 0 && r > -4096)
-			return ENOMEM;
-		ring = (struct ev *)r;
-	}
+	if (mt_events_init(mt_cfg.trace))
+		return ENOMEM;
 	dump_mem = mt_sys_mmap(DUMP_BUF + DUMP_SCRATCH);
 	if (!dump_mem)
 		return ENOMEM;
 	dump_scratch = dump_mem + DUMP_BUF;
 	return 0;
-}
-
-void
-mt_event(int op, int kind, uintptr_t addr, uint64_t size, uint32_t stack) {
-	if (!ring)
-		return;
-	uint64_t pos = __atomic_fetch_add(&ring_pos, 1, __ATOMIC_RELAXED);
-	struct ev *e = &ring[pos % ring_cap];
-	__atomic_store_n(&e->seq, 0, __ATOMIC_RELAXED);
-	e->time_ns = mt_now_ns();
-	e->addr = addr;
-	e->size = size;
-	e->stack = stack;
-	e->op = (uint8_t)op;
-	e->kind = (uint8_t)kind;
-	__atomic_store_n(&e->seq, pos + 1, __ATOMIC_RELEASE);
-}
-
-uint64_t
-mt_oom_count(void) {
-	return __atomic_load_n(&ndumps, __ATOMIC_RELAXED);
 }
 
 struct dump_ctx {
@@ -142,25 +105,22 @@ seg_map(const struct mt_map *m, void *arg) {
 }
 
 static void
-trace(struct mt_buf *b) {
-	if (!ring)
-		return;
-	uint64_t end = __atomic_load_n(&ring_pos, __ATOMIC_ACQUIRE);
-	uint64_t start = end > ring_cap ? end - ring_cap : 0;
+trace_line(const struct mt_ev *e, void *arg) {
+	struct mt_buf *b = arg;
 	static const char *const ops[] = {"?", "alloc", "free", "oom"};
-	for (uint64_t p = start; p < end; p++) {
-		struct ev e = ring[p % ring_cap];
-		if (e.seq != p + 1)
-			continue; /* overwritten or still being written */
-		mt_buf_printf(b, "{\"type\":\"trace\",\"op\":\"%s\",\"kind\":\"%s\",\"address\":\"",
-			      ops[e.op & 3], mt_kind_names[e.kind % MT_NKINDS]);
-		mt_buf_hex(b, e.addr);
-		mt_buf_printf(b, "\",\"size\":%lu,\"stack\":%u,\"time_ms\":%lu}\n",
-			      (unsigned long)e.size, mt_stack_public(e.stack),
-			      (unsigned long)(e.time_ns > mt_start_mono_ns
-						      ? (e.time_ns - mt_start_mono_ns) / 1000000u
-						      : 0));
-	}
+	mt_buf_printf(b, "{\"type\":\"trace\",\"op\":\"%s\",\"kind\":\"%s\",\"address\":\"",
+		      ops[e->op & 3], mt_kind_names[e->kind % MT_NKINDS]);
+	mt_buf_hex(b, e->addr);
+	mt_buf_printf(b, "\",\"size\":%lu,\"stack\":%u,\"time_ms\":%lu}\n",
+		      (unsigned long)e->size, mt_stack_public(e->stack),
+		      (unsigned long)(e->time_ns > mt_start_mono_ns
+					      ? (e->time_ns - mt_start_mono_ns) / 1000000u
+					      : 0));
+}
+
+static void
+trace(struct mt_buf *b) {
+	mt_events_each(trace_line, b);
 }
 
 static void
@@ -196,6 +156,7 @@ dump(struct dump_ctx *c, const char *reason) {
 		return 0;
 	}
 	int wrote = 0;
+	uint64_t ndumps = mt_dump_count();
 	if (ndumps < mt_cfg.oom_dumps) {
 		char path[1300];
 		long fd = mt_snapshot_dump_open((unsigned)ndumps + 1, path, sizeof path);
@@ -205,7 +166,7 @@ dump(struct dump_ctx *c, const char *reason) {
 			int err = mt_snapshot_dump((int)fd, &b, reason, body, c, dump_scratch,
 						   DUMP_SCRATCH);
 			mt_sys(SYS_close, fd, 0, 0, 0, 0, 0);
-			__atomic_store_n(&ndumps, ndumps + 1, __ATOMIC_RELEASE);
+			mt_dump_counted();
 			if (err)
 				mt_warn("OOM dump %s incomplete (errno %d)", path, err);
 			wrote = 1;
@@ -216,7 +177,7 @@ dump(struct dump_ctx *c, const char *reason) {
 			}
 		} else {
 			mt_warn("cannot write OOM dump %s (errno %ld)", path, -fd);
-			__atomic_store_n(&ndumps, ndumps + 1, __ATOMIC_RELEASE);
+			mt_dump_counted();
 		}
 	}
 	mt_unlock(&dump_lock);
@@ -341,10 +302,10 @@ render_locked(void) {
 }
 
 void
-mt_oom_postfork_child(void) {
+mt_oom_postfork_child(int follow) {
+	(void)follow;
 	dump_lock.v = 0;
-	ndumps = skipped = 0;
+	skipped = 0;
 	render_n = render_done = 0;
-	ring_pos = 0;
 	preoom_armed = 1;
 }

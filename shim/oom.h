@@ -1,5 +1,5 @@
 /*
- * oom.h — failure dumps and the event ring they carry.  When a tracked
+ * oom.h — failure dumps (the event ring they carry is events.h).  When a tracked
  * allocation fails with ENOMEM the failing thread writes
  * <name>.oom<N>.jsonl before the error reaches the program; the writer
  * thread writes a "preoom" dump when cgroup usage crosses MEMTALLY_PREOOM.
@@ -13,12 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { MT_EV_ALLOC = 1, MT_EV_FREE = 2, MT_EV_OOM = 3 };
-
-/* Reserve the ring (MEMTALLY_TRACE entries) and dump buffers.  0 or ENOMEM. */
+/* Reserve the event ring (MEMTALLY_TRACE entries) and dump buffers.  0 or ENOMEM. */
 int mt_oom_init(void);
-/* Add an event to the ring (lock-free).  Async-signal-safe. */
-void mt_event(int op, int kind, uintptr_t addr, uint64_t size, uint32_t stack);
 /* A host allocation failed with ENOMEM: dump, then return.  api: "malloc",
  * "mmap", ...  Never allocates. */
 void mt_oom_host(const char *api, uint64_t requested);
@@ -34,9 +30,7 @@ int mt_preoom_check(void);
  * to its dump (the analysis command beside the shim, or ../bin).  wait:
  * at exit, wait for renders the writer thread has started. */
 void mt_oom_render(int wait);
-/* Dumps written so far. */
-uint64_t mt_oom_count(void);
 /* fork child: counts and the ring start over. */
-void mt_oom_postfork_child(void);
+void mt_oom_postfork_child(int follow);
 
 #endif

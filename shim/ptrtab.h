@@ -44,4 +44,11 @@ void mt_ptrtab_postfork_parent(void);
 /* fresh: forget every entry (the child starts with empty tables). */
 void mt_ptrtab_postfork_child(int fresh);
 
+/* Key tags: device allocations and handles share the pointer table with
+ * host blocks; the top bits keep them apart. */
+#define MT_TAG_DEV (1ull << 63)     /* device (and managed, pinned) pointers */
+#define MT_TAG_HANDLE (3ull << 62)  /* cuMemCreate handles, CUarrays */
+#define MT_TAG_MASK (3ull << 62)
+enum { MT_PTR_MAPPED = 1, MT_PTR_HANDLE = 2 }; /* struct mt_ptr flags */
+
 #endif

@@ -809,7 +809,8 @@ mt_py_postfork_parent(void) {
 }
 
 void
-mt_py_postfork_child(void) {
+mt_py_postfork_child(int follow) {
+	(void)follow;
 	mt_unlock(&py_lock);
 	python_written = 0;
 }

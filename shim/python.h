@@ -44,6 +44,6 @@ void mt_py_stats(uint64_t *stacks, uint64_t *frames, uint64_t *retired,
 /* fork: the child keeps every table (its frames are the parent's). */
 void mt_py_prefork(void);
 void mt_py_postfork_parent(void);
-void mt_py_postfork_child(void);
+void mt_py_postfork_child(int follow);
 
 #endif

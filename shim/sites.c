@@ -248,19 +248,10 @@ mt_site_get(uint32_t id, int kind) {
 	return (struct mt_site *)mt_chunk_at(&sites, id);
 }
 
-static void
-raise_peak(int64_t *peak, int64_t live) {
-	int64_t p = __atomic_load_n(peak, __ATOMIC_RELAXED);
-	while (live > p &&
-	       !__atomic_compare_exchange_n(peak, &p, live, 1,
-					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		;
-}
-
 void
 mt_site_alloc(uint32_t id, int kind, int64_t bytes, int64_t count) {
 	struct mt_site *s = mt_site_get(id, kind);
-	raise_peak(&s->peak_bytes, mt_add(&s->live_bytes, bytes));
+	mt_raise_peak(&s->peak_bytes, mt_add(&s->live_bytes, bytes));
 	mt_add(&s->live_count, count);
 	mt_add(&s->allocs, (uint64_t)count);
 	mt_add(&s->alloc_bytes, (uint64_t)bytes);
@@ -288,7 +279,7 @@ mt_totals_alloc(int kind, uint64_t bytes) {
 	mt_add(&t->allocs, 1);
 	mt_add(&t->alloc_bytes, bytes);
 	mt_add(&t->live_count, 1);
-	raise_peak(&t->peak_bytes, mt_add(&t->live_bytes, (int64_t)bytes));
+	mt_raise_peak(&t->peak_bytes, mt_add(&t->live_bytes, (int64_t)bytes));
 }
 
 void

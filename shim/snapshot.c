@@ -14,13 +14,16 @@
 #include "config.h"
 #include "maptab.h"
 #include "ptrtab.h"
-#include "shim.h"
+#include "charge.h"
+#include "trigger.h"
 #include "sites.h"
 #include "procstat.h"
 #include "oom.h"
 #include "python.h"
 #include "chunks.h"
-#include "cuda.h"
+#include "devices.h"
+#include "events.h"
+#include "marks.h"
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
@@ -555,7 +558,7 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 		      (unsigned long)mt_wall_ns(), (unsigned long)mono,
 		      (unsigned long)((mono - mt_start_mono_ns) / 1000000u));
 	mt_procstat_json(b, scr, nscr);
-	mt_cuda_json(b);
+	mt_devices_json(b);
 	mt_marks_json(b);
 	totals(b);
 	callsites(b, dump);
@@ -572,7 +575,7 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 		      mt_stack_count() - MT_NKINDS, (unsigned long)mt_ptrtab_count(),
 		      (unsigned long)mt_maptab_count(),
 		      (unsigned long)mt_sites_dropped,
-		      (unsigned long)mt_dropped_live, (unsigned long)mt_oom_count(),
+		      (unsigned long)mt_dropped_live, (unsigned long)mt_dump_count(),
 		      (unsigned long)dropped_snaps, (unsigned long)last_write_ns);
 	if (mt_py_on)
 		mt_buf_printf(b, ",\"pystacks\":%lu,\"pyframes\":%lu,"
@@ -592,7 +595,7 @@ void
 mt_snapshot_write(const char *reason, const char *lab) {
 	/* MEMTALLY_HOST=0: only CUDA is tracked; a process that never used
 	 * it leaves no file. */
-	if (!mt_cfg.host && !mt_cuda_used())
+	if (!mt_cfg.host && !mt_devices_used())
 		return;
 	mt_lock(&writer_lock);
 	if (closed) {

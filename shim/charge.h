@@ -1,12 +1,11 @@
 /*
- * shim.h — the shim's core, between the hooks (interpose.c) and the tables:
- * whether to record, sampling, stack capture, charging, triggers, and the
- * process lifecycle (constructor, fork, exit).
+ * charge.h — the hot path between the entry points (interpose.c, cuda.c)
+ * and the tables: whether to record, sampling, stack capture, charging.
  * Rules: never calls malloc; may run inside malloc, in any thread, before
  * main.  Hooks call these with the re-entry guard held.
  */
-#ifndef MT_SHIM_H
-#define MT_SHIM_H
+#ifndef MT_CHARGE_H
+#define MT_CHARGE_H
 #include "glue.h"
 #include "maptab.h"
 #include "ptrtab.h"
@@ -49,22 +48,11 @@ void mt_map_add(void *p, size_t len, int file, uint32_t stack);
 /* munmap, or the old range of mremap. */
 void mt_map_release(void *p, size_t len, struct mt_map *first);
 
-/* Snapshot triggers (bits of mt_pending), in order of precedence. */
-enum { MT_REASON_EXIT = 1, MT_REASON_SIGNAL = 2, MT_REASON_REQUEST = 4,
-       MT_REASON_EVERY = 8, MT_REASON_INTERVAL = 16, MT_REASON_PREOOM = 32,
-       MT_REASON_RENDER = 64 /* not a snapshot: render OOM dumps */ };
-/* Ask the writer thread for a snapshot.  Async-signal-safe. */
-void mt_trigger(int reason);
-uint64_t mt_ms_since_start(void);
-/* C API: a snapshot now, waiting until it is written (<= 10 s). */
-int mt_request_snapshot(const char *label);
-/* Marks (api.c) as `"marks":{...},` for the snapshot, if any. */
-struct mt_buf;
-void mt_marks_json(struct mt_buf *b);
-/* Constructor hook for signal.c. */
-void mt_signal_init(void);
+/* The constructor's part: the sampling filter (MEMTALLY_SAMPLE only). */
+void mt_charge_init(void);
+/* fork child: the allocation count and drops start over. */
+void mt_charge_postfork_child(int follow);
 
-extern uint64_t mt_start_mono_ns, mt_start_wall_ns;
 extern uint64_t mt_dropped_live;   /* allocations not tracked: table full */
 
 #endif

@@ -10,8 +10,10 @@
  * signal has been given to memtally).  Every other signal passes through.
  */
 #include "glue.h"
+#include "signals.h"
 #include "config.h"
-#include "shim.h"
+#include "charge.h"
+#include "trigger.h"
 #include "buf.h"
 #include <dlfcn.h>
 #include <signal.h>

@@ -1,0 +1,350 @@
+/*
+ * charge.c — the hot path's accounting (charge.h): whether to record an
+ * allocation (sampling), its stack (native + Python), and charging it to
+ * its call site, the totals and the pointer or map table; the reverse on
+ * free.  Capture layer: calls the tables, the event ring, the stack
+ * walkers and the trigger word, nothing above.
+ *
+ * Invariants that bind here:
+ *  - Recording runs on the allocating thread with mt_self.guard set, so
+ *    anything it calls that allocates (libunwind's first use, the loader)
+ *    forwards straight to the real allocator, untracked.
+ *  - No lock is held across a call out of the shim: the tables' locks are
+ *    taken and released inside each table call.
+ */
+#include "glue.h"
+#include "charge.h"
+#include "config.h"
+#include "cuda.h"
+#include "events.h"
+#include "python.h"
+#include "sites.h"
+#include "trigger.h"
+#include "unwind.h"
+#include <math.h>
+#include <string.h>
+
+MT_TLS struct mt_thread mt_self;
+int mt_active;
+uint64_t mt_dropped_live;
+
+static uint64_t tracked_allocs; /* for MEMTALLY_EVERY */
+
+/* ---- sampling ---------------------------------------------------------
+ * A Poisson process over allocated bytes with mean gap S = MEMTALLY_SAMPLE:
+ * an allocation of z bytes is sampled with probability p = 1 - exp(-z/S)
+ * and then stands for z/p bytes and 1/p allocations, so every sum over
+ * call sites is an unbiased estimate (jemalloc's PROFILING_INTERNALS.md).
+ * The weights are a pure function of z and S, so a free recomputes them
+ * exactly and live figures return to zero. */
+
+static uint64_t
+rng_next(void) {
+	uint64_t x = mt_self.rng;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	mt_self.rng = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+static int64_t
+draw_gap(void) {
+	double u = (double)((rng_next() >> 11) + 1) * (1.0 / 9007199254740993.0);
+	double g = -log(u) * (double)mt_cfg.sample;
+	return g > 9e18 ? INT64_MAX : (int64_t)g + 1;
+}
+
+static void
+sample_weights(uint64_t size, int64_t *bytes, int64_t *count) {
+	double p = -expm1(-(double)size / (double)mt_cfg.sample);
+	*bytes = (int64_t)((double)size / p + 0.5);
+	*count = (int64_t)(1.0 / p + 0.5);
+}
+
+/* Returns 0 (not sampled), 1 (exact) or 2 (weighted sample). */
+static inline int
+should_track(size_t size) {
+	if (!mt_cfg.sample || size >= mt_cfg.exact_above)
+		return 1;
+	if (MT_UNLIKELY(!mt_self.seeded)) {
+		static uint64_t threads_seeded;
+		mt_self.seeded = 1;
+		if (mt_cfg.seed) /* repeatable: the n-th thread to sample */
+			mt_self.rng = (mt_cfg.seed + mt_add(&threads_seeded, 1)) *
+				      0x9e3779b97f4a7c15ull;
+		else
+			mt_self.rng = (uint64_t)mt_sys(SYS_gettid, 0, 0, 0, 0,
+						       0, 0) *
+					      0x9e3779b97f4a7c15ull ^
+				      mt_now_ns();
+		if (!mt_self.rng)
+			mt_self.rng = 1;
+		mt_self.countdown = draw_gap();
+	}
+	mt_self.countdown -= (int64_t)size;
+	if (mt_self.countdown > 0)
+		return 0;
+	/* Skip every sample point this allocation covers (memorylessness). */
+	do
+		mt_self.countdown += draw_gap();
+	while (mt_self.countdown <= 0);
+	return 2;
+}
+
+static uint32_t
+capture(int kind) {
+	uintptr_t pcs[128];
+	int n = mt_unwind(pcs, (int)mt_cfg.depth, mt_cfg.unwind);
+	return mt_stack_intern(pcs, n, kind, mt_py_capture());
+}
+
+static void
+count_tracked(void) {
+	uint64_t n = mt_add(&tracked_allocs, 1);
+	if (mt_cfg.every && n % mt_cfg.every == 0)
+		mt_trigger(MT_REASON_EVERY);
+}
+
+/* Each of the first MT_TSLOTS - 1 threads owns a slot and bumps its
+ * counters with plain (relaxed, non-atomic read-modify-write) stores: one
+ * writer, racy readers.  Later threads share the last slot with atomic
+ * adds.  Either way the sums are exact. */
+static inline struct mt_tcount *
+tcount(void) {
+	if (MT_UNLIKELY(!mt_self.tslot)) {
+		static uint32_t next;
+		uint32_t i = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
+		mt_self.tslot = (i < MT_TSLOTS - 1 ? i : MT_TSLOTS - 1) + 1;
+	}
+	return &mt_tcounts[mt_self.tslot - 1];
+}
+
+static inline void
+tc_add(uint64_t *c, uint64_t v) {
+	if (MT_LIKELY(mt_self.tslot < MT_TSLOTS))
+		__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
+	else
+		mt_add(c, v);
+}
+
+static void
+uncharge(const struct mt_ptr *e) {
+	int64_t bytes = (int64_t)e->size, count = 1;
+	if (e->size >= mt_cfg.exact_above)
+		mt_event(MT_EV_FREE, e->kind, e->addr, e->size, e->stack);
+	if (e->sampled)
+		sample_weights(e->size, &bytes, &count);
+	mt_site_free(e->stack, e->kind, bytes, count);
+	struct mt_totals *t = &mt_totals[e->kind];
+	mt_add(&t->live_bytes, -bytes);
+	if (e->kind == MT_HEAP) { /* per-thread: no shared cache line */
+		struct mt_tcount *tc = tcount();
+		tc_add(&tc->live_count, (uint64_t)-count);
+		tc_add(&tc->free_bytes, e->size);
+	} else {
+		mt_add(&t->live_count, -count);
+		mt_add(&t->free_bytes, e->size);
+	}
+}
+
+/* When sampling, most blocks are never tracked, and a free would look
+ * for each in the pointer table (a shard lock and a probe).  A counting
+ * filter by address answers "certainly not tracked" first: a counter is
+ * raised before an entry goes in and lowered after it comes out, so a free
+ * (which follows its allocation) never misses a tracked block.  Counters
+ * that reach their maximum stay there.  Exact mode has no filter. */
+#define FILTER_BITS 16 /* 64 KiB of 8-bit counters: stays in L2 (a 2 MiB one cost a cache miss a free) */
+static uint8_t *maybe;
+
+static inline uint8_t *
+filter_at(uintptr_t a) {
+	return &maybe[((uint64_t)(a >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - FILTER_BITS)];
+}
+
+static inline void
+filter_add(uintptr_t a) {
+	if (maybe) {
+		uint8_t *c = filter_at(a);
+		if (__atomic_load_n(c, __ATOMIC_RELAXED) != 0xff)
+			__atomic_add_fetch(c, 1, __ATOMIC_RELEASE);
+	}
+}
+
+static inline void
+filter_del(uintptr_t a) {
+	if (maybe) {
+		uint8_t *c = filter_at(a);
+		if (__atomic_load_n(c, __ATOMIC_RELAXED) != 0xff)
+			__atomic_sub_fetch(c, 1, __ATOMIC_RELEASE);
+	}
+}
+
+static inline int
+filter_maybe(uintptr_t a) {
+	return !maybe || __atomic_load_n(filter_at(a), __ATOMIC_ACQUIRE) != 0;
+}
+
+/* Heap totals: allocs, alloc_bytes and frees are exact in every mode;
+ * live bytes and count are exact in exact mode and estimates (the same
+ * weights as the call sites) when sampling. */
+void
+mt_heap_alloc(void *p, size_t size) {
+	struct mt_totals *t = &mt_totals[MT_HEAP];
+	int how = should_track(size);
+	struct mt_tcount *tc = tcount();
+	tc_add(&tc->allocs, 1);
+	tc_add(&tc->alloc_bytes, size);
+	if (!how)
+		return;
+	int64_t bytes = (int64_t)size, count = 1;
+	if (how == 2)
+		sample_weights(size, &bytes, &count);
+	struct mt_ptr e = {.addr = (uintptr_t)p, .size = size,
+			   .stack = capture(MT_HEAP), .kind = MT_HEAP,
+			   .sampled = how == 2,
+			   .time_ms = (uint32_t)mt_ms_since_start()};
+	struct mt_ptr old;
+	filter_add(e.addr);
+	int err = mt_ptrtab_put(&e, &old);
+	if (err == ENOMEM) {
+		filter_del(e.addr);
+		mt_add(&mt_dropped_live, 1);
+		return;
+	}
+	if (err == EEXIST) { /* freed behind our back: forget the old one */
+		filter_del(e.addr); /* one entry for the address, not two */
+		uncharge(&old);
+	}
+	mt_site_alloc(e.stack, MT_HEAP, bytes, count);
+	if (size >= mt_cfg.exact_above) /* large blocks go to the event ring */
+		mt_event(MT_EV_ALLOC, MT_HEAP, (uintptr_t)p, size, e.stack);
+	tc_add(&tc->live_count, (uint64_t)count);
+	mt_raise_peak(&t->peak_bytes, mt_add(&t->live_bytes, bytes));
+	count_tracked();
+}
+
+void
+mt_heap_free(void *p) {
+	struct mt_ptr e;
+	tc_add(&tcount()->frees, 1);
+	if (filter_maybe((uintptr_t)p) && mt_ptrtab_take((uintptr_t)p, &e)) {
+		filter_del(e.addr);
+		uncharge(&e);
+	}
+}
+
+void
+mt_heap_freed(void) {
+	tc_add(&tcount()->frees, 1);
+}
+
+void
+mt_heap_take(void *p, struct mt_ptr *e, int *had) {
+	*had = filter_maybe((uintptr_t)p) && mt_ptrtab_take((uintptr_t)p, e);
+	if (*had) {
+		filter_del(e->addr);
+		uncharge(e);
+	}
+}
+
+void
+mt_heap_restore(const struct mt_ptr *e) {
+	struct mt_ptr old;
+	int64_t bytes = (int64_t)e->size, count = 1;
+	filter_add(e->addr);
+	if (mt_ptrtab_put(e, &old) == ENOMEM) {
+		filter_del(e->addr);
+		mt_add(&mt_dropped_live, 1);
+		return;
+	}
+	if (e->sampled)
+		sample_weights(e->size, &bytes, &count);
+	mt_site_unfree(e->stack, MT_HEAP, bytes, count);
+	struct mt_totals *t = &mt_totals[MT_HEAP];
+	mt_add(&t->live_bytes, bytes);
+	tc_add(&tcount()->live_count, (uint64_t)count);
+	tc_add(&tcount()->free_bytes, (uint64_t)-e->size);
+}
+
+int
+mt_dev_track(uintptr_t key, uint64_t size, int kind, int device, uint32_t stream,
+	     int flags, uint32_t stack) {
+	struct mt_ptr e = {.addr = key, .size = size,
+			   .stack = stack ? stack : capture(kind), .kind = (uint8_t)kind,
+			   .device = (uint8_t)device, .flags = (uint8_t)flags,
+			   .stream = stream,
+			   .time_ms = (uint32_t)mt_ms_since_start()};
+	struct mt_ptr old;
+	int err = mt_ptrtab_put(&e, &old);
+	if (err == ENOMEM) {
+		mt_add(&mt_dropped_live, 1);
+		return -1;
+	}
+	if (err == EEXIST && !(old.flags & MT_PTR_MAPPED))
+		uncharge(&old);
+	if (!(flags & MT_PTR_MAPPED)) { /* a mapping of a handle: charged at create */
+		mt_site_alloc(e.stack, kind, (int64_t)size, 1);
+		mt_totals_alloc(kind, size);
+		count_tracked();
+	}
+	mt_event(MT_EV_ALLOC, kind, key & ~MT_TAG_MASK, size, e.stack);
+	return (int)e.stack;
+}
+
+int
+mt_dev_untrack(uintptr_t key, struct mt_ptr *e) {
+	if (!mt_ptrtab_take(key, e))
+		return 0;
+	if (!(e->flags & MT_PTR_MAPPED)) {
+		mt_site_free(e->stack, e->kind, (int64_t)e->size, 1);
+		mt_totals_free(e->kind, e->size, 1);
+	}
+	mt_event(MT_EV_FREE, e->kind, key & ~MT_TAG_MASK, e->size, e->stack);
+	return 1;
+}
+
+uint32_t
+mt_capture(int kind) {
+	return capture(kind);
+}
+
+void
+mt_map_add(void *p, size_t len, int file, uint32_t stack) {
+	struct mt_map m = {.start = (uintptr_t)p,
+			   .end = (uintptr_t)p + ((len + 4095) & ~(size_t)4095),
+			   .stack = stack ? stack : capture(file ? MT_MMAP_FILE : MT_MMAP),
+			   .kind = file ? MT_MMAP_FILE : MT_MMAP,
+			   .counted = 1,
+			   .time_ms = (uint32_t)mt_ms_since_start()};
+	if (mt_maptab_add(&m)) {
+		mt_add(&mt_dropped_live, 1);
+	} else {
+		mt_event(MT_EV_ALLOC, m.kind, m.start, m.end - m.start, m.stack);
+		count_tracked();
+	}
+}
+
+void
+mt_map_release(void *p, size_t len, struct mt_map *first) {
+	uintptr_t s = (uintptr_t)p & ~(uintptr_t)4095;
+	uintptr_t e = ((uintptr_t)p + len + 4095) & ~(uintptr_t)4095;
+	if (first)
+		memset(first, 0, sizeof *first);
+	mt_event(MT_EV_FREE, MT_MMAP, s, e - s, 0);
+	mt_maptab_release(s, e, first);
+}
+
+
+void
+mt_charge_init(void) {
+	if (mt_cfg.sample)
+		maybe = mt_sys_mmap(sizeof(uint8_t) << FILTER_BITS);
+}
+
+void
+mt_charge_postfork_child(int follow) {
+	(void)follow;
+	tracked_allocs = 0;
+	mt_dropped_live = 0;
+}
