@@ -51,3 +51,25 @@ mt_ms_since_start(void) {
 	uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	return now > mt_start_mono_ns ? (now - mt_start_mono_ns) / 1000000u : 0;
 }
+
+long
+mt_read_file(const char *path, char *buf, size_t cap) {
+	if (!cap)
+		return -EINVAL;
+	long f = mt_sys(SYS_openat, -100 /* AT_FDCWD */, path, 02000000 /* O_RDONLY|O_CLOEXEC */,
+			0, 0, 0);
+	if (f < 0)
+		return f;
+	size_t n = 0;
+	while (n + 1 < cap) {
+		long r = mt_sys(SYS_read, f, buf + n, cap - 1 - n, 0, 0, 0);
+		if (r == -EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	mt_sys(SYS_close, f, 0, 0, 0, 0, 0);
+	buf[n] = 0;
+	return (long)n;
+}

@@ -140,4 +140,8 @@ void mt_clock_start(void);
 /* Milliseconds since the start, from the coarse clock (~8 ns). */
 uint64_t mt_ms_since_start(void);
 
+/* A small file (/proc, /sys) read whole into buf, NUL-terminated (at most
+ * cap - 1 bytes).  Its length, or -errno.  Never allocates. */
+long mt_read_file(const char *path, char *buf, size_t cap);
+
 #endif

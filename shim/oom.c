@@ -10,6 +10,7 @@
  * reserved at start (mt_buf_stream), so any number of segments fit.
  */
 #include "glue.h"
+#include "file.h"
 #include "oom.h"
 #include "buf.h"
 #include "config.h"
@@ -159,7 +160,7 @@ dump(struct dump_ctx *c, const char *reason) {
 	uint64_t ndumps = mt_dump_count();
 	if (ndumps < mt_cfg.oom_dumps) {
 		char path[1300];
-		long fd = mt_snapshot_dump_open((unsigned)ndumps + 1, path, sizeof path);
+		long fd = mt_file_dump_open((unsigned)ndumps + 1, path, sizeof path);
 		if (fd >= 0) {
 			struct mt_buf b;
 			mt_buf_stream(&b, dump_mem, DUMP_BUF, (int)fd);

@@ -9,6 +9,7 @@
  * memory.oom_control oom_kill -> events.oom_kill, failcnt -> events.max.
  */
 #include "glue.h"
+#include "file.h"
 #include "dl.h"
 #include "procstat.h"
 #include "buf.h"
@@ -23,25 +24,6 @@ static char cg_dir[512]; /* cgroup directory, "" if none */
 static int cg_version;   /* 1 or 2; 0 = none */
 static int (*je_mallctl)(const char *, void *, size_t *, void *, size_t);
 static struct mallinfo2 (*glibc_mallinfo2)(void);
-
-static long
-slurp(const char *path, char *buf, size_t cap) {
-	long fd = mt_sys(SYS_open, path, O_RDONLY | O_CLOEXEC, 0, 0, 0, 0);
-	if (fd < 0)
-		return -1;
-	size_t n = 0;
-	while (n + 1 < cap) {
-		long r = mt_sys(SYS_read, fd, buf + n, cap - 1 - n, 0, 0, 0);
-		if (r == -EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	mt_sys(SYS_close, fd, 0, 0, 0, 0, 0);
-	buf[n] = 0;
-	return (long)n;
-}
 
 static int
 parse_u64(const char *p, uint64_t *out) {
@@ -84,7 +66,7 @@ exists(const char *path) {
  * "cgroup2" (want == NULL) or "cgroup" with option `want` ("memory"). */
 static int
 mount_of(const char *want, char *out, size_t n, char *buf, size_t cap) {
-	if (slurp("/proc/self/mountinfo", buf, cap) < 0)
+	if (mt_read_file("/proc/self/mountinfo", buf, cap) < 0)
 		return -1;
 	for (char *line = buf; line && *line;) {
 		char *nl = strchr(line, '\n');
@@ -121,7 +103,7 @@ mount_of(const char *want, char *out, size_t n, char *buf, size_t cap) {
 static void
 find_cgroup(char *buf, size_t cap) {
 	char cg[8192], mnt[256], rel[512] = "", rel1[512] = "";
-	if (slurp("/proc/self/cgroup", cg, sizeof cg) < 0)
+	if (mt_read_file("/proc/self/cgroup", cg, sizeof cg) < 0)
 		return;
 	int have2 = 0, have1 = 0;
 	for (char *line = cg; line && *line;) {
@@ -191,7 +173,7 @@ static int
 cg_read(const char *name, uint64_t *v, char *buf, size_t cap) {
 	char path[700];
 	path_join(path, sizeof path, cg_dir, name);
-	if (slurp(path, buf, cap) <= 0)
+	if (mt_read_file(path, buf, cap) <= 0)
 		return -1;
 	if (!strncmp(buf, "max", 3)) { /* v2: no limit */
 		*v = UINT64_MAX;
@@ -225,7 +207,7 @@ proc_json(struct mt_buf *b, char *buf, size_t cap) {
 	int first = 1;
 	uint64_t v;
 	mt_buf_puts(b, "\"proc\":{");
-	if (slurp("/proc/self/status", buf, cap) > 0) {
+	if (mt_read_file("/proc/self/status", buf, cap) > 0) {
 		static const char *const keys[][2] = {{"VmRSS:", "rss_bytes"},
 			{"VmSize:", "vms_bytes"}, {"VmHWM:", "hwm_bytes"},
 			{"VmSwap:", "swap_bytes"}};
@@ -235,7 +217,7 @@ proc_json(struct mt_buf *b, char *buf, size_t cap) {
 		if (!field(buf, "Threads:", &v))
 			kv(b, &first, "threads", v);
 	}
-	if (mt_cfg.smaps && slurp("/proc/self/smaps_rollup", buf, cap) > 0) {
+	if (mt_cfg.smaps && mt_read_file("/proc/self/smaps_rollup", buf, cap) > 0) {
 		uint64_t pc = 0, pd = 0, sc = 0, sd = 0;
 		if (!field(buf, "Pss:", &v))
 			kv(b, &first, "pss_bytes", v * 1024);
@@ -265,7 +247,7 @@ proc_json(struct mt_buf *b, char *buf, size_t cap) {
 				long fdn = 0;
 				for (const char *c = name; *c >= '0' && *c <= '9'; c++)
 					fdn = fdn * 10 + (*c - '0');
-				if (name[0] != '.' && fdn != dfd && fdn != mt_snapshot_own_fd())
+				if (name[0] != '.' && fdn != dfd && fdn != mt_file_fd())
 					n++;
 				off += reclen;
 			}
@@ -297,7 +279,7 @@ cgroup_json(struct mt_buf *b, char *buf, size_t cap) {
 		kv(b, &first, "peak_bytes", v);
 	char path[700];
 	path_join(path, sizeof path, cg_dir, "/memory.stat");
-	if (slurp(path, buf, cap) > 0) {
+	if (mt_read_file(path, buf, cap) > 0) {
 		static const char *const k2[][2] = {{"anon ", "anon_bytes"},
 			{"file ", "file_bytes"}, {"shmem ", "shmem_bytes"},
 			{"slab ", "slab_bytes"}, {"sock ", "sock_bytes"},
@@ -314,7 +296,7 @@ cgroup_json(struct mt_buf *b, char *buf, size_t cap) {
 	mt_buf_puts(b, ",\"events\":{");
 	if (v2) {
 		path_join(path, sizeof path, cg_dir, "/memory.events");
-		if (slurp(path, buf, cap) > 0) {
+		if (mt_read_file(path, buf, cap) > 0) {
 			static const char *const ke[][2] = {{"oom ", "oom"},
 				{"oom_kill ", "oom_kill"}, {"max ", "max"}};
 			for (int i = 0; i < 3; i++)
@@ -323,7 +305,7 @@ cgroup_json(struct mt_buf *b, char *buf, size_t cap) {
 		}
 	} else {
 		path_join(path, sizeof path, cg_dir, "/memory.oom_control");
-		if (slurp(path, buf, cap) > 0 && !field(buf, "oom_kill ", &v))
+		if (mt_read_file(path, buf, cap) > 0 && !field(buf, "oom_kill ", &v))
 			kv(b, &efirst, "oom_kill", v);
 		if (!cg_read("/memory.failcnt", &v, buf, cap))
 			kv(b, &efirst, "max", v);

@@ -1,8 +1,8 @@
 /*
- * snapshot.c — what goes into the file and how it gets there.  One file
- * per process, <out>/memtally.<host>[.r<rank>].p<pid>.jsonl, opened at the
- * first snapshot (so a fork child that only execs leaves no file), with a
- * header line, then for each snapshot: a maps record when the set of
+ * snapshot.c — what goes into the file.  One file per process (file.c
+ * names, opens and re-opens it), opened at the first snapshot (so a fork
+ * child that only execs leaves no file), with a header line, then for
+ * each snapshot: a maps record when the set of
  * loaded modules changed, a stack record for each stack not yet written,
  * and the snapshot record.  Lines are formatted into mmap'd buffers and
  * leave with write(2), whole lines per call.  The record layouts are
@@ -24,6 +24,7 @@
 #include "devices.h"
 #include "events.h"
 #include "marks.h"
+#include "file.h"
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
@@ -35,17 +36,14 @@
 #define MT_TOOL_VERSION "0.1.0"
 
 static mt_lock_t writer_lock;
-static int fd = -1;
 static int closed;
-static int open_failed;          /* warned once */
 static uint64_t seq;
 static unsigned long long last_adds = ~0ull, last_subs = ~0ull;
 static struct mt_buf out, lines; /* snapshot line; stack/maps lines */
-static char host[256], exe[1024];
+static char exe[1024];
 static char cmdline[8192];
 static size_t cmdline_len;
 static uint64_t last_write_ns;
-static char path[1200];
 static char scratch[64 << 10];   /* /proc and /sys reads (writer only) */
 
 /* What the file already says of each call site: a snapshot after the
@@ -76,24 +74,6 @@ struct top { /* call-site candidates when MEMTALLY_TOP limits them */
 static struct top *topv;
 static uint64_t topcap;
 
-static long
-read_file(const char *p, char *buf, size_t cap) {
-	long f = mt_sys(SYS_open, p, O_RDONLY | O_CLOEXEC, 0, 0, 0, 0);
-	if (f < 0)
-		return f;
-	size_t n = 0;
-	while (n < cap) {
-		long r = mt_sys(SYS_read, f, buf + n, cap - n, 0, 0, 0);
-		if (r == -EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	mt_sys(SYS_close, f, 0, 0, 0, 0, 0);
-	return (long)n;
-}
-
 int
 mt_snapshot_init(char **argv, char **envp) {
 	(void)argv;
@@ -101,66 +81,11 @@ mt_snapshot_init(char **argv, char **envp) {
 	long r;
 	if (mt_buf_init(&out, 1 << 20) || mt_buf_init(&lines, 1 << 20))
 		return ENOMEM;
-	struct {
-		char f[6][65];
-	} uts;
-	if (mt_sys(SYS_uname, &uts, 0, 0, 0, 0, 0) == 0) {
-		size_t i, n = strlen(uts.f[1]);
-		for (i = 0; i < n && i < sizeof host - 1; i++) /* safe in a name */
-			host[i] = (uts.f[1][i] == '/' || uts.f[1][i] == '.')
-					  ? '_'
-					  : uts.f[1][i];
-		host[i] = 0;
-	}
-	if (!host[0])
-		memcpy(host, "localhost", 10);
+	mt_file_init();
 	r = mt_sys(SYS_readlink, "/proc/self/exe", exe, sizeof exe - 1, 0, 0, 0);
 	exe[r > 0 ? r : 0] = 0;
-	r = read_file("/proc/self/cmdline", cmdline, sizeof cmdline);
+	r = mt_read_file("/proc/self/cmdline", cmdline, sizeof cmdline);
 	cmdline_len = r > 0 ? (size_t)r : 0;
-	return 0;
-}
-
-static unsigned path_x;   /* the ".x<N>" this image's file took, 0 = none */
-static int opened_once;   /* this image (or fork child) has made its file */
-
-static void
-make_path_x(unsigned x) {
-	struct mt_buf b;
-	mt_buf_fixed(&b, path, sizeof path - 1);
-	mt_buf_printf(&b, "%s/memtally.%s.", mt_cfg.out, host);
-	if (mt_cfg.rank >= 0)
-		mt_buf_printf(&b, "r%ld.", mt_cfg.rank);
-	mt_buf_printf(&b, "p%ld", mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0));
-	if (x)
-		mt_buf_printf(&b, ".x%u", x);
-	mt_buf_puts(&b, ".jsonl");
-	path[b.len] = 0;
-	path_x = x;
-}
-
-static void
-make_path(void) {
-	make_path_x(opened_once ? path_x : 0);
-}
-
-static int
-mkdirs(const char *dir) {
-	char tmp[1024];
-	size_t n = strlen(dir);
-	if (n >= sizeof tmp)
-		return ENAMETOOLONG;
-	memcpy(tmp, dir, n + 1);
-	for (size_t i = 1; i <= n; i++) {
-		if (tmp[i] != '/' && tmp[i] != 0)
-			continue;
-		char c = tmp[i];
-		tmp[i] = 0;
-		long r = mt_sys(SYS_mkdir, tmp, 0777, 0, 0, 0, 0);
-		if (r < 0 && r != -EEXIST)
-			return (int)-r;
-		tmp[i] = c;
-	}
 	return 0;
 }
 
@@ -183,7 +108,7 @@ header(struct mt_buf *b) {
 		mt_buf_putc(b, ',');
 	}
 	mt_buf_puts(b, "\"host\":");
-	mt_buf_jstr(b, host);
+	mt_buf_jstr(b, mt_file_host());
 	mt_buf_puts(b, ",\"exe\":");
 	mt_buf_jstr(b, exe);
 	mt_buf_puts(b, ",\"argv\":[");
@@ -205,22 +130,8 @@ header(struct mt_buf *b) {
 	mt_buf_puts(b, "}\n");
 }
 
-/* Our file's identity: a program that closes every descriptor (or
- * close_range at start) and opens its own files may be handed our number;
- * before each snapshot the descriptor is checked and, if it is no longer
- * our file, left alone and the file opened again (appending). */
-static uint64_t file_dev, file_ino;
 static uint64_t dropped_snaps; /* snapshots that could not be written */
 static int write_warned;
-
-static int
-ours(int f) {
-	struct stat st;
-	/* st_nlink 0: deleted under us (the directory removed mid-run):
-	 * make it again rather than write into an unreachable file */
-	return mt_sys(SYS_fstat, f, &st, 0, 0, 0, 0) == 0 && (uint64_t)st.st_dev == file_dev &&
-	       (uint64_t)st.st_ino == file_ino && st.st_nlink > 0;
-}
 
 /* The file lacks every stack and Python record (new, re-created, or a
  * write that failed and was cut back): write them again as used. */
@@ -234,49 +145,19 @@ forget_written(void) {
 	mt_py_forget_written();
 }
 
+/* The file open and ours; a new or re-created one gets its header, and
+ * every call site, maps and stack record is written again. */
 static int
 ensure_open(void) {
-	if (fd >= 0 && ours(fd))
-		return 0;
-	fd = -1; /* not ours any more (if it was): never written again */
-	make_path();
-	int err = mkdirs(mt_cfg.out);
-	long r = -ENOENT;
-	if (!err) {
-		/* The first open of this process image makes a new file: when
-		 * the name is taken (an exec'd image keeps its pid; a pid
-		 * reused in the same directory) it takes the next free
-		 * ".x<N>" name instead.  Later opens append to it. */
-		int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (opened_once ? 0 : O_EXCL);
-		r = mt_sys(SYS_open, path, flags, 0644, 0, 0, 0);
-		for (int x = 1; r == -EEXIST && x < 1000; x++) {
-			make_path_x(x);
-			r = mt_sys(SYS_open, path, flags, 0644, 0, 0, 0);
-		}
-		err = r < 0 ? (int)-r : 0;
-	}
-	if (err) {
-		if (!open_failed)
-			mt_warn("cannot write %s (errno %d); the program runs "
-				"on, snapshots are lost until it can",
-				path, err);
-		open_failed = 1;
+	int fresh, reopened;
+	int err = mt_file_ensure(&fresh, &reopened);
+	if (err || !reopened)
 		return err;
-	}
-	struct stat st;
-	if (mt_sys(SYS_fstat, r, &st, 0, 0, 0, 0)) {
-		mt_sys(SYS_close, r, 0, 0, 0, 0, 0);
-		return EIO;
-	}
-	fd = (int)r;
-	file_dev = (uint64_t)st.st_dev;
-	file_ino = (uint64_t)st.st_ino;
-	opened_once = 1;
 	full_next = 1; /* every call site again, and the maps */
 	last_adds = last_subs = ~0ull;
 	struct mt_buf *b = &lines;
 	b->len = 0;
-	if (st.st_size == 0) { /* a new (or deleted and re-created) file */
+	if (fresh) {
 		header(b);
 		forget_written();
 	}
@@ -614,6 +495,7 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	 * line (pass 2), which may take several write calls.  If a write
 	 * fails the file is cut back to where this snapshot began, so it
 	 * never holds a broken line in its middle. */
+	int fd = mt_file_fd();
 	long off0 = mt_sys(SYS_lseek, fd, 0, 2 /* SEEK_END */, 0, 0, 0);
 	lines.flush_fd = out.flush_fd = fd;
 	lines.flush_err = out.flush_err = 0;
@@ -637,7 +519,7 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	if (err) {
 		if (!write_warned++)
 			mt_warn("writing %s failed (errno %d); snapshots are dropped while it "
-				"fails (the next one written counts them)", path, err);
+				"fails (the next one written counts them)", mt_file_path(), err);
 		if (off0 >= 0)
 			mt_sys(SYS_ftruncate, fd, off0, 0, 0, 0, 0);
 		dropped_snaps++;
@@ -658,9 +540,7 @@ void
 mt_snapshot_close(void) {
 	mt_lock(&writer_lock);
 	closed = 1;
-	if (fd >= 0)
-		mt_sys(SYS_close, fd, 0, 0, 0, 0, 0);
-	fd = -1;
+	mt_file_close();
 	mt_unlock(&writer_lock);
 }
 
@@ -668,17 +548,11 @@ void
 mt_snapshot_describe(void) {
 	char mem[4096];
 	struct mt_buf b;
-	make_path();
 	mt_buf_fixed(&b, mem, sizeof mem - 1);
 	mt_config_json(&b);
 	mem[b.len] = 0;
 	mt_say("config %s", mem);
-	mt_say("writing %s", path);
-}
-
-int
-mt_snapshot_own_fd(void) {
-	return __atomic_load_n(&fd, __ATOMIC_RELAXED);
+	mt_say("writing %s", mt_file_describe());
 }
 
 void
@@ -694,12 +568,8 @@ mt_snapshot_postfork_parent(void) {
 void
 mt_snapshot_postfork_child(int follow) {
 	writer_lock.v = 0;
-	if (fd >= 0)
-		mt_sys(SYS_close, fd, 0, 0, 0, 0, 0);
-	fd = -1;
+	mt_file_postfork_child();
 	seq = 0;
-	open_failed = 0;
-	opened_once = 0;
 	dropped_snaps = 0;
 	write_warned = 0;
 	if (!follow) {
@@ -711,21 +581,6 @@ mt_snapshot_postfork_child(int follow) {
 	mt_chunk_reset(&track);
 	mt_py_forget_written();
 	out.len = lines.len = 0;
-}
-
-long
-mt_snapshot_dump_open(unsigned idx, char *dst, size_t n) {
-	struct mt_buf b;
-	mt_buf_fixed(&b, dst, n - 1);
-	mt_buf_printf(&b, "%s/memtally.%s.", mt_cfg.out, host);
-	if (mt_cfg.rank >= 0)
-		mt_buf_printf(&b, "r%ld.", mt_cfg.rank);
-	mt_buf_printf(&b, "p%ld.oom%u.jsonl", mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0), idx);
-	dst[b.len] = 0;
-	int err = mkdirs(mt_cfg.out);
-	if (err)
-		return -err;
-	return mt_sys(SYS_open, dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644, 0, 0, 0);
 }
 
 int

@@ -18,19 +18,16 @@ void mt_snapshot_write(const char *reason, const char *label);
 void mt_snapshot_close(void);
 /* MEMTALLY_VERBOSE: the effective configuration and file path on stderr. */
 void mt_snapshot_describe(void);
-/* OOM dumps (oom.c): open dump idx (creating the directory; its path into
- * dst; the fd or -errno), and write its content
+/* OOM dumps (oom.c, which opens the file with mt_file_dump_open): write
+ * its content
  * through a streaming buffer b: header, maps, every stack, body(), then a
  * complete snapshot with this reason.  Does not take the writer lock and
  * touches none of the main file's state.  Returns 0 or an errno value.
  * Never allocates. */
 struct mt_buf;
-long mt_snapshot_dump_open(unsigned idx, char *dst, size_t n);
 int mt_snapshot_dump(int fd, struct mt_buf *b, const char *reason,
 		     void (*body)(struct mt_buf *, void *), void *arg, char *scratch,
 		     size_t nscratch);
-/* The main file's descriptor, or -1.  Never allocates. */
-int mt_snapshot_own_fd(void);
 void mt_snapshot_prefork(void);
 void mt_snapshot_postfork_parent(void);
 /* follow: a new file for the child (opened at its first snapshot). */

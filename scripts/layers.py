@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""layers.py BUILD_DIR — the shim's layers, enforced from the objects.
+
+Each shim object may call only objects of a lower layer (from `nm`: an
+undefined symbol in A that B defines is a call from A to B).  Two objects
+of one layer never call each other; the entry points (hooks, signals, the
+C API, CUDA wrappers) in particular never do.  Prints every call that runs
+sideways or up, with the symbols, and exits 1 if there is any.
+Adding a file to shim/: give it a layer here, or this check fails."""
+import glob, os, subprocess, sys
+
+LAYERS = [
+    # platform: syscalls, atomics and locks, clocks, the loader, buffers
+    # and formatting, the configuration
+    ('platform', ['glue', 'dl']),
+    ('platform-format', ['buf']),
+    ('platform-config', ['config']),
+    # state: the tables and the small shared states
+    ('state', ['sites', 'ptrtab', 'events', 'trigger', 'marks']),
+    ('state-derived', ['maptab', 'devices']),
+    # capture: stack walkers, Python frames, then charging
+    ('capture', ['unwind', 'pylines']),
+    ('capture-python', ['python']),
+    ('capture-charge', ['charge']),
+    # readers and writers: the output file, /proc and cgroup figures,
+    # snapshot records, dumps
+    ('output-file', ['file']),
+    ('output-procstat', ['procstat']),
+    ('output-records', ['snapshot']),
+    ('output-dumps', ['oom']),
+    # entry points: never call each other
+    ('entry', ['interpose', 'signals', 'api', 'cuda']),
+    # the lifecycle on top
+    ('lifecycle', ['life']),
+]
+
+def symbols(obj):
+    out = subprocess.run(['nm', obj], capture_output=True, text=True, check=True).stdout
+    defined, undefined = set(), set()
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) == 3 and f[1] in 'TDBRVWG':
+            defined.add(f[2])
+        elif len(f) == 2 and f[0] == 'U':
+            undefined.add(f[1])
+    return defined, undefined
+
+def main():
+    build = sys.argv[1] if len(sys.argv) > 1 else 'build'
+    objs = sorted(glob.glob(os.path.join(build, 'shim', '*.o')))
+    if not objs:
+        print('layers: no objects in %s/shim (make all first)' % build)
+        return 2
+    rank = {n: i for i, (_, names) in enumerate(LAYERS) for n in names}
+    layer_of = {n: LAYERS[i][0] for n, i in rank.items()}
+    defs, undefs = {}, {}
+    for o in objs:
+        n = os.path.basename(o)[:-2]
+        defs[n], undefs[n] = symbols(o)
+    bad = 0
+    for n in defs:
+        if n not in rank:
+            print('layers: shim/%s.c has no layer in scripts/layers.py' % n)
+            bad += 1
+    owner = {s: n for n, d in defs.items() for s in d}
+    edges = 0
+    for a in sorted(defs):
+        calls = {}
+        for s in undefs[a]:
+            b = owner.get(s)
+            if b and b != a:
+                calls.setdefault(b, []).append(s)
+        for b, syms in sorted(calls.items()):
+            edges += 1
+            if a in rank and b in rank and rank[b] >= rank[a]:
+                bad += 1
+                how = 'sideways' if rank[b] == rank[a] else 'up'
+                print('layers: %s (%s) calls %s %s (%s): %s' % (
+                    a, layer_of[a], how, b, layer_of[b], ', '.join(sorted(syms))))
+    print('layers: %d objects, %d calls between them, %d against the layers' %
+          (len(defs), edges, bad))
+    return 1 if bad else 0
+
+if __name__ == '__main__':
+    sys.exit(main())

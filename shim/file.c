@@ -1,0 +1,177 @@
+/*
+ * file.c — the output file's name, directory, identity and (re)opening
+ * (file.h).
+ */
+#include "glue.h"
+#include "file.h"
+#include "buf.h"
+#include "config.h"
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static char host[256];
+static int fd = -1;
+static char path[1200];
+static unsigned path_x;   /* the ".x<N>" this image's file took, 0 = none */
+static int opened_once;   /* this image (or fork child) has made its file */
+static int open_failed;   /* warned once */
+/* Our file's identity: a program that closes every descriptor (or
+ * close_range at start) and opens its own files may be handed our number;
+ * before each snapshot the descriptor is checked and, if it is no longer
+ * our file, left alone and the file opened again (appending). */
+static uint64_t file_dev, file_ino;
+
+void
+mt_file_init(void) {
+	struct {
+		char f[6][65];
+	} uts;
+	if (mt_sys(SYS_uname, &uts, 0, 0, 0, 0, 0) == 0) {
+		size_t i, n = strlen(uts.f[1]);
+		for (i = 0; i < n && i < sizeof host - 1; i++) /* safe in a name */
+			host[i] = (uts.f[1][i] == '/' || uts.f[1][i] == '.')
+					  ? '_'
+					  : uts.f[1][i];
+		host[i] = 0;
+	}
+	if (!host[0])
+		memcpy(host, "localhost", 10);
+}
+
+const char *
+mt_file_host(void) {
+	return host;
+}
+
+/* <out>/memtally.<host>[.r<rank>].p<pid><suffix> into dst: the one place
+ * both the main file's and the dumps' names are made. */
+static void
+name(char *dst, size_t n, const char *fmt, unsigned x) {
+	struct mt_buf b;
+	mt_buf_fixed(&b, dst, n - 1);
+	mt_buf_printf(&b, "%s/memtally.%s.", mt_cfg.out, host);
+	if (mt_cfg.rank >= 0)
+		mt_buf_printf(&b, "r%ld.", mt_cfg.rank);
+	mt_buf_printf(&b, "p%ld", mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0));
+	mt_buf_printf(&b, fmt, x);
+	dst[b.len] = 0;
+}
+
+static void
+make_path_x(unsigned x) {
+	name(path, sizeof path, x ? ".x%u.jsonl" : ".jsonl", x);
+	path_x = x;
+}
+
+static int
+mkdirs(const char *dir) {
+	char tmp[1024];
+	size_t n = strlen(dir);
+	if (n >= sizeof tmp)
+		return ENAMETOOLONG;
+	memcpy(tmp, dir, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (tmp[i] != '/' && tmp[i] != 0)
+			continue;
+		char c = tmp[i];
+		tmp[i] = 0;
+		long r = mt_sys(SYS_mkdir, tmp, 0777, 0, 0, 0, 0);
+		if (r < 0 && r != -EEXIST)
+			return (int)-r;
+		tmp[i] = c;
+	}
+	return 0;
+}
+
+static int
+ours(int f) {
+	struct stat st;
+	/* st_nlink 0: deleted under us (the directory removed mid-run):
+	 * make it again rather than write into an unreachable file */
+	return mt_sys(SYS_fstat, f, &st, 0, 0, 0, 0) == 0 && (uint64_t)st.st_dev == file_dev &&
+	       (uint64_t)st.st_ino == file_ino && st.st_nlink > 0;
+}
+
+int
+mt_file_ensure(int *fresh, int *reopened) {
+	*fresh = *reopened = 0;
+	if (fd >= 0 && ours(fd))
+		return 0;
+	fd = -1; /* not ours any more (if it was): never written again */
+	make_path_x(opened_once ? path_x : 0);
+	int err = mkdirs(mt_cfg.out);
+	long r = -ENOENT;
+	if (!err) {
+		/* The first open of this process image makes a new file: when
+		 * the name is taken (an exec'd image keeps its pid; a pid
+		 * reused in the same directory) it takes the next free
+		 * ".x<N>" name instead.  Later opens append to it. */
+		int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (opened_once ? 0 : O_EXCL);
+		r = mt_sys(SYS_open, path, flags, 0644, 0, 0, 0);
+		for (int x = 1; r == -EEXIST && x < 1000; x++) {
+			make_path_x(x);
+			r = mt_sys(SYS_open, path, flags, 0644, 0, 0, 0);
+		}
+		err = r < 0 ? (int)-r : 0;
+	}
+	if (err) {
+		if (!open_failed)
+			mt_warn("cannot write %s (errno %d); the program runs "
+				"on, snapshots are lost until it can",
+				path, err);
+		open_failed = 1;
+		return err;
+	}
+	struct stat st;
+	if (mt_sys(SYS_fstat, r, &st, 0, 0, 0, 0)) {
+		mt_sys(SYS_close, r, 0, 0, 0, 0, 0);
+		return EIO;
+	}
+	fd = (int)r;
+	file_dev = (uint64_t)st.st_dev;
+	file_ino = (uint64_t)st.st_ino;
+	opened_once = 1;
+	*reopened = 1;
+	*fresh = st.st_size == 0;
+	return 0;
+}
+
+int
+mt_file_fd(void) {
+	return __atomic_load_n(&fd, __ATOMIC_RELAXED);
+}
+
+const char *
+mt_file_path(void) {
+	return path;
+}
+
+const char *
+mt_file_describe(void) {
+	make_path_x(opened_once ? path_x : 0);
+	return path;
+}
+
+void
+mt_file_close(void) {
+	if (fd >= 0)
+		mt_sys(SYS_close, fd, 0, 0, 0, 0, 0);
+	fd = -1;
+}
+
+void
+mt_file_postfork_child(void) {
+	mt_file_close();
+	open_failed = 0;
+	opened_once = 0;
+}
+
+long
+mt_file_dump_open(unsigned idx, char *dst, size_t n) {
+	name(dst, n, ".oom%u.jsonl", idx);
+	int err = mkdirs(mt_cfg.out);
+	if (err)
+		return -err;
+	return mt_sys(SYS_open, dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644, 0, 0, 0);
+}
