@@ -16,7 +16,7 @@ LAYERS = [
     ('platform-format', ['buf']),
     ('platform-config', ['config']),
     # state: the tables and the small shared states
-    ('state', ['sites', 'ptrtab', 'events', 'trigger', 'marks']),
+    ('state', ['sites', 'ptrtab', 'events', 'trigger', 'marks', 'map64']),
     ('state-derived', ['maptab', 'devices']),
     # capture: stack walkers, Python frames, then charging
     ('capture', ['unwind', 'pylines']),

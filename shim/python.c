@@ -52,6 +52,8 @@ int mt_py_on;
 /* ---- layouts ---------------------------------------------------------- */
 
 #include "pylayout.h"
+#include "pylines.h"
+#include "map64.h"
 
 static struct layout L;
 static unsigned long py_hex;          /* PY_VERSION_HEX */
@@ -62,12 +64,6 @@ static void (*real_code_dealloc)(void *);
 static int tried, gave_up;
 
 /* ---- tables (under py_lock) ------------------------------------------ */
-
-struct map {           /* open addressing, u64 key (0 = empty) -> u32 */
-	uint64_t *k;
-	uint32_t *v;
-	uint64_t mask, used;
-};
 
 struct pycode {
 	const char *file, *name; /* in the string arena */
@@ -86,10 +82,10 @@ struct pystack {
 };
 
 static mt_lock_t py_lock;
-static struct map codes;  /* code object address -> serial, live ones only */
-static struct map lasti;  /* serial << 32 | instruction -> pyframe id */
-static struct map lines;  /* serial << 32 | line -> pyframe id */
-static struct map stackix; /* pystack hash -> id (collisions probed on) */
+static struct mt_map64 codes;  /* code object address -> serial, live ones only */
+static struct mt_map64 lasti;  /* serial << 32 | instruction -> pyframe id */
+static struct mt_map64 lines;  /* serial << 32 | line -> pyframe id */
+static struct mt_map64 stackix; /* pystack hash -> id (collisions probed on) */
 static struct mt_chunked code_rec = {.elem = sizeof(struct pycode)};
 static struct mt_chunked frame_rec = {.elem = sizeof(struct pyframe)};
 static struct mt_chunked stack_rec = {.elem = sizeof(struct pystack)};
@@ -101,109 +97,6 @@ static size_t id_used = ARENA;
 static uint64_t py_bytes, py_retired, py_dropped;
 static uint64_t epoch;     /* bumped when a known code object dies */
 static int python_written; /* the file has its python record */
-
-static uint64_t
-mix(uint64_t h) {
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdull;
-	h ^= h >> 33;
-	return h;
-}
-
-static int
-map_grow(struct map *m) {
-	uint64_t slots = m->k ? (m->mask + 1) * 2 : 1024;
-	uint64_t *k = mt_sys_mmap(slots * sizeof *k);
-	uint32_t *v = mt_sys_mmap(slots * sizeof *v);
-	if (!k || !v) {
-		if (k)
-			mt_sys_munmap(k, slots * sizeof *k);
-		if (v)
-			mt_sys_munmap(v, slots * sizeof *v);
-		return ENOMEM;
-	}
-	py_bytes += slots * (sizeof *k + sizeof *v);
-	for (uint64_t i = 0; m->k && i <= m->mask; i++) {
-		if (!m->k[i])
-			continue;
-		uint64_t j = mix(m->k[i]) & (slots - 1);
-		while (k[j])
-			j = (j + 1) & (slots - 1);
-		k[j] = m->k[i];
-		v[j] = m->v[i];
-	}
-	if (m->k) {
-		mt_sys_munmap(m->k, (m->mask + 1) * sizeof *m->k);
-		mt_sys_munmap(m->v, (m->mask + 1) * sizeof *m->v);
-		py_bytes -= (m->mask + 1) * (sizeof *m->k + sizeof *m->v);
-	}
-	m->k = k;
-	m->v = v;
-	m->mask = slots - 1;
-	return 0;
-}
-
-static uint32_t
-map_get(const struct map *m, uint64_t key) {
-	if (!m->k)
-		return 0;
-	for (uint64_t i = mix(key) & m->mask;; i = (i + 1) & m->mask) {
-		if (m->k[i] == key)
-			return m->v[i];
-		if (!m->k[i])
-			return 0;
-	}
-}
-
-/* Add key -> val in a new slot (the stack index keeps equal hashes side
- * by side; map_put first looks for the key). */
-static int
-map_insert(struct map *m, uint64_t key, uint32_t val) {
-	if ((!m->k || (m->used + 1) * 2 > m->mask) && map_grow(m))
-		return ENOMEM;
-	uint64_t i = mix(key) & m->mask;
-	while (m->k[i])
-		i = (i + 1) & m->mask;
-	m->k[i] = key;
-	m->v[i] = val;
-	m->used++;
-	return 0;
-}
-
-static int
-map_put(struct map *m, uint64_t key, uint32_t val) {
-	for (uint64_t i = m->k ? mix(key) & m->mask : 0; m->k && m->k[i]; i = (i + 1) & m->mask)
-		if (m->k[i] == key) {
-			m->v[i] = val;
-			return 0;
-		}
-	return map_insert(m, key, val);
-}
-
-/* Backward-shift deletion (no tombstones: code objects come and go). */
-static int
-map_del(struct map *m, uint64_t key) {
-	if (!m->k)
-		return 0;
-	uint64_t i = mix(key) & m->mask;
-	while (m->k[i] != key) {
-		if (!m->k[i])
-			return 0;
-		i = (i + 1) & m->mask;
-	}
-	for (uint64_t j = (i + 1) & m->mask; m->k[j]; j = (j + 1) & m->mask) {
-		uint64_t home = mix(m->k[j]) & m->mask;
-		/* move j back to i if its home is not in (i, j] */
-		if (((j - home) & m->mask) >= ((j - i) & m->mask)) {
-			m->k[i] = m->k[j];
-			m->v[i] = m->v[j];
-			i = j;
-		}
-	}
-	m->k[i] = 0;
-	m->used--;
-	return 1;
-}
 
 static void *
 arena_take(char **arena, size_t *used, size_t bytes) {
@@ -290,67 +183,6 @@ str_copy(uintptr_t s) {
 }
 
 static int
-varint(const uint8_t *t, long len, long *i) {
-	unsigned v = 0, shift = 0;
-	while (*i < len) {
-		uint8_t b = t[(*i)++];
-		v |= (unsigned)(b & 63) << shift;
-		shift += 6;
-		if (!(b & 64) || shift > 28)
-			break;
-	}
-	return (int)v;
-}
-
-/* The line of byte offset addr of the bytecode: PEP 626's table (3.10:
- * pairs of unsigned byte delta, signed line delta; -128 = no line). */
-static int
-line_310(const uint8_t *t, long len, int first, long addr) {
-	int line = first;
-	long end = 0;
-	for (long i = 0; i + 1 < len; i += 2) {
-		long start = end;
-		end += t[i];
-		int ld = (int8_t)t[i + 1];
-		if (ld != -128)
-			line += ld;
-		if (addr >= start && addr < end)
-			return line;
-	}
-	return line;
-}
-
-/* The location table of 3.11+ (Objects/locations.md): an entry starts
- * with a byte whose top bit is set; bits 3-6 the form, 0-2 the length in
- * code units minus one; forms 13 and 14 start with a signed varint line
- * delta, 10-12 mean +0, +1, +2, the rest +0 (15: no location). */
-static int
-line_311(const uint8_t *t, long len, int first, long addr) {
-	int line = first;
-	long end = 0, i = 0;
-	while (i < len) {
-		uint8_t b = t[i];
-		int form = b >> 3 & 15;
-		long units = (b & 7) + 1;
-		if (form == 13 || form == 14) {
-			long j = i + 1;
-			int v = varint(t, len, &j);
-			line += v & 1 ? -(v >> 1) : v >> 1;
-		} else if (form == 11 || form == 12) {
-			line += form - 10;
-		}
-		long start = end;
-		end += units * 2;
-		if (addr >= start && addr < end)
-			return line;
-		do
-			i++;
-		while (i < len && !(t[i] & 128));
-	}
-	return line;
-}
-
-static int
 code_line(uintptr_t co, int32_t li, int first) {
 	if (li < 0)
 		return first;
@@ -361,8 +193,8 @@ code_line(uintptr_t co, int32_t li, int first) {
 	const uint8_t *t = (const uint8_t *)(tab + (uintptr_t)L.bytes_data);
 	if (len < 0 || len > (1 << 24))
 		return first;
-	return L.minor == 10 ? line_310(t, len, first, (long)li * 2)
-			     : line_311(t, len, first, (long)li * 2);
+	return L.lines == PY_LINES_PEP626 ? mt_py_line_pep626(t, len, first, (long)li * 2)
+					  : mt_py_line_locations(t, len, first, (long)li * 2);
 }
 
 /* ---- capture ---------------------------------------------------------- */
@@ -391,7 +223,8 @@ walk(uintptr_t ts, struct walk *w) {
 	w->n = w->truncated = 0;
 	w->entry = 0;
 	for (int steps = 0; f && steps < 4 * MAXD; steps++) {
-		if (L.minor >= 12 && *(const volatile uint8_t *)(f + (uintptr_t)L.fr_owner) == 3) {
+		if (L.entry == PY_ENTRY_CSTACK &&
+		    *(const volatile uint8_t *)(f + (uintptr_t)L.fr_owner) == 3) {
 			/* FRAME_OWNED_BY_CSTACK: an activation of the eval loop
 			 * starts below; the frame above it is the entry */
 			if (w->n)
@@ -401,7 +234,7 @@ walk(uintptr_t ts, struct walk *w) {
 		}
 		uintptr_t co = rd(f + (uintptr_t)L.fr_code);
 		if (!co || rd(co + (uintptr_t)L.ob_type) != code_type) {
-			if (L.minor < 13)
+			if (!L.skip_non_code)
 				break;
 			f = rd(f + (uintptr_t)L.fr_prev); /* 3.13: None */
 			continue;
@@ -411,7 +244,7 @@ walk(uintptr_t ts, struct walk *w) {
 			break;
 		}
 		int32_t li;
-		if (L.minor == 10) {
+		if (L.instr == PY_INSTR_LASTI) {
 			li = *(const volatile int32_t *)(f + (uintptr_t)L.fr_instr);
 		} else {
 			uintptr_t ip = rd(f + (uintptr_t)L.fr_instr);
@@ -419,8 +252,8 @@ walk(uintptr_t ts, struct walk *w) {
 					     (intptr_t)(co + (uintptr_t)L.co_code)) / 2)
 				: -1;
 		}
-		if (L.minor == 10 ||
-		    (L.minor == 11 && *(const volatile uint8_t *)(f + (uintptr_t)L.fr_entry)))
+		if (L.entry == PY_ENTRY_EVERY ||
+		    (L.entry == PY_ENTRY_FLAG && *(const volatile uint8_t *)(f + (uintptr_t)L.fr_entry)))
 			w->entry |= 1ull << w->n;
 		w->code[w->n] = co;
 		w->lasti[w->n] = li;
@@ -441,7 +274,7 @@ same_walk(const struct walk *a, const struct walk *b) {
 /* Under py_lock.  The code object is pinned by its executing frame. */
 static uint32_t
 frame_id(uintptr_t co, int32_t li) {
-	uint32_t serial = map_get(&codes, co);
+	uint32_t serial = mt_map64_get(&codes, co);
 	if (!serial) {
 		if (mt_chunk_ensure(&code_rec, ncodes))
 			return 0;
@@ -449,30 +282,30 @@ frame_id(uintptr_t co, int32_t li) {
 		c->file = str_copy(rd(co + (uintptr_t)L.co_file));
 		c->name = str_copy(rd(co + (uintptr_t)L.co_name));
 		c->first = *(const int32_t *)(co + (uintptr_t)L.co_first);
-		if (map_put(&codes, co, ncodes))
+		if (mt_map64_put(&codes, co, ncodes))
 			return 0;
 		serial = ncodes++;
 	}
 	uint64_t k = (uint64_t)serial << 32 | (uint32_t)li;
-	uint32_t id = map_get(&lasti, k);
+	uint32_t id = mt_map64_get(&lasti, k);
 	if (id)
 		return id;
 	struct pycode *c = mt_chunk_at(&code_rec, serial);
 	int line = code_line(co, li, c->first);
 	uint64_t lk = (uint64_t)serial << 32 | (uint32_t)line;
-	id = map_get(&lines, lk);
+	id = mt_map64_get(&lines, lk);
 	if (!id) {
 		if (mt_chunk_ensure(&frame_rec, nframes))
 			return 0;
 		struct pyframe *p = mt_chunk_at(&frame_rec, nframes);
 		p->code = serial;
 		p->line = line;
-		if (map_put(&lines, lk, nframes))
+		if (mt_map64_put(&lines, lk, nframes))
 			return 0;
 		id = nframes;
 		mt_store(&nframes, nframes + 1);
 	}
-	return map_put(&lasti, k, id) ? 0 : id;
+	return mt_map64_put(&lasti, k, id) ? 0 : id;
 }
 
 static uint32_t
@@ -482,12 +315,12 @@ stack_id(const struct walk *w) {
 	for (int i = 0; i < w->n; i++) {
 		if (!(ids[i] = frame_id(w->code[i], w->lasti[i])))
 			return 0;
-		h = mix(h ^ ids[i]) + (uint64_t)i;
+		h = mt_map64_mix(h ^ ids[i]) + (uint64_t)i;
 	}
 	h |= 1;
 	/* probe the index by hash; equal hashes are compared in full */
 	if (stackix.k) {
-		for (uint64_t i = mix(h) & stackix.mask; stackix.k[i]; i = (i + 1) & stackix.mask) {
+		for (uint64_t i = mt_map64_mix(h) & stackix.mask; stackix.k[i]; i = (i + 1) & stackix.mask) {
 			if (stackix.k[i] != h)
 				continue;
 			struct pystack *s = mt_chunk_at(&stack_rec, stackix.v[i]);
@@ -510,7 +343,7 @@ stack_id(const struct walk *w) {
 	s->n = (uint8_t)w->n;
 	s->truncated = (uint8_t)w->truncated;
 	/* several stacks may share a hash: a new slot, not a replace */
-	if (map_insert(&stackix, h, nstacks))
+	if (mt_map64_insert(&stackix, h, nstacks))
 		return 0;
 	uint32_t id = nstacks;
 	mt_store(&nstacks, id + 1);
@@ -553,7 +386,7 @@ static void
 code_dealloc(void *co) {
 	if (__atomic_load_n(&codes.used, __ATOMIC_RELAXED)) {
 		mt_lock(&py_lock);
-		if (map_del(&codes, (uint64_t)co)) {
+		if (mt_map64_del(&codes, (uint64_t)co)) {
 			py_retired++;
 			__atomic_add_fetch(&epoch, 1, __ATOMIC_RELEASE);
 		}
@@ -619,7 +452,9 @@ setup(void *h) {
 			return 1;
 		}
 		L = (struct layout){
-			.minor = 13, .cf_current = -1, .fr_entry = -1,
+			.minor = 13, .entry = PY_ENTRY_CSTACK, .lines = PY_LINES_LOCATIONS,
+			.instr = PY_INSTR_POINTER, .skip_non_code = 1,
+			.cf_current = -1, .fr_entry = -1,
 			.ts_frame = (long)d->thread_state.current_frame,
 			.fr_code = (long)d->interpreter_frame.executable,
 			.fr_prev = (long)d->interpreter_frame.previous,
@@ -795,7 +630,7 @@ mt_py_stats(uint64_t *stacks, uint64_t *frames, uint64_t *retired,
 	*frames = mt_load(&nframes) - 1;
 	*retired = __atomic_load_n(&py_retired, __ATOMIC_RELAXED);
 	*dropped = __atomic_load_n(&py_dropped, __ATOMIC_RELAXED);
-	*bytes = py_bytes + code_rec.mapped + frame_rec.mapped + stack_rec.mapped;
+	*bytes = py_bytes + codes.bytes + lasti.bytes + lines.bytes + stackix.bytes + code_rec.mapped + frame_rec.mapped + stack_rec.mapped;
 }
 
 void
