@@ -41,7 +41,7 @@ $(B)/memtally-config: scripts/memtally-config.c $(B)/shim/config.o $(B)/shim/buf
 $(B)/demo_trainer: scripts/demo_trainer.c
 	$(CC) -O1 -g -fno-omit-frame-pointer -o $@ $< -ldl
 
-$(B)/analysis/%.o: analysis/%.c $(wildcard analysis/*.h) | $(B)/analysis
+$(B)/analysis/%.o: analysis/%.c $(wildcard analysis/*.h) shim/format.h | $(B)/analysis
 	$(CC) $(AN_CFLAGS) -c -o $@ $<
 
 $(B)/memtally: $(AN_OBJ)
@@ -120,6 +120,9 @@ TEST_PROGS := $(patsubst test/integration/%.c,$(B)/test/%,$(filter-out test/inte
 TEST_PROGS += $(if $(shell command -v mpicc),$(B)/test/prog_mpi)
 TEST_LIBS := $(patsubst test/integration/%.c,$(B)/test/%.so,$(wildcard test/integration/lib_*.c))
 UNIT := $(patsubst test/unit/%.c,$(B)/test/unit_%,$(wildcard test/unit/test_*.c))
+# Unit tests of the analysis command's cores: every analysis source but main.c.
+UNIT += $(patsubst test/unit/%.c,$(B)/test/unit_%,$(wildcard test/unit/antest_*.c))
+AN_LIB_SRC := $(filter-out analysis/main.c,$(AN_SRC))
 TEST_CFLAGS := -O0 -g -fno-omit-frame-pointer -fno-inline -pthread -D_GNU_SOURCE -Wno-alloc-size-larger-than
 .PHONY: tests
 FAKECUDA := $(B)/test/fakecuda/libcuda.so.1 $(B)/test/cuda_prog $(B)/test/cuda_direct
@@ -145,6 +148,11 @@ $(B)/test/lib_%.so: test/integration/lib_%.c | $(B)/test
 UNIT_SHIM := shim/sites.c shim/ptrtab.c shim/maptab.c shim/glue.c shim/buf.c shim/config.c shim/pylines.c shim/map64.c
 $(B)/test/unit_%: test/unit/%.c $(UNIT_SHIM) $(wildcard shim/*.h) | $(B)/test
 	$(CC) -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -pthread -Ishim -o $@ $< $(UNIT_SHIM)
+AN_TEST_CFLAGS := -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE
+$(B)/test/an_main.o: analysis/main.c $(wildcard analysis/*.h) shim/format.h | $(B)/test
+	$(CC) $(AN_TEST_CFLAGS) -Dmain=memtally_cli_main -c -o $@ $<
+$(B)/test/unit_antest_%: test/unit/antest_%.c $(AN_LIB_SRC) $(B)/test/an_main.o $(wildcard analysis/*.h) shim/format.h | $(B)/test
+	$(CC) $(AN_TEST_CFLAGS) -o $@ $< $(AN_LIB_SRC) $(B)/test/an_main.o $(AN_LIBS)
 $(B)/test/tsan_%: test/unit/%.c $(UNIT_SHIM) $(wildcard shim/*.h) | $(B)/test
 	$(CC) -std=c11 -O1 -g -fsanitize=thread -DMT_TSAN -D_GNU_SOURCE -pthread -Ishim -o $@ $< $(UNIT_SHIM)
 $(B)/test:

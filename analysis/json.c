@@ -114,8 +114,8 @@ string(struct p *p, uint32_t *len) {
 				c1 = 0x10000 + ((c1 - 0xd800) << 10) + (c2 - 0xdc00);
 				p->s += 6;
 			}
-			if (!c1)
-				c1 = 0xfffd; /* keep strings NUL-free */
+			if (!c1 || (c1 >= 0xd800 && c1 < 0xe000))
+				c1 = 0xfffd; /* NUL-free, and no lone surrogate (not UTF-8) */
 			put_utf8(&o, c1);
 			break;
 		}

@@ -168,54 +168,19 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 				total_growth += m.v[i].y[npts - 1] - m.v[i].y[0];
 		for (size_t i = 0; i < m.n; i++) {
 			struct ser *s = &m.v[i];
-			double lo = s->y[0], hi = s->y[0];
-			for (size_t k = 1; k < npts; k++)
-				lo = fmin(lo, s->y[k]), hi = fmax(hi, s->y[k]);
-			if (hi - lo < MIN_GROWTH)
-				continue; /* cannot have grown enough anywhere */
-			/* The whole window, its second half and its last quarter:
-			 * a leak that starts late (after a long start-up such as
-			 * `import torch`) is measured on the part where it grows.
-			 * The window that fits best wins (the longest on a tie),
-			 * so a late leak's rate is not diluted by the flat part. */
-			struct suspect best = {.tau = -1};
-			size_t starts[3] = {0, npts / 2, npts * 3 / 4};
-			for (int w = 0; w < 3; w++) {
-				size_t w0 = starts[w], n = npts - w0;
-				if (n < (w ? 6u : 3u))
-					break;
-				const double *xs = x + w0, *ys = s->y + w0;
-				double sl = theil_sen(xs, ys, n);
-				double gr = sl * (xs[n - 1] - xs[0]);
-				if (sl <= 0 || gr < MIN_GROWTH)
-					continue;
-				double tau = kendall_tau(xs, ys, n);
-				if (tau < 0.6 || tau <= best.tau + 0.02)
-					continue;
-				/* a leak rises again and again; one step up (a cache
-				 * filled once, an arena taken during start-up) is not */
-				size_t ups = 0;
-				for (size_t k = 1; k < n; k++)
-					ups += ys[k] > ys[k - 1];
-				if (ups < 3 || 3 * ups < n - 1)
-					continue;
-				if (n >= 6) { /* still growing in the window's second half? */
-					size_t h = n / 2;
-					if (theil_sen(xs + h, ys + h, n - h) < 0.3 * sl)
-						continue;
-				}
-				best = (struct suspect){
-					.stack = s->stack, .kind = s->kind, .per_hour = sl,
-					.tau = tau, .growth = gr,
-					.share = total_growth > 0 ? fmin(1, gr / total_growth) : 0,
-					.live = (int64_t)s->y[npts - 1],
-					.per_step = mark ? theil_sen(steps + w0, ys, n) : NAN,
-					.from_ms = pts[w0]->elapsed_ms, .w0 = w0};
-			}
-			if (best.tau >= 0) {
-				sus = xrealloc(sus, (nsus + 1) * sizeof *sus);
-				sus[nsus++] = best;
-			}
+			struct leak_fit fit;
+			if (!leak_fit(x, s->y, npts, MIN_GROWTH, &fit))
+				continue;
+			size_t w0 = fit.w0, n = npts - w0;
+			struct suspect best = {
+				.stack = s->stack, .kind = s->kind, .per_hour = fit.slope,
+				.tau = fit.tau, .growth = fit.growth,
+				.share = total_growth > 0 ? fmin(1, fit.growth / total_growth) : 0,
+				.live = (int64_t)s->y[npts - 1],
+				.per_step = mark ? theil_sen(steps + w0, s->y + w0, n) : NAN,
+				.from_ms = pts[w0]->elapsed_ms, .w0 = w0};
+			sus = xrealloc(sus, (nsus + 1) * sizeof *sus);
+			sus[nsus++] = best;
 		}
 		free(m.v);
 		free(m.slot);

@@ -17,10 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FORMAT_VERSION 2
-
-const char *const kind_names[NKINDS] = {"heap", "mmap", "mmap_file", "cuda",
-	"cuda_host", "cuda_managed", "cuda_vmm"};
+const char *const kind_names[NKINDS] = MT_KIND_NAMES;
 
 int
 kind_parse(const char *s) {
@@ -80,9 +77,9 @@ static void
 header(struct ctx *c, struct jv *o) {
 	struct mfile *f = c->f;
 	int64_t v = need_int(c, o, "version");
-	if (v > FORMAT_VERSION || v < 1)
+	if (v > MT_FORMAT_VERSION || v < 1)
 		bad(c, "format version %lld; this memtally reads versions 1 to %d",
-		    (long long)v, FORMAT_VERSION);
+		    (long long)v, MT_FORMAT_VERSION);
 	f->version = (int)v;
 	f->pid = need_int(c, o, "pid");
 	f->ppid = opt_int(c, o, "ppid");
@@ -647,143 +644,4 @@ load_paths(struct run *r, char **paths, int npaths, int dumps, int optional) {
 		free(list[i]);
 	}
 	free(list);
-}
-
-int64_t
-snap_live(const struct snap *s, int kind) {
-	if (kind >= 0)
-		return s->tot[kind].live_bytes;
-	int64_t t = 0;
-	for (int k = 0; k < NKINDS; k++)
-		t += s->tot[k].live_bytes;
-	return t;
-}
-
-const struct snap *
-file_peak(const struct mfile *f) {
-	const struct snap *best = NULL;
-	for (size_t i = 0; i < f->nsnaps; i++) {
-		const struct snap *s = &f->snaps[i];
-		int64_t v = s->tot[K_HEAP].live_bytes + s->tot[K_MMAP].live_bytes;
-		if (!best || v > best->tot[K_HEAP].live_bytes + best->tot[K_MMAP].live_bytes)
-			best = s;
-	}
-	return best;
-}
-
-const struct module *
-file_module(const struct mfile *f, uint64_t pc) {
-	for (size_t i = f->nmods; i-- > 0;)
-		if (pc >= f->mods[i].start && pc < f->mods[i].end)
-			return &f->mods[i];
-	return NULL;
-}
-
-const char *
-file_label(const struct mfile *f, char *buf, size_t n) {
-	if (f->rank >= 0)
-		snprintf(buf, n, "%s r%lld p%lld", f->host ? f->host : "?", (long long)f->rank,
-			 (long long)f->pid);
-	else
-		snprintf(buf, n, "%s p%lld", f->host ? f->host : "?", (long long)f->pid);
-	return buf;
-}
-
-void
-file_title(const struct mfile *f) {
-	char lab[128];
-	file_label(f, lab, sizeof lab);
-	int room = 100 - 5 - (int)strlen(lab);
-	int n = (int)strlen(f->argv);
-	if (n <= room)
-		printf("== %s  %s\n", lab, f->argv);
-	else
-		printf("== %s  %.*s...\n", lab, room > 3 ? room - 3 : 0, f->argv);
-}
-
-static void
-replay(struct mfile *f, const struct snap *s) {
-	if (s->mode != SITES_DELTA) {
-		f->ncur = 0;
-		if (f->curmap)
-			memset(f->curmap, 0, f->mapcap * sizeof *f->curmap);
-	}
-	for (size_t i = 0; i < s->nsites; i++) {
-		const struct site *t = &s->sites[i];
-		if ((f->ncur + 1) * 2 > f->mapcap) {
-			f->mapcap = f->mapcap ? f->mapcap * 2 : 1024;
-			free(f->curmap);
-			f->curmap = xcalloc(f->mapcap, sizeof *f->curmap);
-			for (size_t k = 0; k < f->ncur; k++) {
-				uint64_t h = ((uint64_t)f->cur[k].stack * 8 + f->cur[k].kind) *
-					     0x9e3779b97f4a7c15ull;
-				size_t j = (size_t)(h >> 17) & (f->mapcap - 1);
-				while (f->curmap[j])
-					j = (j + 1) & (f->mapcap - 1);
-				f->curmap[j] = (int64_t)k + 1;
-			}
-		}
-		uint64_t h = ((uint64_t)t->stack * 8 + t->kind) * 0x9e3779b97f4a7c15ull;
-		size_t j = (size_t)(h >> 17) & (f->mapcap - 1);
-		while (f->curmap[j]) {
-			struct site *c = &f->cur[f->curmap[j] - 1];
-			if (c->stack == t->stack && c->kind == t->kind)
-				break;
-			j = (j + 1) & (f->mapcap - 1);
-		}
-		if (f->curmap[j]) {
-			f->cur[f->curmap[j] - 1] = *t;
-			continue;
-		}
-		if (f->ncur == f->capcur) {
-			f->capcur = f->capcur ? f->capcur * 2 : 256;
-			f->cur = xrealloc(f->cur, f->capcur * sizeof *f->cur);
-		}
-		f->cur[f->ncur] = *t;
-		f->curmap[j] = (int64_t)++f->ncur;
-	}
-}
-
-struct site *
-snap_sites(struct mfile *f, const struct snap *s, size_t *n) {
-	long idx = (long)(s - f->snaps);
-	if (idx < f->cur_idx)
-		f->cur_idx = -1; /* replay from the start */
-	long from = f->cur_idx + 1;
-	/* A full or top snapshot resets the state: start at the last one. */
-	for (long i = idx; i > from; i--)
-		if (f->snaps[i].mode != SITES_DELTA) {
-			from = i;
-			break;
-		}
-	for (long i = from; i <= idx; i++)
-		replay(f, &f->snaps[i]);
-	f->cur_idx = idx;
-	struct site *v = xmalloc((f->ncur + 1) * sizeof *v);
-	memcpy(v, f->cur, f->ncur * sizeof *v);
-	*n = f->ncur;
-	return v;
-}
-
-const struct snap *
-pick_snapshot(const struct mfile *f, long seq) {
-	if (!f->nsnaps)
-		die(EXIT_BAD_INPUT, "%s: no snapshots", f->path);
-	if (seq < 0)
-		return &f->snaps[f->nsnaps - 1];
-	for (size_t i = 0; i < f->nsnaps; i++)
-		if (f->snaps[i].seq == seq)
-			return &f->snaps[i];
-	die(EXIT_BAD_INPUT, "%s: no snapshot %ld", f->path, seq);
-}
-
-void
-file_json_head(struct sb *j, const struct mfile *f) {
-	sb_puts(j, "{\"file\":");
-	sb_json_str(j, f->path);
-	sb_printf(j, ",\"pid\":%lld,\"rank\":", (long long)f->pid);
-	if (f->rank >= 0)
-		sb_printf(j, "%lld", (long long)f->rank);
-	else
-		sb_puts(j, "null");
 }

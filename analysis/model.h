@@ -4,9 +4,11 @@
 #define MTA_MODEL_H
 #include <stddef.h>
 #include <stdint.h>
+#include "../shim/format.h"
 
-enum { K_HEAP, K_MMAP, K_MMAP_FILE, K_CUDA, K_CUDA_HOST, K_CUDA_MANAGED,
-       K_CUDA_VMM, NKINDS };
+#define K_ENUM_(e, n) K_##e,
+enum { MT_KINDS(K_ENUM_) NKINDS };
+#undef K_ENUM_
 extern const char *const kind_names[NKINDS];
 int kind_parse(const char *s); /* -1 if unknown */
 

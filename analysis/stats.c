@@ -96,3 +96,49 @@ teardown_end(const double *y, size_t lo, size_t n) {
 		end = p + 1;
 	return end;
 }
+
+int
+leak_fit(const double *x, const double *y, size_t npts, double min_growth,
+	 struct leak_fit *fit) {
+	double lo = y[0], hi = y[0];
+	for (size_t k = 1; k < npts; k++)
+		lo = y[k] < lo ? y[k] : lo, hi = y[k] > hi ? y[k] : hi;
+	if (npts < 3 || hi - lo < min_growth)
+		return 0; /* cannot have grown enough anywhere */
+	/* The whole window, its second half and its last quarter: a leak that
+	 * starts late (after a long start-up such as `import torch`) is
+	 * measured on the part where it grows, so its rate is not diluted by
+	 * the flat part. */
+	struct leak_fit best = {.tau = -1};
+	size_t starts[3] = {0, npts / 2, npts * 3 / 4};
+	for (int w = 0; w < 3; w++) {
+		size_t w0 = starts[w], n = npts - w0;
+		if (n < (w ? 6u : 3u))
+			break;
+		const double *xs = x + w0, *ys = y + w0;
+		double sl = theil_sen(xs, ys, n);
+		double gr = sl * (xs[n - 1] - xs[0]);
+		if (sl <= 0 || gr < min_growth)
+			continue;
+		double tau = kendall_tau(xs, ys, n);
+		if (tau < 0.6 || tau <= best.tau + 0.02)
+			continue;
+		/* a leak rises again and again; one step up (a cache filled
+		 * once, an arena taken during start-up) is not */
+		size_t ups = 0;
+		for (size_t k = 1; k < n; k++)
+			ups += ys[k] > ys[k - 1];
+		if (ups < 3 || 3 * ups < n - 1)
+			continue;
+		if (n >= 6) { /* still growing in the window's second half? */
+			size_t h = n / 2;
+			if (theil_sen(xs + h, ys + h, n - h) < 0.3 * sl)
+				continue;
+		}
+		best = (struct leak_fit){.slope = sl, .tau = tau, .growth = gr, .w0 = w0};
+	}
+	if (best.tau < 0)
+		return 0;
+	*fit = best;
+	return 1;
+}

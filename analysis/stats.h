@@ -20,4 +20,23 @@ void robust_z(const double *x, size_t n, double *z);
  * Returns the end (exclusive), at least lo + 1. */
 size_t teardown_end(const double *y, size_t lo, size_t n);
 
+/* One call site's growth, judged on a window of its live bytes y over
+ * times x (npts points, x in hours).  Three windows are tried: the whole,
+ * its second half and its last quarter (the halves need 6 points); in each
+ * a suspect has a Theil-Sen slope > 0, fitted growth >= min_growth, tau >=
+ * 0.6, rises between at least a third of consecutive points and at least
+ * 3 times (one step up is a cache filling once, not a leak), and, with 6
+ * points or more, a slope over the window's second half >= 30% of the
+ * whole window's (still growing).  The window with the highest tau wins,
+ * the longest when another is within 0.02.  Returns 1 and fills *fit for
+ * a suspect, else 0. */
+struct leak_fit {
+	double slope;  /* bytes per unit of x over the winning window */
+	double tau;    /* Kendall's tau there */
+	double growth; /* slope x the window's span */
+	size_t w0;     /* where the window starts */
+};
+int leak_fit(const double *x, const double *y, size_t npts, double min_growth,
+	     struct leak_fit *fit);
+
 #endif

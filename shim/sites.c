@@ -21,9 +21,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-const char *const mt_kind_names[MT_NKINDS] = {
-	"heap", "mmap", "mmap_file", "cuda", "cuda_host", "cuda_managed",
-	"cuda_vmm"};
+const char *const mt_kind_names[MT_NKINDS] = MT_KIND_NAMES;
 
 struct stack {
 	uint64_t hash;      /* of the frames and the kind */

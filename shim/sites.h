@@ -8,9 +8,11 @@
 #ifndef MT_SITES_H
 #define MT_SITES_H
 #include <stdint.h>
+#include "format.h"
 
-enum mt_kind { MT_HEAP, MT_MMAP, MT_MMAP_FILE, MT_CUDA, MT_CUDA_HOST,
-	       MT_CUDA_MANAGED, MT_CUDA_VMM, MT_NKINDS };
+#define MT_KIND_ENUM_(e, n) MT_##e,
+enum mt_kind { MT_KINDS(MT_KIND_ENUM_) MT_NKINDS };
+#undef MT_KIND_ENUM_
 extern const char *const mt_kind_names[MT_NKINDS];
 
 struct mt_site {

@@ -32,7 +32,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#define MT_FORMAT_VERSION 2
 #define MT_TOOL_VERSION "0.1.0"
 
 static mt_lock_t writer_lock;
