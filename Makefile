@@ -44,6 +44,9 @@ $(B)/demo_trainer: scripts/demo_trainer.c
 $(B)/analysis/%.o: analysis/%.c $(wildcard analysis/*.h) shim/format.h | $(B)/analysis
 	$(CC) $(AN_CFLAGS) -c -o $@ $<
 
+# the page's CSS and script are embedded with .incbin
+$(B)/analysis/html_page.o: analysis/page/report.css analysis/page/report.js
+
 $(B)/memtally: $(AN_OBJ)
 	$(CC) -o $@ $^ $(AN_LIBS)
 

@@ -1,82 +1,21 @@
-/* html_page.c — CSS and JS of the self-contained report page.  The page
- * reads its data from <script id="mt-data" type="application/json">,
- * draws with SVG built in the DOM, and asks nothing of the network. */
+/* html_page.c — the static parts of `memtally html`'s page, embedded at
+ * build time from analysis/page/report.css and report.js (real files, so
+ * they can be read, edited and linted as what they are).  The page reads
+ * its data from <script id="mt-data" type="application/json">, draws with
+ * SVG built in the DOM, and asks nothing of the network.
+ * .incbin paths are relative to the repository root, where every build
+ * (make, the fuzzers, the unit tests) runs the compiler. */
 #include "html_page.h"
 
-const char html_css[] =
-	"body{font:14px/1.4 sans-serif;margin:16px;color:#222}h1{font-size:20px}h2{font-size:16px;margin-top:24px}"
-	".note{color:#666;font-size:12px}table{border-collapse:collapse;font:12px monospace}"
-	"th,td{padding:2px 8px;text-align:right;border-bottom:1px solid #eee}th{cursor:pointer;background:#f4f4f4}"
-	"td.w{text-align:left;max-width:700px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}"
-	"tr.stack td{text-align:left;white-space:pre;color:#444;background:#fafafa}"
-	"#errors{color:#b00}.legend span{margin-right:12px;font-size:12px}.legend i{display:inline-block;width:10px;height:10px;margin-right:4px}"
-	"svg text{font:11px sans-serif}.seg:hover{stroke:#000}input{margin:4px 0}";
+#define EMBED(sym, file)                                                       \
+	__asm__(".pushsection .rodata\n"                                       \
+		".globl " #sym "\n"                                            \
+		".type " #sym ", @object\n"                                    \
+		".p2align 4\n" #sym ":\n"                                      \
+		".incbin \"" file "\"\n"                                       \
+		".byte 0\n"                                                    \
+		".size " #sym ", . - " #sym "\n"                               \
+		".popsection\n")
 
-const char html_js[] =
-	"(function(){'use strict';\n"
-	"var errs=document.getElementById('errors');\n"
-	"window.onerror=function(m,s,l){errs.textContent+='error: '+m+' (line '+l+')\\n';};\n"
-	"var D=JSON.parse(document.getElementById('mt-data').textContent);\n"
-	"var NS='http://www.w3.org/2000/svg';\n"
-	"function el(t,a,p){var e=document.createElementNS(NS,t);for(var k in a)e.setAttribute(k,a[k]);if(p)p.appendChild(e);return e;}\n"
-	"function h(t,a,txt,p){var e=document.createElement(t);for(var k in a)e.setAttribute(k,a[k]);if(txt!=null)e.textContent=txt;if(p)p.appendChild(e);return e;}\n"
-	"function hb(b){var a=Math.abs(b),u=['B','KiB','MiB','GiB','TiB'],i=0;while(a>=1024&&i<4){a/=1024;i++;}return (b<0?'-':'')+(i?a.toFixed(a<10?2:a<100?1:0):a)+' '+u[i];}\n"
-	"function hue(s){var x=2166136261;for(var i=0;i<s.length;i++){x^=s.charCodeAt(i);x=Math.imul(x,16777619)>>>0;}return x;}\n"
-	"function col(s){var x=hue(s);return 'hsl('+(x%360)+',60%,'+(45+(x>>9)%20)+'%)';}\n"
-	"var COLS={rss:'#d62728',pss:'#ff9896',heap:'#1f77b4',mmap:'#2ca02c',mmap_file:'#98df8a',cgroup:'#9467bd'};\n"
-	"function timeline(p,box){box.innerHTML='';var S=p.snapshots,W=1100,H=260,L=70,B=30;\n"
-	" var svg=el('svg',{width:W,height:H+40,'class':'timeline'},box);var series=[];\n"
-	" ['rss','pss','heap','mmap','mmap_file','cgroup'].forEach(function(k){if(S[k]&&S[k].some(function(v){return v!=null;}))series.push([k,S[k],COLS[k]]);});\n"
-	" Object.keys(S.dev||{}).forEach(function(d,i){series.push(['cuda dev '+d,S.dev[d],['#17becf','#bcbd22','#8c564b','#e377c2'][i%4]]);});\n"
-	" var tmax=Math.max(1,S.t[S.t.length-1]||1),vmax=1,cg=null;\n"
-	" series=series.filter(function(s){if(s[0]!=='cgroup')return true;cg=s;return false;});\n"
-	" series.forEach(function(s){s[1].forEach(function(v){if(v>vmax)vmax=v;});});\n"
-	" var cgmax=cg?Math.max.apply(null,cg[1].filter(function(v){return v!=null;})):0;\n"
-	" if(cg&&cgmax<=4*vmax){series.push(cg);vmax=Math.max(vmax,cgmax);}\n"
-	" else if(cg)h('div',{'class':'note'},'cgroup usage (up to '+hb(cgmax)+', the whole group) is left off the chart to keep the process readable.',box);\n"
-	" function X(t){return L+(W-L-10)*t/tmax;}function Y(v){return H-B-(H-B-10)*v/vmax;}\n"
-	" el('line',{x1:L,y1:H-B,x2:W-10,y2:H-B,stroke:'#999'},svg);el('line',{x1:L,y1:10,x2:L,y2:H-B,stroke:'#999'},svg);\n"
-	" for(var i=0;i<=4;i++){var v=vmax*i/4;el('text',{x:2,y:Y(v)+4},svg).textContent=hb(v);}\n"
-	" el('text',{x:W-120,y:H-8},svg).textContent=(tmax/1000).toFixed(1)+' s';\n"
-	" series.forEach(function(s){var pts=[];s[1].forEach(function(v,i){if(v!=null)pts.push(X(S.t[i])+','+Y(v));});\n"
-	"  el('polyline',{points:pts.join(' '),fill:'none',stroke:s[2],'stroke-width':1.5,'class':'series','data-name':s[0]},svg);\n"
-	"  if(pts.length<=60)pts.forEach(function(q){var c=q.split(',');el('circle',{cx:c[0],cy:c[1],r:2.5,fill:s[2]},svg);});});\n"
-	" var RC={exit:'#000',signal:'#d62728',request:'#1f77b4',every:'#7f7f7f',interval:'#c7c7c7',preoom:'#ff7f0e',oom:'#ff0000'};\n"
-	" S.t.forEach(function(t,i){var m=el('line',{x1:X(t),x2:X(t),y1:H-B,y2:H-B+6,stroke:RC[S.reason[i]]||'#aaa','class':'tick'},svg);\n"
-	"  var tt=el('title',{},m);tt.textContent=S.reason[i]+' at '+(t/1000).toFixed(2)+' s'+(S.label[i]?' ('+S.label[i]+')':'')+(S.mark[i]!=null?' step '+S.mark[i]:'');});\n"
-	" var lg=h('div',{'class':'legend'},null,box);series.forEach(function(s){var sp=h('span',{},null,lg);h('i',{style:'background:'+s[2]},null,sp);sp.appendChild(document.createTextNode(s[0]));});\n"
-	" if(p.downsampled)h('div',{'class':'note'},'Showing '+S.t.length+' of '+p.nsnaps+' snapshots (evenly spaced; the first, the last and the peak kept).',box);\n"
-	" if(p.marks_start)h('div',{'class':'note'},p.marks_start,box);}\n"
-	"function table(p,box){box.innerHTML='';var q=h('input',{type:'search',placeholder:'filter call sites',id:'filter'},null,box);\n"
-	" var t=h('table',{id:'sites'},null,box),hd=h('tr',{},null,t);var cols=[['live','live'],['count','count'],['allocs','allocs'],['abytes','allocated'],['kind','kind'],['where','where']];\n"
-	" var rows=p.sites.slice(),key='live',dir=-1;\n"
-	" cols.forEach(function(c){var th=h('th',{},c[1],hd);th.addEventListener('click',function(){if(key===c[0])dir=-dir;else{key=c[0];dir=-1;}draw();});});\n"
-	" var body=h('tbody',{},null,t);\n"
-	" function draw(){rows.sort(function(a,b){var x=a[key],y=b[key];return (x<y?-1:x>y?1:0)*dir;});body.innerHTML='';var f=q.value.toLowerCase();\n"
-	"  rows.forEach(function(r){if(f&&r.where.toLowerCase().indexOf(f)<0&&r.frames.join(' ').toLowerCase().indexOf(f)<0)return;\n"
-	"   var tr=h('tr',{'class':'site'},null,body);[hb(r.live),r.count,r.allocs,hb(r.abytes),r.kind].forEach(function(v){h('td',{},v,tr);});\n"
-	"   h('td',{'class':'w',title:r.where},r.where,tr);var st=null;tr.addEventListener('click',function(){if(st){st.remove();st=null;return;}\n"
-	"   st=document.createElement('tr');st.className='stack';var td=h('td',{colspan:6},r.frames.join('\\n'),st);tr.after(st);});});}\n"
-	" q.addEventListener('input',draw);draw();\n"
-	" if(p.sites_total>p.sites.length)h('div',{'class':'note'},'Showing the '+p.sites.length+' largest of '+p.sites_total+' call sites; the rest hold '+hb(p.sites_rest)+'.',box);}\n"
-	"function flame(p,box){box.innerHTML=p.flame;var s=box.querySelector('svg');if(s)mtFlameInit(s);}\n"
-	"function dumps(box){box.innerHTML='';if(!D.dumps.length){h('p',{'class':'note'},'No OOM dumps in this run.',box);return;}\n"
-	" D.dumps.forEach(function(d){h('h3',{},d.title,box);h('div',{'class':'note'},d.what,box);\n"
-	"  var segs=d.segments,tot=segs.reduce(function(a,s){return a+s.size;},0)||1,W=1100;\n"
-	"  var devs={};segs.forEach(function(s){(devs[s.dev]=devs[s.dev]||[]).push(s);});\n"
-	"  Object.keys(devs).forEach(function(dv){var list=devs[dv].sort(function(a,b){return a.addr<b.addr?-1:1;});\n"
-	"   var sum=list.reduce(function(a,s){return a+s.size;},0)||1;h('div',{'class':'note'},(dv<0?'host':'device '+dv)+': '+list.length+' segments, '+hb(sum)+' (address order; widths by size)',box);\n"
-	"   var svg=el('svg',{width:W,height:34,'class':'segmap'},box),x=0;list.forEach(function(s){var w=Math.max(0.5,(W-2)*s.size/sum);\n"
-	"    var r=el('rect',{x:x,y:2,width:w,height:28,fill:col(s.fn),'class':'seg'},svg);el('title',{},r).textContent=s.fn+' '+hb(s.size)+' at '+s.addr+(s.mapped?' (mapped)':'');x+=w;});});\n"
-	"  var fns={};segs.forEach(function(s){fns[s.fn]=(fns[s.fn]||0)+s.size;});var lg=h('div',{'class':'legend'},null,box);\n"
-	"  Object.keys(fns).sort(function(a,b){return fns[b]-fns[a];}).slice(0,12).forEach(function(f){var sp=h('span',{},null,lg);h('i',{style:'background:'+col(f)},null,sp);sp.appendChild(document.createTextNode(f+' '+hb(fns[f])));});\n"
-	"  var ev=d.events;if(!ev.length)return;var H=160,L=70,cur=0,pts=[],mx=1,t0=ev[0].t,t1=Math.max(ev[ev.length-1].t,t0+1);\n"
-	"  ev.forEach(function(e){if(e.op==='alloc')cur+=e.size;else if(e.op==='free')cur-=e.size;pts.push([e.t,cur]);if(cur>mx)mx=cur;});\n"
-	"  var svg2=el('svg',{width:W,height:H+20,'class':'events'},box);function X(t){return L+(W-L-10)*(t-t0)/(t1-t0);}function Y(v){return H-10-(H-20)*v/mx;}\n"
-	"  el('polyline',{points:pts.map(function(p){return X(p[0])+','+Y(p[1]);}).join(' '),fill:'none',stroke:'#1f77b4'},svg2);\n"
-	"  ev.forEach(function(e){if(e.op==='oom'){var c=el('circle',{cx:X(e.t),cy:10,r:5,fill:'red','class':'oomev'},svg2);el('title',{},c).textContent='OOM: '+hb(e.size)+' requested';}});\n"
-	"  el('text',{x:2,y:14},svg2).textContent='+'+hb(mx);el('text',{x:L,y:H+14},svg2).textContent='the last '+ev.length+' events (window: '+((t1-t0)/1000).toFixed(2)+' s), live bytes they add up to';});}\n"
-	"var sel=document.getElementById('proc');D.processes.forEach(function(p,i){h('option',{value:i},p.label+'  '+p.argv,sel);});\n"
-	"function show(){var p=D.processes[+sel.value||0];if(!p)return;timeline(p,document.getElementById('timeline'));table(p,document.getElementById('table'));flame(p,document.getElementById('flame'));}\n"
-	"sel.addEventListener('change',show);if(D.processes.length<2)sel.style.display='none';show();dumps(document.getElementById('dumps'));\n"
-	"document.body.setAttribute('data-ready','1');})();\n";
+EMBED(html_css, "analysis/page/report.css");
+EMBED(html_js, "analysis/page/report.js");
