@@ -116,15 +116,11 @@ compare(struct mfile *fa, const struct snap *a, struct mfile *fb,
 				sb_putc(j, ',');
 			sb_printf(j, "{\"kind\":\"%s\",\"change_bytes\":%lld,\"live_bytes_a\":%lld,"
 				     "\"live_bytes_b\":%lld,\"live_count_a\":%lld,\"live_count_b\":%lld,"
-				     "\"allocs_a\":%lld,\"allocs_b\":%lld,\"function\":",
+				     "\"allocs_a\":%lld,\"allocs_b\":%lld,",
 				  kind_names[r->kind], (long long)(r->live_b - r->live_a),
 				  (long long)r->live_a, (long long)r->live_b, (long long)r->count_a,
 				  (long long)r->count_b, (long long)r->allocs_a, (long long)r->allocs_b);
-			sb_json_str(j, site_func(f, st, name, sizeof name));
-			sb_puts(j, ",\"where\":");
-			sb_json_str(j, site_name(f, st, 2, name, sizeof name));
-			sb_puts(j, ",\"frames\":");
-			site_json_stack(j, f, st);
+			site_json_names(j, f, st);
 			sb_putc(j, '}');
 		} else {
 			site_name(f, st, 2, name, sizeof name);

@@ -57,14 +57,10 @@ one(struct mfile *f, struct opts *o, struct sb *j, int first) {
 				break;
 			if (shown++)
 				sb_putc(j, ',');
-			sb_printf(j, "{\"kind\":\"%s\",\"live_bytes\":%lld,\"live_count\":%lld,\"function\":",
+			sb_printf(j, "{\"kind\":\"%s\",\"live_bytes\":%lld,\"live_count\":%lld,",
 				  kind_names[v[i].kind], (long long)v[i].live_bytes,
 				  (long long)v[i].live_count);
-			sb_json_str(j, site_func(f, v[i].stack, name, sizeof name));
-			sb_puts(j, ",\"where\":");
-			sb_json_str(j, site_name(f, v[i].stack, 2, name, sizeof name));
-			sb_puts(j, ",\"frames\":");
-			site_json_stack(j, f, v[i].stack);
+			site_json_names(j, f, v[i].stack);
 			sb_putc(j, '}');
 		}
 		sb_puts(j, "],\"segments\":[");

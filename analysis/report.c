@@ -61,7 +61,6 @@ static void
 sites_json(struct sb *j, struct mfile *f, const struct snap *s, struct opts *o) {
 	size_t n;
 	struct site *v = sites_sorted(f, s, &n);
-	char fn[512];
 	sb_printf(j, "{\"seq\":%lld,\"reason\":", (long long)s->seq);
 	sb_json_str(j, s->reason);
 	sb_printf(j, ",\"elapsed_ms\":%lld,\"callsites\":[", (long long)s->elapsed_ms);
@@ -72,17 +71,12 @@ sites_json(struct sb *j, struct mfile *f, const struct snap *s, struct opts *o) 
 		if (shown++)
 			sb_putc(j, ',');
 		sb_printf(j, "{\"stack\":%u,\"kind\":\"%s\",\"live_bytes\":%lld,\"live_count\":%lld,"
-			     "\"allocs\":%lld,\"alloc_bytes\":%lld,\"frees\":%lld,\"peak_bytes\":%lld,"
-			     "\"function\":",
+			     "\"allocs\":%lld,\"alloc_bytes\":%lld,\"frees\":%lld,\"peak_bytes\":%lld,",
 			  v[i].stack, kind_names[v[i].kind], (long long)v[i].live_bytes,
 			  (long long)v[i].live_count, (long long)v[i].allocs,
 			  (long long)v[i].alloc_bytes, (long long)v[i].frees,
 			  (long long)v[i].peak_bytes);
-		sb_json_str(j, site_func(f, v[i].stack, fn, sizeof fn));
-		sb_puts(j, ",\"where\":");
-		sb_json_str(j, site_name(f, v[i].stack, 2, fn, sizeof fn));
-		sb_puts(j, ",\"frames\":");
-		site_json_stack(j, f, v[i].stack);
+		site_json_names(j, f, v[i].stack);
 		sb_putc(j, '}');
 	}
 	sb_puts(j, "]}");

@@ -193,3 +193,14 @@ sites_sorted(struct mfile *f, const struct snap *s, size_t *n) {
 	xqsort(v, *n, sizeof *v, cmp_live);
 	return v;
 }
+
+void
+site_json_names(struct sb *j, const struct mfile *f, uint32_t stack) {
+	char name[512];
+	sb_puts(j, "\"function\":");
+	sb_json_str(j, site_func(f, stack, name, sizeof name));
+	sb_puts(j, ",\"where\":");
+	sb_json_str(j, site_name(f, stack, 2, name, sizeof name));
+	sb_puts(j, ",\"frames\":");
+	site_json_stack(j, f, stack);
+}

@@ -28,6 +28,8 @@ char *site_key(const struct mfile *f, uint32_t stack, int kind);
 void site_print_stack(FILE *out, const struct mfile *f, uint32_t stack, const char *prefix);
 /* JSON array of the symbolized frames. */
 void site_json_stack(struct sb *s, const struct mfile *f, uint32_t stack);
+/* `"function":...,"where":...,"frames":[...]` of a stack (--json rows). */
+void site_json_names(struct sb *j, const struct mfile *f, uint32_t stack);
 
 /* Sort sites (copied) by live bytes, largest first. */
 struct site *sites_sorted(struct mfile *f, const struct snap *s, size_t *n);

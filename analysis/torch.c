@@ -102,6 +102,34 @@ ev_plan(const struct mfile *f, int *dev, unsigned char *keep) {
 	free(segs);
 }
 
+/* One device_traces entry: {action, [addr], [device_free], size, stream,
+ * time_us, frames}; addr < 0 leaves out the address (an oom), device_free
+ * < 0 leaves out that field. */
+static void
+trace_entry(struct pk *p, struct mfile *f, const char *action, int64_t device_free,
+	    const struct event *e, int with_addr) {
+	pk_dict(p);
+	pk_str(p, "action");
+	pk_str(p, action);
+	if (with_addr) {
+		pk_str(p, "addr");
+		pk_uint(p, e->addr);
+	}
+	if (device_free >= 0) {
+		pk_str(p, "device_free");
+		pk_int(p, device_free);
+	}
+	pk_str(p, "size");
+	pk_int(p, (int64_t)e->size);
+	pk_str(p, "stream");
+	pk_int(p, 0);
+	pk_str(p, "time_us");
+	pk_int(p, e->time_ms * 1000);
+	pk_str(p, "frames");
+	frames(p, f, e->stack);
+	pk_close(p);
+}
+
 static void
 write_pickle(struct mfile *f, const char *path) {
 	if (!f->oom || strcmp(f->oom->kind, "cuda"))
@@ -178,20 +206,7 @@ write_pickle(struct mfile *f, const char *path) {
 			if (!strcmp(e->op, "oom")) {
 				if (d != f->oom->device)
 					continue;
-				pk_dict(&p);
-				pk_str(&p, "action");
-				pk_str(&p, "oom");
-				pk_str(&p, "device_free");
-				pk_int(&p, f->oom->drv_free > 0 ? f->oom->drv_free : 0);
-				pk_str(&p, "size");
-				pk_int(&p, (int64_t)e->size);
-				pk_str(&p, "stream");
-				pk_int(&p, 0);
-				pk_str(&p, "time_us");
-				pk_int(&p, e->time_ms * 1000);
-				pk_str(&p, "frames");
-				frames(&p, f, e->stack);
-				pk_close(&p);
+				trace_entry(&p, f, "oom", f->oom->drv_free > 0 ? f->oom->drv_free : 0, e, 0);
 				continue;
 			}
 			if (!device_ev(e))
@@ -203,22 +218,8 @@ write_pickle(struct mfile *f, const char *path) {
 			static const char *const al[] = {"segment_alloc", "alloc"};
 			static const char *const fr[] = {"free_requested", "free_completed", "segment_free"};
 			int n = is_free ? 3 : 2;
-			for (int k = 0; k < n; k++) {
-				pk_dict(&p);
-				pk_str(&p, "action");
-				pk_str(&p, is_free ? fr[k] : al[k]);
-				pk_str(&p, "addr");
-				pk_uint(&p, e->addr);
-				pk_str(&p, "size");
-				pk_int(&p, (int64_t)e->size);
-				pk_str(&p, "stream");
-				pk_int(&p, 0);
-				pk_str(&p, "time_us");
-				pk_int(&p, e->time_ms * 1000);
-				pk_str(&p, "frames");
-				frames(&p, f, e->stack);
-				pk_close(&p);
-			}
+			for (int k = 0; k < n; k++)
+				trace_entry(&p, f, is_free ? fr[k] : al[k], -1, e, 1);
 		}
 		pk_close(&p);
 	}
