@@ -1,0 +1,50 @@
+"""Golden outputs: every text command (and each --json form) on the fixed
+inputs in test/golden/in (made by test/golden/make_fixtures.py: two ranks
+of a Python trainer, rank 0 leaking at one line, and a CUDA OOM dump),
+compared byte for byte with test/golden/<case>.txt.  A change in what a
+command prints shows here as a diff to read; when it is meant,
+MEMTALLY_GOLDEN_UPDATE=1 rewrites the files (review them in the commit).
+MEMTALLY_CASE=<case> runs one."""
+import difflib, os, subprocess, sys
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
+import mt
+
+B = os.environ['MT_BUILD']
+MT = os.environ.get('MT_MEMTALLY') or os.path.join(B, 'memtally')
+G = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'golden')
+IN = os.path.join(G, 'in')
+R0 = os.path.join(IN, 'memtally.node1.r0.p100.jsonl')
+R1 = os.path.join(IN, 'memtally.node1.r1.p101.jsonl')
+UPDATE = os.environ.get('MEMTALLY_GOLDEN_UPDATE') == '1'
+
+CASES = [
+    ('report', ['report', IN]),
+    ('report-json', ['report', '--json', R0]),
+    ('report-stacks', ['report', '--stacks', '--top', '3', R0]),
+    ('leaks', ['leaks', IN]),
+    ('leaks-json', ['leaks', '--json', IN]),
+    ('ranks', ['ranks', IN]),
+    ('ranks-json', ['ranks', '--json', IN]),
+    ('oom', ['oom', IN]),
+    ('oom-json', ['oom', '--json', IN]),
+    ('diff', ['diff', R1, R0]),
+    ('diff-json', ['diff', '--json', R1, R0]),
+]
+
+for name, args in CASES:
+    if not mt.case(name):
+        continue
+    r = subprocess.run([MT] + args, capture_output=True, text=True, cwd=G)
+    # paths in the output are the inputs' own: make them relative
+    got = ('$ memtally %s\n' % ' '.join(os.path.relpath(a, G) if a.startswith('/') else a for a in args) +
+           r.stdout.replace(G + '/', '') + ('[exit %d]\n' % r.returncode))
+    path = os.path.join(G, name + '.txt')
+    if UPDATE:
+        with open(path, 'w') as f:
+            f.write(got)
+    want = open(path).read() if os.path.exists(path) else ''
+    if got != want:
+        sys.stdout.writelines(difflib.unified_diff(want.splitlines(True), got.splitlines(True),
+                                                   'golden/' + name + '.txt', 'now', n=2))
+    mt.check(got == want, '%s: output as in golden/%s.txt' % (name, name))
+mt.done()
