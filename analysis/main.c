@@ -129,24 +129,20 @@ main(int argc, char **argv) {
 			o.paths[o.npaths++] = argv[i];
 		}
 	}
+	/* The commands that read files (run is dispatched before options). */
+	static const struct {
+		const char *name;
+		int (*fn)(struct opts *);
+	} commands[] = {
+		{"report", cmd_report}, {"leaks", cmd_leaks}, {"diff", cmd_diff},
+		{"ranks", cmd_ranks},   {"oom", cmd_oom},     {"torch", cmd_torch},
+		{"flame", cmd_flame},   {"html", cmd_html},
+	};
 	int (*fn)(struct opts *) = NULL;
-	if (!strcmp(cmd, "report"))
-		fn = cmd_report;
-	else if (!strcmp(cmd, "leaks"))
-		fn = cmd_leaks;
-	else if (!strcmp(cmd, "diff"))
-		fn = cmd_diff;
-	else if (!strcmp(cmd, "ranks"))
-		fn = cmd_ranks;
-	else if (!strcmp(cmd, "oom"))
-		fn = cmd_oom;
-	else if (!strcmp(cmd, "torch"))
-		fn = cmd_torch;
-	else if (!strcmp(cmd, "flame"))
-		fn = cmd_flame;
-	else if (!strcmp(cmd, "html"))
-		fn = cmd_html;
-	else {
+	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+		if (!strcmp(cmd, commands[i].name))
+			fn = commands[i].fn;
+	if (!fn) {
 		fprintf(stderr, "memtally: unknown command '%s'\n", cmd);
 		usage_exit(NULL);
 	}
