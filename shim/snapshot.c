@@ -34,16 +34,6 @@
 
 #define MT_TOOL_VERSION "0.1.0"
 
-static mt_lock_t writer_lock;
-static int closed;
-static uint64_t seq;
-static unsigned long long last_adds = ~0ull, last_subs = ~0ull;
-static struct mt_buf out, lines; /* snapshot line; stack/maps lines */
-static char exe[1024];
-static char cmdline[8192];
-static size_t cmdline_len;
-static uint64_t last_write_ns;
-static char scratch[64 << 10];   /* /proc and /sys reads (writer only) */
 
 /* What the file already says of each call site: a snapshot after the
  * first lists only the sites whose figures changed ("delta"), so a long
@@ -57,34 +47,54 @@ struct track {                   /* per stack id; writer lock */
 	struct shadow k;             /* what the file says of this site */
 	uint8_t written;             /* its stack record is in the file */
 };
-static struct mt_chunked track = {.elem = sizeof(struct track)};
 
-static struct track *
-track_at(uint32_t id) {
-	return mt_chunk_ensure(&track, id) ? NULL : mt_chunk_at(&track, id);
-}
-static int full_next = 1;        /* the next snapshot lists every site */
 
 struct top { /* call-site candidates when MEMTALLY_TOP limits them */
 	int64_t live;
 	uint32_t id;
 	uint32_t kind;
 };
-static struct top *topv;
-static uint64_t topcap;
+
+/* The writer's state, all of it under the writer lock (held by the writer
+ * thread, or by the thread running exit()). */
+static struct {
+	mt_lock_t lock;
+	int closed;                 /* after the exit snapshot: refuse writes */
+	uint64_t seq;               /* the next snapshot's number */
+	unsigned long long last_adds, last_subs; /* the loader's counts at the last maps */
+	struct mt_buf out, lines;   /* snapshot line; stack/maps lines */
+	char exe[1024];
+	char cmdline[8192];
+	size_t cmdline_len;
+	uint64_t last_write_ns;     /* how long the last snapshot took */
+	char scratch[64 << 10];     /* /proc and /sys reads */
+	struct mt_chunked track;    /* struct track per stack id */
+	int full_next;              /* the next snapshot lists every site */
+	struct top *topv;           /* MEMTALLY_TOP candidates */
+	uint64_t topcap;
+	uint64_t dropped_snaps;     /* snapshots that could not be written */
+	int write_warned;
+	uint32_t pass_stacks;       /* stacks whose records pass 1 considered */
+} W = {.last_adds = ~0ull, .last_subs = ~0ull,
+       .track = {.elem = sizeof(struct track)}, .full_next = 1};
+
+static struct track *
+track_at(uint32_t id) {
+	return mt_chunk_ensure(&W.track, id) ? NULL : mt_chunk_at(&W.track, id);
+}
 
 int
 mt_snapshot_init(char **argv, char **envp) {
 	(void)argv;
 	(void)envp;
 	long r;
-	if (mt_buf_init(&out, 1 << 20) || mt_buf_init(&lines, 1 << 20))
+	if (mt_buf_init(&W.out, 1 << 20) || mt_buf_init(&W.lines, 1 << 20))
 		return ENOMEM;
 	mt_file_init();
-	r = mt_sys(SYS_readlink, "/proc/self/exe", exe, sizeof exe - 1, 0, 0, 0);
-	exe[r > 0 ? r : 0] = 0;
-	r = mt_read_file("/proc/self/cmdline", cmdline, sizeof cmdline);
-	cmdline_len = r > 0 ? (size_t)r : 0;
+	r = mt_sys(SYS_readlink, "/proc/self/exe", W.exe, sizeof W.exe - 1, 0, 0, 0);
+	W.exe[r > 0 ? r : 0] = 0;
+	r = mt_read_file("/proc/self/cmdline", W.cmdline, sizeof W.cmdline);
+	W.cmdline_len = r > 0 ? (size_t)r : 0;
 	return 0;
 }
 
@@ -109,13 +119,13 @@ header(struct mt_buf *b) {
 	mt_buf_puts(b, "\"host\":");
 	mt_buf_jstr(b, mt_file_host());
 	mt_buf_puts(b, ",\"exe\":");
-	mt_buf_jstr(b, exe);
+	mt_buf_jstr(b, W.exe);
 	mt_buf_puts(b, ",\"argv\":[");
-	for (size_t i = 0; i < cmdline_len;) {
-		size_t n = strnlen(cmdline + i, cmdline_len - i);
+	for (size_t i = 0; i < W.cmdline_len;) {
+		size_t n = strnlen(W.cmdline + i, W.cmdline_len - i);
 		if (i)
 			mt_buf_putc(b, ',');
-		mt_buf_jstrn(b, cmdline + i, n);
+		mt_buf_jstrn(b, W.cmdline + i, n);
 		i += n + 1;
 	}
 	mt_buf_printf(b, "],\"start_wall_ns\":%lu,\"start_mono_ns\":%lu,"
@@ -129,15 +139,13 @@ header(struct mt_buf *b) {
 	mt_buf_puts(b, "}\n");
 }
 
-static uint64_t dropped_snaps; /* snapshots that could not be written */
-static int write_warned;
 
 /* The file lacks every stack and Python record (new, re-created, or a
  * write that failed and was cut back): write them again as used. */
 static void
 forget_written(void) {
 	for (uint32_t i = 0; i < mt_stack_count(); i++) {
-		struct track *t = mt_chunk_at(&track, i);
+		struct track *t = mt_chunk_at(&W.track, i);
 		if (t)
 			t->written = 0;
 	}
@@ -152,9 +160,9 @@ ensure_open(void) {
 	int err = mt_file_ensure(&fresh, &reopened);
 	if (err || !reopened)
 		return err;
-	full_next = 1; /* every call site again, and the maps */
-	last_adds = last_subs = ~0ull;
-	struct mt_buf *b = &lines;
+	W.full_next = 1; /* every call site again, and the maps */
+	W.last_adds = W.last_subs = ~0ull;
+	struct mt_buf *b = &W.lines;
 	b->len = 0;
 	if (fresh) {
 		header(b);
@@ -209,7 +217,7 @@ maps_cb(struct dl_phdr_info *info, size_t size, void *arg) {
 	c->subs = info->dlpi_subs;
 	const char *name = info->dlpi_name;
 	if (!name || !name[0])
-		name = c->n == 0 ? exe : "[unknown]";
+		name = c->n == 0 ? W.exe : "[unknown]";
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
@@ -246,12 +254,12 @@ maps_if_changed(struct mt_buf *b, int always) {
 		mt_buf_puts(b, "]}\n");
 		return;
 	}
-	if (c.adds == last_adds && c.subs == last_subs) {
+	if (c.adds == W.last_adds && c.subs == W.last_subs) {
 		b->len = mark; /* nothing new */
 		return;
 	}
-	last_adds = c.adds;
-	last_subs = c.subs;
+	W.last_adds = c.adds;
+	W.last_subs = c.subs;
 	mt_buf_puts(b, "]}\n");
 }
 
@@ -283,13 +291,12 @@ stack_line(struct mt_buf *b, uint32_t id, int mark) {
 
 /* Stack ids below this had their records written by pass 1 of the
  * snapshot being written (a stack born since waits for the next one). */
-static uint32_t pass_stacks;
 
 /* dump: the file holds every stack already (OOM dumps write them all). */
 static int
 site_json(struct mt_buf *b, uint32_t id, int kind, const struct mt_site *s,
 	  int *first, int dump) {
-	if (!dump && id >= pass_stacks)
+	if (!dump && id >= W.pass_stacks)
 		return 0;
 	/* A stack interned just before pass 1 but charged only after it had
 	 * looked (allocs still 0 then) has no record in the file yet: it waits
@@ -318,29 +325,29 @@ top_push(uint64_t *n, struct top t) {
 	uint64_t k = mt_cfg.top;
 	if (*n < k) {
 		uint64_t i = (*n)++;
-		topv[i] = t;
-		while (i && topv[(i - 1) / 2].live > topv[i].live) {
-			struct top x = topv[i];
-			topv[i] = topv[(i - 1) / 2];
-			topv[(i - 1) / 2] = x;
+		W.topv[i] = t;
+		while (i && W.topv[(i - 1) / 2].live > W.topv[i].live) {
+			struct top x = W.topv[i];
+			W.topv[i] = W.topv[(i - 1) / 2];
+			W.topv[(i - 1) / 2] = x;
 			i = (i - 1) / 2;
 		}
 		return;
 	}
-	if (t.live <= topv[0].live)
+	if (t.live <= W.topv[0].live)
 		return;
-	topv[0] = t;
+	W.topv[0] = t;
 	for (uint64_t i = 0;;) {
 		uint64_t l = 2 * i + 1, r = l + 1, m = i;
-		if (l < k && topv[l].live < topv[m].live)
+		if (l < k && W.topv[l].live < W.topv[m].live)
 			m = l;
-		if (r < k && topv[r].live < topv[m].live)
+		if (r < k && W.topv[r].live < W.topv[m].live)
 			m = r;
 		if (m == i)
 			break;
-		struct top x = topv[i];
-		topv[i] = topv[m];
-		topv[m] = x;
+		struct top x = W.topv[i];
+		W.topv[i] = W.topv[m];
+		W.topv[m] = x;
 		i = m;
 	}
 }
@@ -348,11 +355,11 @@ top_push(uint64_t *n, struct top t) {
 static void
 callsites(struct mt_buf *b, int dump) {
 	uint32_t n = mt_stack_count();
-	int first = 1, full = full_next || dump;
-	struct top *tv = dump ? NULL : topv;
-	if (mt_cfg.top && !topv) {
-		topcap = mt_cfg.top;
-		topv = mt_sys_mmap(topcap * sizeof *topv);
+	int first = 1, full = W.full_next || dump;
+	struct top *tv = dump ? NULL : W.topv;
+	if (mt_cfg.top && !W.topv) {
+		W.topcap = mt_cfg.top;
+		W.topv = mt_sys_mmap(W.topcap * sizeof *W.topv);
 	}
 	mt_buf_printf(b, "\"callsites_mode\":\"%s\",\"callsites\":[",
 		      tv ? "top" : full ? "full" : "delta");
@@ -450,13 +457,13 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 		      "\"dropped_stacks\":%lu,\"dropped_live\":%lu,"
 		      "\"oom_dumps\":%lu,\"dropped_snapshots\":%lu,\"last_write_ns\":%lu",
 		      (unsigned long)(mt_sites_memory() + mt_ptrtab_memory() +
-				      mt_maptab_memory() + out.cap + lines.cap +
-				      track.mapped + pybytes),
+				      mt_maptab_memory() + W.out.cap + W.lines.cap +
+				      W.track.mapped + pybytes),
 		      mt_stack_count() - MT_NKINDS, (unsigned long)mt_ptrtab_count(),
 		      (unsigned long)mt_maptab_count(),
 		      (unsigned long)mt_sites_dropped,
 		      (unsigned long)mt_dropped_live, (unsigned long)mt_dump_count(),
-		      (unsigned long)dropped_snaps, (unsigned long)last_write_ns);
+		      (unsigned long)W.dropped_snaps, (unsigned long)W.last_write_ns);
 	if (mt_py_on)
 		mt_buf_printf(b, ",\"pystacks\":%lu,\"pyframes\":%lu,"
 			      "\"pycode_retired\":%lu,\"dropped_pystacks\":%lu",
@@ -477,14 +484,14 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	 * it leaves no file. */
 	if (!mt_cfg.host && !mt_devices_used())
 		return;
-	mt_lock(&writer_lock);
-	if (closed) {
-		mt_unlock(&writer_lock);
+	mt_lock(&W.lock);
+	if (W.closed) {
+		mt_unlock(&W.lock);
 		return;
 	}
 	if (ensure_open()) {
-		dropped_snaps++;
-		mt_unlock(&writer_lock);
+		W.dropped_snaps++;
+		mt_unlock(&W.lock);
 		return;
 	}
 	uint64_t t0 = mt_now_ns();
@@ -496,51 +503,51 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	 * never holds a broken line in its middle. */
 	int fd = mt_file_fd();
 	long off0 = mt_sys(SYS_lseek, fd, 0, 2 /* SEEK_END */, 0, 0, 0);
-	lines.flush_fd = out.flush_fd = fd;
-	lines.flush_err = out.flush_err = 0;
-	maps_if_changed(&lines, 0);
-	pass_stacks = mt_stack_count();
-	for (uint32_t id = MT_NKINDS; id < pass_stacks; id++) {
+	W.lines.flush_fd = W.out.flush_fd = fd;
+	W.lines.flush_err = W.out.flush_err = 0;
+	maps_if_changed(&W.lines, 0);
+	W.pass_stacks = mt_stack_count();
+	for (uint32_t id = MT_NKINDS; id < W.pass_stacks; id++) {
 		struct track *t = track_at(id);
 		if (t && t->written)
 			continue;
 		if (__atomic_load_n(&mt_site_get(id, 0)->allocs, __ATOMIC_RELAXED))
-			stack_line(&lines, id, 1);
+			stack_line(&W.lines, id, 1);
 	}
-	int err = mt_buf_flush(&lines);
-	struct mt_buf *b = &out;
+	int err = mt_buf_flush(&W.lines);
+	struct mt_buf *b = &W.out;
 	b->len = 0;
 	b->overflow = 0;
 	if (!err) {
-		snapshot_record(b, seq++, reason, lab, 0, scratch, sizeof scratch);
+		snapshot_record(b, W.seq++, reason, lab, 0, W.scratch, sizeof W.scratch);
 		err = mt_buf_flush(b);
 	}
 	if (err) {
-		if (!write_warned++)
+		if (!W.write_warned++)
 			mt_warn("writing %s failed (errno %d); snapshots are dropped while it "
 				"fails (the next one written counts them)", mt_file_path(), err);
 		if (off0 >= 0)
 			mt_sys(SYS_ftruncate, fd, off0, 0, 0, 0, 0);
-		dropped_snaps++;
+		W.dropped_snaps++;
 	}
-	lines.flush_fd = out.flush_fd = 0;
+	W.lines.flush_fd = W.out.flush_fd = 0;
 	if (err) { /* what the file lacks is written again next time */
 		forget_written();
-		last_adds = last_subs = ~0ull;
+		W.last_adds = W.last_subs = ~0ull;
 	}
-	full_next = err != 0;
-	lines.len = out.len = 0;
-	lines.overflow = out.overflow = 0;
-	last_write_ns = mt_now_ns() - t0;
-	mt_unlock(&writer_lock);
+	W.full_next = err != 0;
+	W.lines.len = W.out.len = 0;
+	W.lines.overflow = W.out.overflow = 0;
+	W.last_write_ns = mt_now_ns() - t0;
+	mt_unlock(&W.lock);
 }
 
 void
 mt_snapshot_close(void) {
-	mt_lock(&writer_lock);
-	closed = 1;
+	mt_lock(&W.lock);
+	W.closed = 1;
 	mt_file_close();
-	mt_unlock(&writer_lock);
+	mt_unlock(&W.lock);
 }
 
 void
@@ -556,30 +563,30 @@ mt_snapshot_describe(void) {
 
 void
 mt_snapshot_prefork(void) {
-	mt_lock(&writer_lock);
+	mt_lock(&W.lock);
 }
 
 void
 mt_snapshot_postfork_parent(void) {
-	mt_unlock(&writer_lock);
+	mt_unlock(&W.lock);
 }
 
 void
 mt_snapshot_postfork_child(int follow) {
-	writer_lock.v = 0;
+	W.lock.v = 0;
 	mt_file_postfork_child();
-	seq = 0;
-	dropped_snaps = 0;
-	write_warned = 0;
+	W.seq = 0;
+	W.dropped_snaps = 0;
+	W.write_warned = 0;
 	if (!follow) {
-		closed = 1;
+		W.closed = 1;
 		return;
 	}
 	/* Stack ids are kept, but the child's file must carry its own stack
 	 * records: forget which were written. */
-	mt_chunk_reset(&track);
+	mt_chunk_reset(&W.track);
 	mt_py_forget_written();
-	out.len = lines.len = 0;
+	W.out.len = W.lines.len = 0;
 }
 
 int
