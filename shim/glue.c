@@ -44,13 +44,6 @@ mt_clock_start(void) {
 	mt_start_wall_ns = mt_wall_ns();
 }
 
-uint64_t
-mt_ms_since_start(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* vDSO, ~8 ns here */
-	uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-	return now > mt_start_mono_ns ? (now - mt_start_mono_ns) / 1000000u : 0;
-}
 
 long
 mt_read_file(const char *path, char *buf, size_t cap) {
