@@ -141,7 +141,7 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 		}
 	}
 	struct suspect *sus = NULL;
-	size_t nsus = 0, examined = 0;
+	size_t nsus = 0, capsus = 0, examined = 0;
 	double x[MAXPTS], steps[MAXPTS];
 	const char *mark = NULL;
 	if (npts >= 3) {
@@ -179,7 +179,7 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 				.live = (int64_t)s->y[npts - 1],
 				.per_step = mark ? theil_sen(steps + w0, s->y + w0, n) : NAN,
 				.from_ms = pts[w0]->elapsed_ms, .w0 = w0};
-			sus = xrealloc(sus, (nsus + 1) * sizeof *sus);
+			sus = xgrow(sus, nsus + 1, &capsus, sizeof *sus);
 			sus[nsus++] = best;
 		}
 		free(m.v);

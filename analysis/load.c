@@ -138,7 +138,7 @@ maps(struct ctx *c, struct jv *o) {
 			free(mod.build_id);
 			continue;
 		}
-		f->mods = xrealloc(f->mods, (f->nmods + 1) * sizeof *f->mods);
+		f->mods = xgrow(f->mods, f->nmods + 1, &f->cap_mods, sizeof *f->mods);
 		f->mods[f->nmods++] = mod;
 	}
 }
@@ -251,7 +251,7 @@ totals(struct ctx *c, struct jv *o, struct totals *t) {
 static void
 snapshot(struct ctx *c, struct jv *o) {
 	struct mfile *f = c->f;
-	f->snaps = xrealloc(f->snaps, (f->nsnaps + 1) * sizeof *f->snaps);
+	f->snaps = xgrow(f->snaps, f->nsnaps + 1, &f->cap_snaps, sizeof *f->snaps);
 	struct snap *s = &f->snaps[f->nsnaps];
 	memset(s, 0, sizeof *s);
 	s->line = c->line;
@@ -416,7 +416,7 @@ segment(struct ctx *c, struct jv *o) {
 	int kind = kind_of(c, o);
 	if (kind < 0)
 		return;
-	f->segs = xrealloc(f->segs, (f->nsegs + 1) * sizeof *f->segs);
+	f->segs = xgrow(f->segs, f->nsegs + 1, &f->cap_segs, sizeof *f->segs);
 	struct segment *s = &f->segs[f->nsegs++];
 	memset(s, 0, sizeof *s);
 	s->kind = kind;
@@ -440,7 +440,7 @@ trace(struct ctx *c, struct jv *o) {
 	int kind = kind_of(c, o);
 	if (kind < 0)
 		return;
-	f->events = xrealloc(f->events, (f->nevents + 1) * sizeof *f->events);
+	f->events = xgrow(f->events, f->nevents + 1, &f->cap_events, sizeof *f->events);
 	struct event *e = &f->events[f->nevents++];
 	memset(e, 0, sizeof *e);
 	const char *op = json_str(c->d, o, "op");
@@ -596,7 +596,7 @@ run_load_dumps_if_any(struct run *r, char **paths, int npaths) {
 static void
 load_paths(struct run *r, char **paths, int npaths, int dumps, int optional) {
 	char **list = NULL;
-	size_t n = 0;
+	size_t n = 0, cap = 0;
 	for (int i = 0; i < npaths; i++) {
 		struct stat st;
 		if (stat(paths[i], &st))
@@ -604,7 +604,7 @@ load_paths(struct run *r, char **paths, int npaths, int dumps, int optional) {
 		if (!S_ISDIR(st.st_mode)) {
 			if (optional && !strstr(paths[i], ".oom"))
 				continue; /* a snapshot file named among dumps */
-			list = xrealloc(list, (n + 1) * sizeof *list);
+			list = xgrow(list, n + 1, &cap, sizeof *list);
 			list[n++] = xstrdup(paths[i]);
 			continue;
 		}
@@ -627,7 +627,7 @@ load_paths(struct run *r, char **paths, int npaths, int dumps, int optional) {
 				sb_free(&s);
 				continue;
 			}
-			list = xrealloc(list, (n + 1) * sizeof *list);
+			list = xgrow(list, n + 1, &cap, sizeof *list);
 			list[n++] = s.p;
 		}
 		closedir(d);

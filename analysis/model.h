@@ -104,7 +104,7 @@ struct mfile {
 	char *host, *exe, *argv;   /* argv joined with spaces */
 	int64_t start_wall_ns, sample_bytes;
 	struct module *mods;       /* every module ever listed */
-	size_t nmods;
+	size_t nmods, cap_mods;
 	struct stack *stacks;      /* indexed by id; n = 0 when unknown */
 	size_t nstacks;
 	char *python;              /* the python record's version, or NULL */
@@ -113,13 +113,13 @@ struct mfile {
 	struct pystack *pystacks;  /* indexed by id; frames NULL when unknown */
 	size_t npystacks;
 	struct snap *snaps;
-	size_t nsnaps;
+	size_t nsnaps, cap_snaps;
 	int truncated;             /* the last line was cut short */
 	struct oominfo *oom;       /* an OOM dump's oom record, else NULL */
 	struct segment *segs;
-	size_t nsegs;
+	size_t nsegs, cap_segs;
 	struct event *events;
-	size_t nevents;
+	size_t nevents, cap_events;
 	/* Replay state for snap_sites(): the call sites as of snapshot cur_idx. */
 	struct site *cur;
 	size_t ncur, capcur;

@@ -21,7 +21,7 @@ struct symmod {
 	int status;          /* SYM_OK, SYM_GONE, SYM_MISMATCH */
 };
 static struct symmod *mods;
-static size_t nmods;
+static size_t nmods, capmods;
 
 struct cached {         /* address cache: open addressing on (module, offset) */
 	struct symmod *m;
@@ -68,7 +68,7 @@ module_for(const struct module *m) {
 		if (!strcmp(mods[i].path, m->path) &&
 		    !strcmp(mods[i].build_id ? mods[i].build_id : "", m->build_id ? m->build_id : ""))
 			return &mods[i];
-	mods = xrealloc(mods, (nmods + 1) * sizeof *mods);
+	mods = xgrow(mods, nmods + 1, &capmods, sizeof *mods);
 	struct symmod *s = &mods[nmods++];
 	memset(s, 0, sizeof *s);
 	s->path = xstrdup(m->path);

@@ -28,6 +28,17 @@ xrealloc(void *p, size_t n) {
 	return p;
 }
 
+void *
+xgrow(void *p, size_t need, size_t *cap, size_t elem) {
+	if (need <= *cap)
+		return p;
+	size_t n = *cap ? *cap : 16;
+	while (n < need)
+		n *= 2;
+	*cap = n;
+	return xrealloc(p, n * elem);
+}
+
 char *
 xstrdup(const char *s) {
 	return xstrndup(s, strlen(s));
