@@ -96,7 +96,10 @@ static uint32_t
 capture(int kind) {
 	uintptr_t pcs[128];
 	int n = mt_unwind(pcs, (int)mt_cfg.depth, mt_cfg.unwind);
-	return mt_stack_intern(pcs, n, kind, mt_py_capture());
+	uint32_t py = mt_py_capture();
+	if (py)
+		n = mt_py_cut(pcs, n);
+	return mt_stack_intern(pcs, n, kind, py);
 }
 
 static void

@@ -21,6 +21,7 @@
 	X(depth, DEPTH, U64, "32", "max native frames per stack (1-128)")     \
 	X(python, PYTHON, BOOL, "1", "record the Python stack of each tracked allocation in CPython 3.10-3.13 processes (0: native stacks only)") \
 	X(pydepth, PYDEPTH, U64, "16", "max Python frames per stack (1-64)") \
+	X(pynative, PYNATIVE, BOOL, "0", "under Python, keep the native frames outside the interpreter's innermost eval loop too (0: the Python stack stands for them)") \
 	X(unwind, UNWIND, UNWIND, "libunwind", "stack walker: libunwind or fp (frame pointers)") \
 	X(top, TOP, U64, "0", "call sites per snapshot, largest live first (0 = all)") \
 	X(trace, TRACE, U64, "100000", "events kept in the ring that OOM dumps carry (mmaps, large heap blocks, failures)") \
@@ -51,6 +52,7 @@ struct mt_config {
 	uint64_t depth;      /* frames */
 	int python;          /* bool */
 	uint64_t pydepth;    /* frames */
+	int pynative;        /* bool */
 	int unwind;          /* 0 libunwind, 1 fp */
 	uint64_t top;        /* call sites, 0 = all */
 	uint64_t trace;      /* events */

@@ -62,6 +62,9 @@ static void *(*get_tstate)(void);     /* PyGILState_GetThisThreadState */
 static int (*is_finalizing)(void);    /* _Py_IsFinalizing (3.10 - 3.12) */
 static void (*real_code_dealloc)(void *);
 static int tried, gave_up;
+/* _PyEval_EvalFrameDefault's code: where a native stack enters the eval
+ * loop (0, 0 when its size is not known: stacks are kept whole). */
+static uintptr_t eval_lo, eval_hi;
 
 /* ---- tables (under py_lock) ------------------------------------------ */
 
@@ -379,6 +382,16 @@ mt_py_capture(void) {
 	return id;
 }
 
+int
+mt_py_cut(const uintptr_t *pcs, int n) {
+	if (!eval_hi || mt_cfg.pynative)
+		return n;
+	for (int i = 0; i < n; i++)
+		if (pcs[i] - 1 >= eval_lo && pcs[i] - 1 < eval_hi)
+			return i + 1; /* the eval frame stays: the views put the Python stack there */
+	return n;
+}
+
 /* PyCode_Type.tp_dealloc: forget the serial of a dying code object before
  * its memory can be reused.  Runs with the GIL held, on the thread that
  * dropped the last reference; never calls out while holding py_lock. */
@@ -487,6 +500,13 @@ setup(void *h) {
 	if (!real_code_dealloc)
 		return 1;
 	*slot = (void *)code_dealloc;
+	void *ev = mt_dlsym(h, "_PyEval_EvalFrameDefault");
+	Dl_info di;
+	const ElfW(Sym) *sym = NULL;
+	if (ev && dladdr1(ev, &di, (void **)&sym, RTLD_DL_SYMENT) && sym && sym->st_size) {
+		eval_lo = (uintptr_t)ev;
+		eval_hi = eval_lo + sym->st_size;
+	}
 	gave_up = 0;
 	__atomic_store_n(&mt_py_on, 1, __ATOMIC_RELEASE);
 	return 1;

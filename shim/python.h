@@ -27,6 +27,14 @@ extern int mt_py_on;
  * has no Python frame (no thread state, finalizing, table full).  Takes
  * the Python lock on a thread-cache miss only.  Never allocates. */
 uint32_t mt_py_capture(void);
+/* A native stack captured with a Python stack: how many of its n frames to
+ * keep.  The frames outside the interpreter's innermost eval loop are what
+ * the Python stack already explains (and differ by every return address
+ * inside the interpreter: a PyTorch process made 700 k distinct stacks of
+ * 19 k Python stacks), so the stack ends at that eval frame; the views put
+ * the Python frames in its place.  MEMTALLY_PYNATIVE=1 keeps them all.
+ * Never allocates. */
+int mt_py_cut(const uintptr_t *pcs, int n);
 
 struct mt_buf;
 /* Write the python record (once per file) and the pyframe and pystack

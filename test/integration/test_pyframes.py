@@ -142,6 +142,21 @@ top = json.loads(r.stdout)['processes'][0]['peak']['callsites'][0]
 mt.check(not any(fr.get('python') for fr in top['frames']) and
          any(fr['function'] == '_PyEval_EvalFrameDefault' for fr in top['frames']),
          '--native: native frames only, the interpreter loop included')
+# A native stack captured with a Python stack ends at the interpreter's
+# innermost eval loop (the Python stack stands for the frames outside it);
+# MEMTALLY_PYNATIVE=1 keeps them.
+f = mt.File(parent)
+with_py = [st for st, ps in f.stack_py.items() if ps]
+last = f.symbolize([f.stacks[st][-1] for st in with_py])
+ends = sum(1 for fn, _ in last if fn == '_PyEval_EvalFrameDefault')
+mt.check(with_py and ends >= 0.9 * len(with_py),
+         'stacks under Python end at the eval loop: %d of %d' % (ends, len(with_py)))
+full = os.path.join(OUT, 'pynative')
+run('/usr/bin/python3', 'py_sites.py', full, env_extra={'MEMTALLY_PYNATIVE': '1'})
+g = [mt.File(p) for p in glob.glob(full + '/*.jsonl') if any('"label":"end"' in l for l in open(p))][0]
+deeper = sum(len(g.stacks[st]) for st, ps in g.stack_py.items() if ps) / max(1, sum(1 for ps in g.stack_py.values() if ps))
+cut = sum(len(f.stacks[st]) for st in with_py) / max(1, len(with_py))
+mt.check(deeper > cut + 2, 'MEMTALLY_PYNATIVE=1 keeps the frames outside: %.1f frames a stack, %.1f cut' % (deeper, cut))
 r = subprocess.run([MT, 'report', parent], capture_output=True, text=True)
 mt.check('a (py_sites.py:%d)' % lines['SITE_A'] in r.stdout, 'text report names a (py_sites.py:%d)' % lines['SITE_A'])
 
