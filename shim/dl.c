@@ -43,6 +43,16 @@ mt_dlsym_filter(int (*want)(const char *), void *(*serve)(void *, const char *))
  * first lookup) save the arguments and keep the stack aligned; their CFI
  * lets an unwinder started inside them walk through.  Every other exit
  * is a jump with the caller's return address still on top. */
+/* Keep handle and name across a call, the stack 16-byte aligned. */
+#define SAVE_ARGS                                                              \
+	"	pushq %rdi\n	.cfi_adjust_cfa_offset 8\n"                          \
+	"	pushq %rsi\n	.cfi_adjust_cfa_offset 8\n"                          \
+	"	subq $8, %rsp\n	.cfi_adjust_cfa_offset 8\n"
+#define RESTORE_ARGS                                                           \
+	"	addq $8, %rsp\n	.cfi_adjust_cfa_offset -8\n"                         \
+	"	popq %rsi\n	.cfi_adjust_cfa_offset -8\n"                          \
+	"	popq %rdi\n	.cfi_adjust_cfa_offset -8\n"
+
 __asm__(
 	".text\n"
 	".globl dlsym\n"
@@ -59,20 +69,10 @@ __asm__(
 	"	movq mt_dl_want(%rip), %rax\n"
 	"	testq %rax, %rax\n"
 	"	je 2f\n"
-	"	pushq %rdi\n"
-	"	.cfi_adjust_cfa_offset 8\n"
-	"	pushq %rsi\n"
-	"	.cfi_adjust_cfa_offset 8\n"
-	"	subq $8, %rsp\n"
-	"	.cfi_adjust_cfa_offset 8\n"
+	SAVE_ARGS
 	"	movq %rsi, %rdi\n"
 	"	call *%rax\n"                /* want(name) */
-	"	addq $8, %rsp\n"
-	"	.cfi_adjust_cfa_offset -8\n"
-	"	popq %rsi\n"
-	"	.cfi_adjust_cfa_offset -8\n"
-	"	popq %rdi\n"
-	"	.cfi_adjust_cfa_offset -8\n"
+	RESTORE_ARGS
 	"	testl %eax, %eax\n"
 	"	je 2f\n"
 	"	movq mt_dl_serve(%rip), %rax\n"
@@ -81,19 +81,10 @@ __asm__(
 	"	testq %rax, %rax\n"
 	"	je 3f\n"
 	"	jmp *%rax\n"                 /* the real dlsym, as if called directly */
-	"3:	pushq %rdi\n"
-	"	.cfi_adjust_cfa_offset 8\n"
-	"	pushq %rsi\n"
-	"	.cfi_adjust_cfa_offset 8\n"
-	"	subq $8, %rsp\n"
-	"	.cfi_adjust_cfa_offset 8\n"
+	"3:\n"
+	SAVE_ARGS
 	"	call mt_real_dlsym\n"
-	"	addq $8, %rsp\n"
-	"	.cfi_adjust_cfa_offset -8\n"
-	"	popq %rsi\n"
-	"	.cfi_adjust_cfa_offset -8\n"
-	"	popq %rdi\n"
-	"	.cfi_adjust_cfa_offset -8\n"
+	RESTORE_ARGS
 	"	testq %rax, %rax\n"
 	"	je 4f\n"
 	"	jmp *%rax\n"

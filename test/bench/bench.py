@@ -205,6 +205,26 @@ def main():
         md += ['## PyTorch CPU training loop (Debian python3-torch)', '',
                '`import torch` (about a million allocations) and the median of %s steps (some hundreds each), reported '
                'apart.' % steps, '', table(['configuration', 'import / step (median)', 'import', 'step', 'whole run', 'peak RSS'], rows)]
+    # (c2) the standing row of issue 14: an unmodified 120-step trainer (a
+    # DataLoader with 2 workers) in exact mode with a snapshot every 0.5 s:
+    # the main process's file, its stack count and the shim's own memory
+    if have_torch:
+        d = os.path.join(TMP, 'trainer')
+        shutil.rmtree(d, ignore_errors=True)
+        n = '320' if QUICK else '3840'  # 32 per batch: 10 or 120 steps
+        subprocess.run([os.path.join(B, 'memtally'), 'run', '--out', d, '--interval', '0.5', '--',
+                        '/usr/bin/python3', os.path.join(ROOT, 'test/integration/torch_train.py'), 'noleak',
+                        '/dev/null', n], check=True, capture_output=True)
+        main_f = max((os.path.join(d, x) for x in os.listdir(d)), key=os.path.getsize)
+        last = [json.loads(l) for l in open(main_f) if l.startswith('{"type":"snapshot"')][-1]
+        nstk = sum(1 for l in open(main_f) if l.startswith('{"type":"stack"'))
+        md += ['## The trainer at real scale (standing row)', '',
+               '`memtally run --interval 0.5 -- python3 test/integration/torch_train.py noleak /dev/null %s` '
+               '(%d steps, exact mode, 2 DataLoader workers); the main process:' % (n, int(n) // 32), '',
+               table(['file', 'stack records', 'Python stacks', 'shim memory at the end', 'snapshots'],
+                     [['%.1f MB' % (os.path.getsize(main_f) / 1e6), nstk, last['shim'].get('pystacks', 0),
+                       '%.1f MiB' % (last['shim']['memory_bytes'] / 2**20),
+                       sum(1 for l in open(main_f) if l.startswith('{"type":"snapshot"'))]]), '']
     # (d) Python frames: what capturing them costs per allocation
     R = '300' if QUICK else '20000'
     wl = lambda n: ['env', 'PYTHONMALLOC=malloc', '/usr/bin/python3', os.path.join(ROOT, 'test/bench/pyalloc.py'), R]
