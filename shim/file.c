@@ -93,6 +93,35 @@ ours(int f) {
 	       (uint64_t)st.st_ino == file_ino && st.st_nlink > 0;
 }
 
+/* Open path for appending if it is still our file (the same inode, not a
+ * link: O_NOFOLLOW), else -1. */
+static long
+reopen_ours(void) {
+	long r = mt_sys(SYS_open, path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0, 0, 0, 0);
+	if (r < 0)
+		return -1;
+	struct stat st;
+	if (mt_sys(SYS_fstat, r, &st, 0, 0, 0, 0) || (uint64_t)st.st_dev != file_dev ||
+	    (uint64_t)st.st_ino != file_ino || st.st_nlink == 0) {
+		mt_sys(SYS_close, r, 0, 0, 0, 0, 0);
+		return -1;
+	}
+	return r;
+}
+
+/* Make a new file: never through a link and never over an existing file
+ * (O_EXCL), taking the next free ".x<N>" name when the name is taken. */
+static long
+create_new(void) {
+	int flags = O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW | O_CLOEXEC;
+	long r = mt_sys(SYS_open, path, flags, 0644, 0, 0, 0);
+	for (unsigned x = path_x + 1; r == -EEXIST && x < path_x + 1000; x++) {
+		make_path_x(x);
+		r = mt_sys(SYS_open, path, flags, 0644, 0, 0, 0);
+	}
+	return r;
+}
+
 int
 mt_file_ensure(int *fresh, int *reopened) {
 	*fresh = *reopened = 0;
@@ -106,13 +135,12 @@ mt_file_ensure(int *fresh, int *reopened) {
 		/* The first open of this process image makes a new file: when
 		 * the name is taken (an exec'd image keeps its pid; a pid
 		 * reused in the same directory) it takes the next free
-		 * ".x<N>" name instead.  Later opens append to it. */
-		int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (opened_once ? 0 : O_EXCL);
-		r = mt_sys(SYS_open, path, flags, 0644, 0, 0, 0);
-		for (int x = 1; r == -EEXIST && x < 1000; x++) {
-			make_path_x(x);
-			r = mt_sys(SYS_open, path, flags, 0644, 0, 0, 0);
-		}
+		 * ".x<N>" name instead.  A later open appends to it only if
+		 * it is still the same file; a file deleted under us is made
+		 * again, never followed through a link planted at its name. */
+		r = opened_once ? reopen_ours() : -1;
+		if (r < 0)
+			r = create_new();
 		err = r < 0 ? (int)-r : 0;
 	}
 	if (err) {
@@ -169,9 +197,22 @@ mt_file_postfork_child(void) {
 
 long
 mt_file_dump_open(unsigned idx, char *dst, size_t n) {
-	name(dst, n, ".oom%u.jsonl", idx);
 	int err = mkdirs(mt_cfg.out);
 	if (err)
 		return -err;
-	return mt_sys(SYS_open, dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644, 0, 0, 0);
+	/* Never through a link planted at the (predictable) name, never over
+	 * an earlier run's dump of the same pid: the next ".x<N>" instead. */
+	int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+	name(dst, n, ".oom%u.jsonl", idx);
+	long r = mt_sys(SYS_open, dst, flags, 0644, 0, 0, 0);
+	for (unsigned x = 1; r == -EEXIST && x < 1000; x++) {
+		char fmt[32];
+		struct mt_buf b;
+		mt_buf_fixed(&b, fmt, sizeof fmt - 1);
+		mt_buf_printf(&b, ".x%u.oom%%u.jsonl", x);
+		fmt[b.len] = 0;
+		name(dst, n, fmt, idx);
+		r = mt_sys(SYS_open, dst, flags, 0644, 0, 0, 0);
+	}
+	return r;
 }

@@ -1,0 +1,81 @@
+"""The files the shim writes, in a directory others can write to: a link
+planted at a predictable name is never followed, and nothing earlier is
+overwritten.
+  dump-link:   a link at the OOM dump's name pointing at a victim file: the
+               victim keeps its bytes, the dump goes to the next free name
+  dump-repeat: a dump of the same pid from an earlier run stays as it was
+  reopen-link: the main file deleted mid-run and a link planted at its name:
+               the next snapshot makes a new file, the victim is untouched
+(The first version opened dumps O_CREAT|O_TRUNC and re-opened a deleted
+file O_CREAT|O_APPEND, following both links.)"""
+import ctypes, glob, json, os, socket, subprocess, sys
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
+import mt
+
+B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
+SHIM = os.path.join(B, 'libmemtally.so')
+HOST = socket.gethostname().replace('/', '_').replace('.', '_')
+VICTIM = 'precious bytes\n'
+
+# Run inside the traced process: plant links by its own pid, then act.
+PROG = r'''
+import ctypes, os, socket, sys
+out, case = sys.argv[1], sys.argv[2]
+host = socket.gethostname().replace('/', '_').replace('.', '_')
+base = os.path.join(out, 'memtally.%s.p%d' % (host, os.getpid()))
+libc = ctypes.CDLL(None)
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.malloc.restype = ctypes.c_void_p
+snap = libc.memtally_snapshot
+if case == 'dump-link':
+    os.symlink(os.path.join(out, 'victim'), base + '.oom1.jsonl')
+    assert libc.malloc(1 << 62) is None
+elif case == 'dump-repeat':
+    with open(base + '.oom1.jsonl', 'w') as f:
+        f.write('an earlier run\n')
+    assert libc.malloc(1 << 62) is None
+elif case == 'reopen-link':
+    snap(b'first')
+    os.unlink(base + '.jsonl')
+    os.symlink(os.path.join(out, 'victim'), base + '.jsonl')
+    x = [bytearray(100) for _ in range(1000)]
+    snap(b'second')
+print('ran')
+'''
+
+def run(case):
+    d = os.path.join(OUT, case)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, 'victim'), 'w') as f:
+        f.write(VICTIM)
+    r = subprocess.run(['/usr/bin/python3', '-c', PROG, d, case], capture_output=True, text=True,
+                       env=dict(os.environ, LD_PRELOAD=SHIM, MEMTALLY_OUT=d), timeout=60)
+    mt.eq((r.returncode, r.stdout), (0, 'ran\n'), '%s: the program runs on (%s)' % (case, r.stderr[-200:]))
+    got = open(os.path.join(d, 'victim')).read()
+    mt.check(got == VICTIM, '%s: the victim file keeps its bytes (now %d bytes: %r)' % (case, len(got), got[:60]))
+    return d
+
+def records(p):
+    return [json.loads(l) for l in open(p) if l.strip()]
+
+if mt.case('dump-link'):
+    d = run('dump-link')
+    dumps = [p for p in glob.glob(d + '/*.oom*.jsonl') if not os.path.islink(p)]
+    mt.check(len(dumps) == 1 and '.x1.oom1.' in dumps[0], 'dump-link: the dump took the next name: %s'
+             % [os.path.basename(p) for p in dumps])
+    mt.check(dumps and any(r.get('type') == 'oom' for r in records(dumps[0])), 'dump-link: a complete dump')
+if mt.case('dump-repeat'):
+    d = run('dump-repeat')
+    old = [p for p in glob.glob(d + '/*.oom1.jsonl') if '.x' not in os.path.basename(p)]
+    mt.check(old and open(old[0]).read() == 'an earlier run\n', 'dump-repeat: the earlier dump is unchanged')
+    mt.eq(len(glob.glob(d + '/*.x1.oom1.jsonl')), 1, 'dump-repeat: the new dump beside it')
+if mt.case('reopen-link'):
+    d = run('reopen-link')
+    files = [p for p in glob.glob(d + '/memtally.*.jsonl') if not os.path.islink(p)]
+    mt.check(len(files) == 1 and '.x1.jsonl' in files[0], 'reopen-link: a new file: %s'
+             % [os.path.basename(p) for p in files])
+    if files:
+        labels = [r.get('label') for r in records(files[0]) if r.get('type') == 'snapshot']
+        mt.check('second' in labels and records(files[0])[0].get('type') == 'header',
+                 'reopen-link: the new file has a header and the later snapshot %s' % labels)
+mt.done()
