@@ -294,9 +294,7 @@ cmd_flame(struct opts *o) {
 	struct sb s = {0};
 	sb_puts(&s, "<?xml version=\"1.0\" standalone=\"no\"?>\n");
 	flame_svg(&s, root, title, o->metric, 1200, 1);
-	FILE *out = fopen(o->out, "w");
-	if (!out || fwrite(s.p, 1, s.len, out) != s.len || fclose(out))
-		die(EXIT_USAGE, "%s: %s", o->out, strerror(errno));
+	write_output(o->out, s.p, s.len);
 	fprintf(stderr, "memtally: wrote %s\n", o->out);
 	sb_free(&s);
 	flame_free(root);

@@ -281,9 +281,7 @@ cmd_html(struct opts *o) {
 	sb_puts(&page, "\n");
 	sb_puts(&page, html_js);
 	sb_puts(&page, "</script>\n</body></html>\n");
-	FILE *out = fopen(o->out, "w");
-	if (!out || fwrite(page.p, 1, page.len, out) != page.len || fclose(out))
-		die(EXIT_USAGE, "%s: %s", o->out, strerror(errno));
+	write_output(o->out, page.p, page.len);
 	fprintf(stderr, "memtally: wrote %s\n", o->out);
 	sb_free(&j);
 	sb_free(&page);

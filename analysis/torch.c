@@ -228,11 +228,7 @@ write_pickle(struct mfile *f, const char *path) {
 	pk_close(&p);
 	pk_close(&p);
 	pk_end(&p);
-	FILE *out = fopen(path, "wb");
-	if (!out)
-		die(EXIT_USAGE, "%s: %s", path, strerror(errno));
-	if (fwrite(p.out.p, 1, p.out.len, out) != p.out.len || fclose(out))
-		die(EXIT_USAGE, "%s: %s", path, strerror(errno));
+	write_output(path, p.out.p, p.out.len);
 	sb_free(&p.out);
 }
 

@@ -1,5 +1,8 @@
 /* util.c — helpers for the analysis command (util.h). */
 #include "util.h"
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,4 +196,36 @@ void
 xqsort(void *v, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
 	if (n > 1)
 		qsort(v, n, size, cmp);
+}
+
+void
+write_output(const char *path, const void *data, size_t len) {
+	struct sb tmp = {0};
+	sb_printf(&tmp, "%s.XXXXXX", path);
+	int fd = mkstemp(tmp.p); /* O_EXCL in path's own directory */
+	if (fd < 0)
+		die(EXIT_USAGE, "%s: %s", path, strerror(errno));
+	mode_t um = umask(0);
+	umask(um);
+	const char *p = data;
+	size_t done = 0;
+	int err = fchmod(fd, 0666 & ~um) ? errno : 0;
+	while (!err && done < len) {
+		ssize_t w = write(fd, p + done, len - done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			err = w < 0 ? errno : EIO;
+		else
+			done += (size_t)w;
+	}
+	if (close(fd) && !err)
+		err = errno;
+	if (!err && rename(tmp.p, path))
+		err = errno;
+	if (err) {
+		unlink(tmp.p);
+		die(EXIT_USAGE, "%s: %s", path, strerror(err));
+	}
+	sb_free(&tmp);
 }

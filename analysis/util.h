@@ -29,6 +29,11 @@ extern jmp_buf *mt_fuzz_jmp;
 void die(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
 void warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Write len bytes to path whole: into a new file beside it, then renamed
+ * over it, so a reader never sees half a file and a link at path is
+ * replaced, not followed.  Dies (exit 2) naming path on an error. */
+void write_output(const char *path, const void *data, size_t len);
+
 /* Growable string. */
 struct sb { char *p; size_t len, cap; };
 void sb_putc(struct sb *s, char c);

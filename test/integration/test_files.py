@@ -6,9 +6,11 @@ overwritten.
   dump-repeat: a dump of the same pid from an earlier run stays as it was
   reopen-link: the main file deleted mid-run and a link planted at its name:
                the next snapshot makes a new file, the victim is untouched
+  out-link:    `memtally html/flame/torch -o PATH` with a link at PATH: the
+               link is replaced by the new file, the victim is untouched
 (The first version opened dumps O_CREAT|O_TRUNC and re-opened a deleted
 file O_CREAT|O_APPEND, following both links.)"""
-import ctypes, glob, json, os, socket, subprocess, sys
+import ctypes, glob, json, os, shutil, socket, subprocess, sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
 
@@ -78,4 +80,32 @@ if mt.case('reopen-link'):
         labels = [r.get('label') for r in records(files[0]) if r.get('type') == 'snapshot']
         mt.check('second' in labels and records(files[0])[0].get('type') == 'header',
                  'reopen-link: the new file has a header and the later snapshot %s' % labels)
+if mt.case('out-link'):
+    d = os.path.join(OUT, 'out-link')
+    os.makedirs(d, exist_ok=True)
+    src = os.path.join(d, 'src')  # a snapshot file and a dump, no link
+    os.makedirs(src, exist_ok=True)
+    for p in glob.glob(run('dump-link') + '/memtally.*'):
+        if not os.path.islink(p):
+            shutil.copy(p, src)
+    MT = os.path.join(B, 'memtally')
+    for cmd, name in (('html', 'r.html'), ('flame', 'f.svg'), ('torch', 'd.pickle')):
+        victim = os.path.join(d, 'victim-' + name)
+        with open(victim, 'w') as f:
+            f.write(VICTIM)
+        link = os.path.join(d, name)
+        if os.path.lexists(link):
+            os.unlink(link)
+        os.symlink(victim, link)
+        arg = glob.glob(src + '/*.oom1.jsonl')[0] if cmd == 'torch' else src
+        r = subprocess.run([MT, cmd, arg, '-o', link], capture_output=True, text=True)
+        if cmd == 'torch':  # a host dump: torch refuses it, and writes nothing
+            mt.check(r.returncode == 1 and os.path.islink(link), 'out-link: torch refuses a host dump, the link stays')
+        else:
+            mt.check(r.returncode == 0 and not os.path.islink(link) and os.path.getsize(link) > 1000,
+                     'out-link: %s -o replaced the link with its file (%s)' % (cmd, r.stderr.strip()[-100:]))
+        got = open(victim).read()
+        mt.check(got == VICTIM, 'out-link: %s left the link\'s target alone (%d bytes: %r)' % (cmd, len(got), got[:40]))
+        mt.eq([x for x in os.listdir(d) if '.XXXX' in x or x.startswith(name + '.')], [],
+              'out-link: %s left no temporary file' % cmd)
 mt.done()
