@@ -22,7 +22,7 @@ SHIM_LIBS := -lunwind -ldl -lm -pthread
 
 AN_SRC := $(sort $(wildcard analysis/*.c))
 AN_OBJ := $(AN_SRC:analysis/%.c=$(B)/analysis/%.o)
-AN_CFLAGS := $(WARN) $(CFLAGS) -D_GNU_SOURCE
+AN_CFLAGS := $(WARN) $(CFLAGS) -D_GNU_SOURCE -fstack-protector-strong -D_FORTIFY_SOURCE=2
 AN_LIBS := -ldw -lelf -lm -lstdc++
 
 .PHONY: all test check bench demo install clean deps format soak bundle

@@ -181,13 +181,21 @@ cmd_run(int argc, char **argv) {
 		fputs(run_usage, stderr);
 		return EXIT_USAGE;
 	}
-	char absout[PATH_MAX];
-	if (out[0] == '/')
-		snprintf(absout, sizeof absout, "%s", out);
-	else if (getcwd(absout, sizeof absout - strlen(out) - 2))
-		strcat(strcat(absout, "/"), out);
-	else
-		die(EXIT_USAGE, "getcwd: %s", strerror(errno));
+	/* The directory, absolute (ranks may chdir), built in a growable
+	 * string: a fixed buffer here once overflowed on a 4 KiB --out. */
+	struct sb abs = {0};
+	if (out[0] != '/') {
+		char *cwd = getcwd(NULL, 0);
+		if (!cwd)
+			die(EXIT_USAGE, "getcwd: %s", strerror(errno));
+		sb_printf(&abs, "%s/", cwd);
+		free(cwd);
+	}
+	sb_puts(&abs, out);
+	if (abs.len >= 1024) /* the shim's MEMTALLY_OUT holds 1023 bytes */
+		die(EXIT_USAGE, "--out: the directory's absolute path is %zu bytes; at most 1023 are "
+				"supported", abs.len);
+	const char *absout = abs.p;
 	mkdir(absout, 0777);
 	setenv("MEMTALLY_OUT", absout, 1); /* absolute: ranks may chdir */
 	char *shim = find_shim();

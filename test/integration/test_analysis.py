@@ -30,6 +30,10 @@ mt.eq(r.returncode, 7, 'run: non-zero exit code passed through')
 r = subprocess.run([MT, 'run', '--out', os.path.join(OUT, 'nx'), '--', '/nonexistent/cmd'],
                    capture_output=True, text=True)
 mt.eq(r.returncode, 127, 'run: a missing command exits 127')
+r = subprocess.run([MT, 'run', '--out', 'd' * 5000, '--', '/bin/true'], capture_output=True, text=True)
+mt.check(r.returncode == 2 and 'at most 1023 are supported' in r.stderr,
+         'run: a 5000-byte --out is refused with a message (it overflowed a stack buffer): %d %r'
+         % (r.returncode, r.stderr[-120:]))
 r, _ = traced('killed', ['/bin/sh', '-c', 'kill -SEGV $$'])
 mt.eq(r.returncode, 128 + 11, 'run: death by a signal exits 128+N')
 mt.check('/bin/sh was killed by signal 11 (SIGSEGV)' in r.stderr,
