@@ -232,8 +232,9 @@ dump_json(struct sb *j, struct mfile *f) {
 	size_t e0 = f->nevents > MAX_SEGS ? f->nevents - MAX_SEGS : 0;
 	for (size_t i = e0; i < f->nevents; i++) {
 		const struct event *e = &f->events[i];
-		sb_printf(j, "%s{\"t\":%lld,\"op\":\"%s\",\"size\":%llu}", i > e0 ? "," : "",
-			  (long long)e->time_ms, e->op, (unsigned long long)e->size);
+		sb_printf(j, "%s{\"t\":%lld,\"op\":", i > e0 ? "," : "", (long long)e->time_ms);
+		sb_json_str(j, e->op);
+		sb_printf(j, ",\"size\":%llu}", (unsigned long long)e->size);
 	}
 	sb_puts(j, "]}");
 }

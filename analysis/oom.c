@@ -40,13 +40,17 @@ one(struct mfile *f, struct opts *o, struct sb *j, int first) {
 		if (!first)
 			sb_putc(j, ',');
 		file_json_head(j, f);
-		sb_printf(j, ",\"kind\":\"%s\",\"api\":", m->kind);
+		sb_puts(j, ",\"kind\":");
+		sb_json_str(j, m->kind);
+		sb_puts(j, ",\"api\":");
 		sb_json_str(j, m->api);
-		sb_printf(j, ",\"error\":\"%s\",\"requested_bytes\":%lld,\"device\":%lld,"
+		sb_puts(j, ",\"error\":");
+		sb_json_str(j, m->error);
+		sb_printf(j, ",\"requested_bytes\":%lld,\"device\":%lld,"
 			     "\"driver_free_bytes\":%lld,\"driver_total_bytes\":%lld,"
 			     "\"cgroup_current_bytes\":%lld,\"cgroup_max_bytes\":%lld,\"elapsed_ms\":%lld,"
 			     "\"live_bytes\":%lld,\"live_count\":%zu,\"callsites\":[",
-			  m->error, (long long)m->requested, (long long)m->device,
+			  (long long)m->requested, (long long)m->device,
 			  (long long)m->drv_free, (long long)m->drv_total, (long long)m->cg_current,
 			  (long long)m->cg_max, (long long)m->elapsed_ms, (long long)live, nlive);
 		int shown = 0;
@@ -77,9 +81,11 @@ one(struct mfile *f, struct opts *o, struct sb *j, int first) {
 		sb_puts(j, "],\"events\":[");
 		for (size_t i = ev0; i < f->nevents; i++) {
 			const struct event *e = &f->events[i];
-			sb_printf(j, "%s{\"op\":\"%s\",\"kind\":\"%s\",\"address\":\"0x%llx\",\"size\":%llu,"
+			sb_printf(j, "%s{\"op\":", i > ev0 ? "," : "");
+			sb_json_str(j, e->op);
+			sb_printf(j, ",\"kind\":\"%s\",\"address\":\"0x%llx\",\"size\":%llu,"
 				     "\"time_ms\":%lld,\"function\":",
-				  i > ev0 ? "," : "", e->op, kind_names[e->kind],
+				  kind_names[e->kind],
 				  (unsigned long long)e->addr, (unsigned long long)e->size,
 				  (long long)e->time_ms);
 			sb_json_str(j, e->stack ? site_func(f, e->stack, name, sizeof name) : "");

@@ -110,10 +110,10 @@ cmd_report(struct opts *o) {
 				const struct snap *s = &f->snaps[k];
 				if (k)
 					sb_putc(&j, ',');
-				sb_printf(&j, "{\"seq\":%lld,\"reason\":\"%s\",\"elapsed_ms\":%lld,"
-					      "\"rss_bytes\":%lld",
-					  (long long)s->seq, s->reason, (long long)s->elapsed_ms,
-					  (long long)s->rss_bytes);
+				sb_printf(&j, "{\"seq\":%lld,\"reason\":", (long long)s->seq);
+				sb_json_str(&j, s->reason);
+				sb_printf(&j, ",\"elapsed_ms\":%lld,\"rss_bytes\":%lld",
+					  (long long)s->elapsed_ms, (long long)s->rss_bytes);
 				for (int kk = 0; kk < NKINDS; kk++)
 					if (s->tot[kk].present)
 						sb_printf(&j, ",\"%s_live_bytes\":%lld", kind_names[kk],

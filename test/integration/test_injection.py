@@ -1,0 +1,66 @@
+"""Strings from an input file never change the structure of what the
+command writes for other programs: a snapshot reason, the OOM record's
+kind and error and a trace event's op crafted to close their JSON string
+and add keys.  Every --json output must parse, with the crafted text as a
+value and no key it added.  (The first version printed these four with
+%s: `memtally oom --json` then carried a key "injected".)"""
+import glob, json, os, shutil, subprocess, sys
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
+import mt
+
+B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
+MT = os.environ.get('MT_MEMTALLY') or os.path.join(B, 'memtally')
+GOLD = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'golden', 'in')
+EVIL = 'x","injected":1,"y":"'
+d = os.path.join(OUT, 'in')
+shutil.rmtree(d, ignore_errors=True)
+os.makedirs(d)
+for p in glob.glob(GOLD + '/*.jsonl'):
+    recs = [json.loads(l) for l in open(p)]
+    for r in recs:
+        if r.get('type') == 'snapshot':
+            r['reason'] = EVIL
+        if r.get('type') == 'oom':
+            r['kind'] = 'cuda'  # the kind decides what a dump is; the error is free text
+            r['error'] = EVIL
+        if r.get('type') == 'trace':
+            r['op'] = 'a"b:c}'  # ops are kept to 7 bytes
+    with open(os.path.join(d, os.path.basename(p)), 'w') as f:
+        f.write(''.join(json.dumps(r) + '\n' for r in recs))
+
+def keys(v, acc):
+    if isinstance(v, dict):
+        for k, x in v.items():
+            acc.add(k)
+            keys(x, acc)
+    elif isinstance(v, list):
+        for x in v:
+            keys(x, acc)
+    return acc
+
+for cmd in (['report', '--json'], ['leaks', '--json'], ['ranks', '--json'], ['oom', '--json'],
+            ['diff', '--json', os.path.join(d, 'memtally.node1.r1.p101.jsonl'),
+             os.path.join(d, 'memtally.node1.r0.p100.jsonl')]):
+    args = [MT] + cmd + ([] if cmd[0] == 'diff' else [d])
+    r = subprocess.run(args, capture_output=True, text=True)
+    try:
+        v = json.loads(r.stdout)
+        ok = 'injected' not in keys(v, set())
+        why = 'no key added' if ok else 'a key "injected" was added'
+    except ValueError as e:
+        ok, why = False, 'not JSON: %s' % e
+    mt.check(r.returncode == 0 and ok, 'memtally %s: %s (exit %d)' % (cmd[0], why, r.returncode))
+r = subprocess.run([MT, 'oom', '--json', d], capture_output=True, text=True)
+v = json.loads(r.stdout) if r.returncode == 0 else {}
+dump = (v.get('dumps') or [{}])[0]
+mt.eq((dump.get('error'), [e.get('op') for e in dump.get('events', [])][:1]), (EVIL, ['a"b:c}']),
+      'oom --json: the crafted error and op come through as values')
+page = os.path.join(OUT, 'p.html')
+r = subprocess.run([MT, 'html', d, '-o', page], capture_output=True, text=True)
+data = open(page).read().split('<script id="mt-data" type="application/json">')[1].split('</script>')[0]
+try:
+    ok = 'injected' not in keys(json.loads(data), set())
+except ValueError:
+    ok = False
+mt.check(r.returncode == 0 and ok, 'html: the page\'s data parses with no key added')
+mt.done()
