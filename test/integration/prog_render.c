@@ -23,10 +23,24 @@ exists(const char *dir, const char *suffix) {
 	return found;
 }
 
+/* Live blocks from many call sites, so the dump takes the renderers a
+ * while (a tiny one was rendered before the second OOM could land). */
+static void *volatile keep[40000];
+static void __attribute__((noinline))
+grow(int depth, int i) {
+	if (depth > 0) {
+		grow(depth - 1, i);
+		return;
+	}
+	keep[i] = malloc(64 + (size_t)(i % 7) * 16);
+}
+
 int
 main(int argc, char **argv) {
 	if (argc < 2)
 		return 2;
+	for (int i = 0; i < 40000; i++)
+		grow(i % 300, i);
 	void *volatile p = malloc((size_t)1 << 62);
 	int waited = 0;
 	while (!exists(argv[1], ".oom1.html") && waited < 20000) {
