@@ -15,6 +15,7 @@
 #include "symbolize.h"
 #include <errno.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #define MAX_SNAPS 1000
@@ -121,7 +122,7 @@ process_json(struct sb *j, struct mfile *f) {
 			case 0: sb_printf(j, "%lld", (long long)s->elapsed_ms); break;
 			case 1: sb_json_str(j, s->reason); break;
 			case 2: if (s->label) sb_json_str(j, s->label); else sb_puts(j, "null"); break;
-			case 3: if (s->nmarks) sb_printf(j, "%g", s->marks[0].value); else sb_puts(j, "null"); break;
+			case 3: sb_json_num(j, "%g", s->nmarks ? s->marks[0].value : NAN); break;
 			case 4: num_or_null(j, s->rss_bytes, s->rss_bytes >= 0); break;
 			case 5: num_or_null(j, s->pss_bytes, s->pss_bytes >= 0); break;
 			case 6: num_or_null(j, s->tot[K_HEAP].live_bytes, s->tot[K_HEAP].present); break;
@@ -271,9 +272,12 @@ cmd_html(struct opts *o) {
 		       "<h2>Flame graph</h2><div class=\"note\">Click a frame to zoom; Search "
 		       "highlights.</div><div id=\"flame\"></div>\n<h2>OOM dumps</h2><div id=\"dumps\"></div>\n"
 		       "<script id=\"mt-data\" type=\"application/json\">");
-	for (size_t i = 0; i < j.len; i++) { /* "</" would end the script element */
-		if (j.p[i] == '<' && j.p[i + 1] == '/')
-			sb_puts(&page, "<\\/"), i++;
+	/* Every '<' (only ever inside a JSON string) as \u003c: "</script>"
+	 * would end the data, and "<!--<script>" anywhere swallowed the
+	 * page's own script (HTML's script-data escape states). */
+	for (size_t i = 0; i < j.len; i++) {
+		if (j.p[i] == '<')
+			sb_puts(&page, "\\u003c");
 		else
 			sb_putc(&page, j.p[i]);
 	}

@@ -234,15 +234,9 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 				     "\"tracked_bytes_per_hour\":%.0f,\"heap_bytes_per_hour\":%.0f,"
 				     "\"rss_bytes_per_hour\":",
 				  (long long)win_ms, sus_h, tracked_h, heap_h);
-			if (isnan(rss_h))
-				sb_puts(j, "null");
-			else
-				sb_printf(j, "%.0f", rss_h);
+			sb_json_num(j, "%.0f", rss_h);
 			sb_puts(j, ",\"allocator_bytes_per_hour\":");
-			if (isnan(foot_h))
-				sb_puts(j, "null");
-			else
-				sb_printf(j, "%.0f", foot_h);
+			sb_json_num(j, "%.0f", foot_h);
 		}
 		sb_puts(j, ",\"suspects\":[");
 		for (size_t i = 0; i < nsus && (int)i < o->top; i++) {
@@ -255,10 +249,7 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 			sb_puts(j, ",\"where\":");
 			sb_json_str(j, site_name(f, t->stack, 2, name, sizeof name));
 			sb_printf(j, ",\"bytes_per_hour\":%.0f,\"bytes_per_step\":", t->per_hour);
-			if (mark)
-				sb_printf(j, "%.1f", t->per_step);
-			else
-				sb_puts(j, "null");
+			sb_json_num(j, "%.1f", mark ? t->per_step : NAN);
 			sb_printf(j, ",\"fit\":%.3f,\"growth_bytes\":%.0f,\"share\":%.4f,\"live_bytes\":%lld,"
 				     "\"grows_from_ms\":%lld,\"frames\":",
 				  t->tau, t->growth, t->share, (long long)t->live, (long long)t->from_ms);

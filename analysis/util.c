@@ -1,6 +1,7 @@
 /* util.c — helpers for the analysis command (util.h). */
 #include "util.h"
 #include <errno.h>
+#include <math.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <stdarg.h>
@@ -228,4 +229,12 @@ write_output(const char *path, const void *data, size_t len) {
 		die(EXIT_USAGE, "%s: %s", path, strerror(err));
 	}
 	sb_free(&tmp);
+}
+
+void
+sb_json_num(struct sb *s, const char *fmt, double v) {
+	if (isfinite(v))
+		sb_printf(s, fmt, v);
+	else
+		sb_puts(s, "null");
 }

@@ -40,6 +40,9 @@ void sb_putc(struct sb *s, char c);
 void sb_puts(struct sb *s, const char *str);
 void sb_printf(struct sb *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sb_json_str(struct sb *s, const char *str); /* "escaped" */
+/* A number as JSON: fmt (a printf format of one double) when finite, else
+ * null (inf and nan are not JSON). */
+void sb_json_num(struct sb *s, const char *fmt, double v);
 void sb_free(struct sb *s);
 
 /* "1.5 MiB", "-32 KiB", "123 B" into buf (>= 16 bytes); returns buf. */

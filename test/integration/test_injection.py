@@ -63,4 +63,34 @@ try:
 except ValueError:
     ok = False
 mt.check(r.returncode == 0 and ok, 'html: the page\'s data parses with no key added')
+
+# The page: a label "<!--<script>" (HTML's script-data escape states then
+# swallowed the page's own script) and a mark of 1e999 (printed "inf":
+# JSON.parse failed).  The data must hold no '<' at all and parse.
+d2 = os.path.join(OUT, 'page')
+shutil.rmtree(d2, ignore_errors=True)
+os.makedirs(d2)
+src = os.path.join(GOLD, 'memtally.node1.r0.p100.jsonl')
+lines = open(src).read().split('\n')
+out = []
+for l in lines:
+    if l.startswith('{"type":"snapshot"'):
+        l = l.replace('"marks":{"step":', '"label":"<!--<script></script>","marks":{"step":1e999,"s2":')
+    out.append(l)
+with open(os.path.join(d2, os.path.basename(src)), 'w') as f:
+    f.write('\n'.join(out))
+page = os.path.join(OUT, 'p2.html')
+r = subprocess.run([MT, 'html', d2, '-o', page], capture_output=True, text=True)
+mt.eq(r.returncode, 0, 'html on a file with "<!--<script>" labels and an infinite mark: exit code (%s)' % r.stderr[-200:])
+if r.returncode == 0:
+    data = open(page).read().split('<script id="mt-data" type="application/json">')[1].split('</script>')[0]
+    mt.check('<' not in data, 'html: no "<" in the page\'s data (%d found)' % data.count('<'))
+    try:
+        v = json.loads(data)
+        labels = v['processes'][0]['snapshots']['label']
+        marks = v['processes'][0]['snapshots']['mark']
+        ok = labels[0] == '<!--<script></script>' and marks[0] is None
+    except (ValueError, KeyError, IndexError) as e:
+        ok = False
+    mt.check(ok, 'html: the data parses; the label comes back as written, the infinite mark as null')
 mt.done()
