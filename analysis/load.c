@@ -546,7 +546,8 @@ load_file(struct mfile *f, const char *path) {
 			p = nl + 1;
 		}
 		have = (size_t)(end - p);
-		memmove(buf, p, have);
+		if (have) /* memmove(NULL, ..., 0) is undefined */
+			memmove(buf, p, have);
 		if (eof && have) { /* a last line without a newline */
 			c.line++;
 			if (record(&c, buf, have, 1))

@@ -33,7 +33,8 @@ one(struct mfile *f, struct opts *o, struct sb *j, int first) {
 		if (!f->segs[i].mapped)
 			live += (int64_t)f->segs[i].size, nlive++;
 	struct segment *sv = xmalloc((f->nsegs + 1) * sizeof *sv);
-	memcpy(sv, f->segs, f->nsegs * sizeof *sv);
+	if (f->nsegs) /* f->segs is NULL in a dump without segments */
+		memcpy(sv, f->segs, f->nsegs * sizeof *sv);
 	xqsort(sv, f->nsegs, sizeof *sv, cmp_seg);
 	size_t ev0 = f->nevents > 15 ? f->nevents - 15 : 0;
 	if (o->json) {

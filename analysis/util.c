@@ -154,7 +154,7 @@ sb_free(struct sb *s) {
 const char *
 human(int64_t bytes, char *buf) {
 	static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-	double v = (double)(bytes < 0 ? -bytes : bytes);
+	double v = bytes < 0 ? -(double)bytes : (double)bytes; /* -INT64_MIN overflows */
 	int i = 0;
 	while (v >= 1024 && i < 5) {
 		v /= 1024;

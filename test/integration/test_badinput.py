@@ -70,4 +70,18 @@ case('py_entry', join([lines[0], pyf, b'{"type":"pystack","id":1,"frames":[1],"e
 case('py_badframe', join([lines[0], b'{"type":"pyframe","id":1,"file":7,"func":"f","line":3}'] + lines[1:]), 1,
      'memtally: FILE:2: field "file" is not a string')
 case('unknown', join([lines[0], b'{"type":"from_the_future","x":[1,2,{"y":null}]}'] + lines[1:]), 0, '')
+# Values at the edge of the types (UBSan in `make check` runs this file with
+# the command built with -fsanitize=undefined): live bytes of INT64_MIN (the
+# text output negated it) ...
+snap = json.loads(lines[first_snap])
+snap['heap']['live_bytes'] = -(1 << 63)
+case('int64min', join(lines[:first_snap] + [json.dumps(snap).encode()] + lines[first_snap + 1:]), 0, '')
+# ... and an OOM dump without a segment (memcpy from NULL)
+p = os.path.join(OUT, 'memtally.noseg.p1.oom1.jsonl')
+with open(p, 'wb') as f:
+    f.write(join(lines[:first_snap] + [b'{"type":"oom","kind":"host","api":"malloc","requested_bytes":1,'
+                                        b'"error":"ENOMEM","sampled":false}', lines[first_snap]]))
+r = subprocess.run([MT, 'oom', p], capture_output=True, text=True)
+mt.check(r.returncode == 0 and 'live at the OOM: 0 B' in r.stdout,
+         'noseg: oom on a dump without segments: exit %d %r' % (r.returncode, r.stderr[-200:]))
 mt.done()
