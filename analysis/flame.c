@@ -116,20 +116,49 @@ cmp_node(const void *a, const void *b) {
 
 static void
 xml_text(struct sb *o, const char *s, size_t max) {
+	/* max counts characters, not bytes: a cut inside a UTF-8 sequence
+	 * made the SVG ill-formed (the browser showed an XML error page), and
+	 * bytes that are not UTF-8 become U+FFFD */
 	size_t n = 0;
-	for (const unsigned char *p = (const unsigned char *)s; *p && n < max; p++, n++) {
+	const unsigned char *p = (const unsigned char *)s;
+	while (*p && n < max) {
+		size_t len = utf8_len(p);
+		n++;
+		if (!len) {
+			sb_puts(o, "\xef\xbf\xbd");
+			p++;
+			continue;
+		}
+		if (len > 1) {
+			for (size_t k = 0; k < len; k++)
+				sb_putc(o, (char)p[k]);
+			p += len;
+			continue;
+		}
 		switch (*p) {
 		case '<': sb_puts(o, "&lt;"); break;
 		case '>': sb_puts(o, "&gt;"); break;
 		case '&': sb_puts(o, "&amp;"); break;
 		case '"': sb_puts(o, "&quot;"); break;
 		default:
-			if (*p < 0x20)
+			if (*p < 0x20 || *p == 0x7f)
 				sb_putc(o, ' ');
 			else
 				sb_putc(o, (char)*p);
 		}
+		p++;
 	}
+}
+
+/* Characters in s, as xml_text counts them. */
+static size_t
+text_chars(const char *s) {
+	size_t n = 0;
+	for (const unsigned char *p = (const unsigned char *)s; *p; n++) {
+		size_t len = utf8_len(p);
+		p += len ? len : 1;
+	}
+	return n;
 }
 
 static void
@@ -179,7 +208,7 @@ draw(struct draw *d, struct fnode *n, double x, int level) {
 		  y + d->rowh - 4);
 	int chars = (int)((px - 6) / 7);
 	if (chars >= 3) {
-		if ((int)strlen(n->name) <= chars) {
+		if (text_chars(n->name) <= (size_t)chars) {
 			xml_text(d->o, n->name, 400);
 		} else {
 			xml_text(d->o, n->name, (size_t)(chars - 2));

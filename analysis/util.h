@@ -34,6 +34,11 @@ void warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * replaced, not followed.  Dies (exit 2) naming path on an error. */
 void write_output(const char *path, const void *data, size_t len);
 
+/* The length of the well-formed UTF-8 character at p (1-4), or 0 when
+ * the bytes there are not one (a stray continuation byte, an overlong
+ * form, a surrogate, past U+10FFFF, a sequence cut short). */
+size_t utf8_len(const unsigned char *p);
+
 /* Growable string. */
 struct sb { char *p; size_t len, cap; };
 void sb_putc(struct sb *s, char c);

@@ -3,7 +3,9 @@ command writes for other programs: a snapshot reason, the OOM record's
 kind and error and a trace event's op crafted to close their JSON string
 and add keys.  Every --json output must parse, with the crafted text as a
 value and no key it added.  (The first version printed these four with
-%s: `memtally oom --json` then carried a key "injected".)"""
+%s: `memtally oom --json` then carried a key "injected".)  Also the HTML
+page's data ('<' and non-finite numbers) and the flame graph's labels
+(cut by characters, bytes that are not UTF-8 replaced) stay well-formed."""
 import glob, json, os, shutil, subprocess, sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
@@ -93,4 +95,26 @@ if r.returncode == 0:
     except (ValueError, KeyError, IndexError) as e:
         ok = False
     mt.check(ok, 'html: the data parses; the label comes back as written, the infinite mark as null')
+
+# The flame graph: labels are cut to fit their frame; a cut inside a UTF-8
+# character (a Python function named in Japanese) and bytes that are not
+# UTF-8 made the SVG ill-formed.  At every width it must parse as XML.
+import xml.etree.ElementTree as ET
+d3 = os.path.join(OUT, 'flame')
+shutil.rmtree(d3, ignore_errors=True)
+os.makedirs(d3)
+raw = open(src, 'rb').read()
+raw = raw.replace(b'"func":"Model.forward"', ('"func":"%s"' % ('データを読み込む' * 6)).encode())
+raw = raw.replace(b'"func":"load_batch"', b'"func":"bad\xff\xc3(\xed\xa0\x80)bytes_' + b'x' * 60 + b'"')
+with open(os.path.join(d3, os.path.basename(src)), 'wb') as f:
+    f.write(raw.replace(b'\\xff', b'\xff').replace(b'\\xc3', b'\xc3').replace(b'\\xed\\xa0\\x80', b'\xed\xa0\x80'))
+bad = []
+for snap in range(0, 24, 4):
+    svg = os.path.join(OUT, 'f%d.svg' % snap)
+    r = subprocess.run([MT, 'flame', '--snapshot', str(snap), d3, '-o', svg], capture_output=True, text=True)
+    try:
+        ET.parse(svg)
+    except (ET.ParseError, OSError) as e:
+        bad.append('snapshot %d: %s' % (snap, e))
+mt.check(not bad, 'flame: every SVG is well-formed XML with cut non-ASCII and non-UTF-8 names %s' % bad[:2])
 mt.done()
