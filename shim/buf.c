@@ -184,20 +184,16 @@ mt_buf_jstrn(struct mt_buf *b, const char *s, size_t n) {
 			mt_buf_putc(b, "0123456789abcdef"[c >> 4]);
 			mt_buf_putc(b, "0123456789abcdef"[c & 15]);
 		} else if (c >= 0x80) {
-			/* Paths and argv need not be UTF-8: pass valid
-			 * sequences, escape stray bytes as U+FFFD-free \u00XX
-			 * (Latin-1), so the line is always valid JSON. */
-			int len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
-			int ok = len && i + len <= n;
-			for (int k = 1; ok && k < len; k++)
-				ok = ((unsigned char)s[i + k] & 0xc0) == 0x80;
-			if (ok) {
+			/* Paths and argv need not be UTF-8: well-formed
+			 * sequences pass, anything else (a stray byte, F5-FF,
+			 * an overlong form, a surrogate, a sequence cut short)
+			 * becomes U+FFFD, so every strict reader takes the line. */
+			size_t len = mt_utf8_len((const unsigned char *)s + i, n - i);
+			if (len) {
 				mt_buf_put(b, s + i, len);
 				i += len - 1;
 			} else {
-				mt_buf_puts(b, "\\u00");
-				mt_buf_putc(b, "0123456789abcdef"[c >> 4]);
-				mt_buf_putc(b, "0123456789abcdef"[c & 15]);
+				mt_buf_puts(b, "\\ufffd");
 			}
 		} else {
 			mt_buf_putc(b, (char)c);
@@ -304,4 +300,34 @@ mt_say(const char *fmt, ...) {
 	va_start(ap, fmt);
 	vlog("memtally: ", fmt, ap);
 	va_end(ap);
+}
+
+size_t
+mt_utf8_len(const unsigned char *p, size_t avail) {
+	unsigned c = p[0];
+	if (c < 0x80)
+		return 1;
+	size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+		   : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+	if (!len || len > avail)
+		return 0;
+	for (size_t k = 1; k < len; k++)
+		if ((p[k] & 0xc0) != 0x80)
+			return 0;
+	if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] >= 0xa0) || /* overlong, surrogate */
+	    (c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] >= 0x90))     /* overlong, > U+10FFFF */
+		return 0;
+	return len;
+}
+
+size_t
+mt_utf8_cut(const char *s, size_t n) {
+	/* back over a character the cut would split: at most 3 bytes */
+	size_t i = n;
+	while (i > 0 && n - i < 3 && ((unsigned char)s[i - 1] & 0xc0) == 0x80)
+		i--;
+	if (i > 0 && (unsigned char)s[i - 1] >= 0xc0 &&
+	    mt_utf8_len((const unsigned char *)s + i - 1, n - (i - 1)) != n - (i - 1))
+		return i - 1;
+	return n;
 }

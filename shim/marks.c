@@ -18,6 +18,8 @@ static struct {
 int
 mt_mark_set(const char *name, double value) {
 	size_t n = name ? strnlen(name, 31) : 0;
+	if (n == 31) /* cut: not inside a character */
+		n = mt_utf8_cut(name, n);
 	if (!n)
 		return -1;
 	uint64_t bits;

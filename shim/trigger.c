@@ -4,6 +4,7 @@
  */
 #include "glue.h"
 #include "trigger.h"
+#include "buf.h"
 #include <linux/futex.h>
 #include <string.h>
 
@@ -54,6 +55,8 @@ mt_request_wait(const char *label) {
 	if (!__atomic_load_n(&writer_running, __ATOMIC_ACQUIRE))
 		return 1;
 	size_t n = label ? strnlen(label, sizeof req_label - 1) : 0;
+	if (n == sizeof req_label - 1) /* cut: not inside a character */
+		n = mt_utf8_cut(label, n);
 	mt_lock(&req_lock);
 	memcpy(req_label, label ? label : "", n);
 	req_label[n] = 0;

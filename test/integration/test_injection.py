@@ -117,4 +117,41 @@ for snap in range(0, 24, 4):
     except (ET.ParseError, OSError) as e:
         bad.append('snapshot %d: %s' % (snap, e))
 mt.check(not bad, 'flame: every SVG is well-formed XML with cut non-ASCII and non-UTF-8 names %s' % bad[:2])
+
+# The shim's own writer: argv with bytes that are not UTF-8 (F5, an overlong
+# form, a surrogate, a sequence cut short), and a label and a mark name cut
+# to their buffers in the middle of a character.  Every line must decode as
+# strict UTF-8 and parse (the header did not: F5-FF, overlong forms and
+# surrogates passed through raw, and labels were cut mid-character).
+SHIM = os.path.join(B, 'libmemtally.so')
+d4 = os.path.join(OUT, 'shim')
+shutil.rmtree(d4, ignore_errors=True)
+prog = (b'import ctypes, sys\n'
+        b'lib = ctypes.CDLL(None)\n'
+        b'lib.memtally_mark.argtypes = [ctypes.c_char_p, ctypes.c_double]\n'
+        b'lib.memtally_mark(("m" * 29 + "\u00e9\u00e9").encode(), 1.0)\n'
+        b'lib.memtally_snapshot(("L" * 125 + "\u30c7\u30fc").encode())\n')
+bad_arg = b'\xf5\x80\x80\x80|\xc0\xaf|\xe0\x80\xaf|\xed\xa0\x80|\xf4\x90\x80\x80|\xe3\x81'
+r = subprocess.run([b'/usr/bin/python3', b'-c', prog, bad_arg],
+                   env=dict(os.environ, LD_PRELOAD=SHIM, MEMTALLY_OUT=d4), capture_output=True)
+mt.eq(r.returncode, 0, 'shim: the program ran (%r)' % r.stderr[-200:])
+ok, why = True, ''
+recs = []
+for p in glob.glob(d4 + '/*.jsonl'):
+    for i, l in enumerate(open(p, 'rb').read().split(b'\n')):
+        if not l:
+            continue
+        try:
+            recs.append(json.loads(l.decode('utf-8', errors='strict')))
+        except (UnicodeDecodeError, ValueError) as e:
+            ok, why = False, '%s:%d: %s' % (os.path.basename(p), i + 1, e)
+            break
+mt.check(ok and recs, 'shim: every line is strict UTF-8 JSON %s' % why)
+hdr = [x for x in recs if x.get('type') == 'header']
+mt.check(hdr and hdr[0]['argv'][-1].count('\ufffd') >= 5 and '|' in hdr[0]['argv'][-1],
+         'shim: the bad argv bytes became U+FFFD: %r' % (hdr[0]['argv'][-1] if hdr else None))
+snaps = [x for x in recs if x.get('type') == 'snapshot' and x.get('label')]
+mt.check(snaps and snaps[0]['label'] == 'L' * 125 and list(snaps[0].get('marks', {})) == ['m' * 29 + '\u00e9'],
+         'shim: label and mark name cut before the character that did not fit: %r'
+         % ((snaps[0]['label'][-5:], list(snaps[0].get('marks', {}))) if snaps else None,))
 mt.done()
