@@ -3,9 +3,12 @@
 #include "cmd.h"
 #include "sites.h"
 #include "util.h"
+#include <errno.h>
 #include <malloc.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char usage[] =
 	"usage: memtally COMMAND [options] FILE|DIR...\n"
@@ -56,6 +59,50 @@ usage_exit(const char *msg) {
 		fprintf(stderr, "memtally: %s\n", msg);
 	fputs(usage, stderr);
 	exit(EXIT_USAGE);
+}
+
+/* Text output goes to a person's terminal: a control character from a
+ * file (argv, a label, a mark, a Python name, a symbol) must not reach it
+ * raw (ESC sequences, CR), so stdout passes through a filter that writes
+ * each as \xNN; newline and tab stay.  --json escapes in JSON instead. */
+static ssize_t
+safe_write(void *cookie, const char *buf, size_t n) {
+	int fd = (int)(intptr_t)cookie;
+	char out[4096 + 8];
+	size_t k = 0;
+	for (size_t i = 0; i <= n; i++) {
+		if (k > 4096 || (i == n && k)) {
+			for (size_t w = 0; w < k;) {
+				ssize_t r = write(fd, out + w, k - w);
+				if (r < 0 && errno == EINTR)
+					continue;
+				if (r <= 0)
+					return -1;
+				w += (size_t)r;
+			}
+			k = 0;
+		}
+		if (i == n)
+			break;
+		unsigned char c = (unsigned char)buf[i];
+		if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
+			k += (size_t)snprintf(out + k, 8, "\\x%02x", c);
+		else
+			out[k++] = (char)c;
+	}
+	return (ssize_t)n;
+}
+
+static void
+stdout_text_safe(void) {
+	cookie_io_functions_t io = {.write = safe_write};
+	FILE *f = fopencookie((void *)(intptr_t)fileno(stdout), "w", io);
+	if (!f)
+		return;
+	if (isatty(fileno(stdout)))
+		setvbuf(f, NULL, _IOLBF, 0);
+	fflush(stdout);
+	stdout = f; /* glibc: stdout is an assignable FILE * */
 }
 
 int
@@ -148,5 +195,7 @@ main(int argc, char **argv) {
 	}
 	if (!o.npaths)
 		usage_exit("no input files or directories given");
+	if (!o.json)
+		stdout_text_safe();
 	return fn(&o);
 }

@@ -118,6 +118,31 @@ for snap in range(0, 24, 4):
         bad.append('snapshot %d: %s' % (snap, e))
 mt.check(not bad, 'flame: every SVG is well-formed XML with cut non-ASCII and non-UTF-8 names %s' % bad[:2])
 
+# Text output: control characters from a file (an ESC sequence in argv, a
+# CR in a label, a Python name with a BEL) reach the terminal escaped.
+d5 = os.path.join(OUT, 'ctl')
+shutil.rmtree(d5, ignore_errors=True)
+os.makedirs(d5)
+recs = [json.loads(l) for l in open(src)]
+for x in recs:
+    if x.get('type') == 'header':
+        x['argv'] = ['python3', '\x1b[2J\x1b[31mtrain.py\r']
+    if x.get('type') == 'pyframe' and x['func'] == 'Model.forward':
+        x['func'] = 'fwd\x07\x1b]0;title\x07'
+    if x.get('type') == 'snapshot':
+        x['label'] = 'step\rX'
+with open(os.path.join(d5, os.path.basename(src)), 'w') as f:
+    f.write(''.join(json.dumps(x) + '\n' for x in recs))
+raw_ctl = []
+for cmd in (['report', '--stacks'], ['leaks'], ['ranks']):
+    r = subprocess.run([MT] + cmd + [d5], capture_output=True)
+    if any(c < 0x20 and c not in (0x0a, 0x09) or c == 0x7f for c in r.stdout):
+        raw_ctl.append(cmd[0])
+    if cmd[0] == 'report':
+        shown = b'\\x1b[31mtrain.py' in r.stdout
+mt.check(not raw_ctl and shown, 'text output: control characters escaped (raw in %s; ESC shown as \\x1b: %s)'
+         % (raw_ctl, shown))
+
 # The shim's own writer: argv with bytes that are not UTF-8 (F5, an overlong
 # form, a surrogate, a sequence cut short), and a label and a mark name cut
 # to their buffers in the middle of a character.  Every line must decode as
