@@ -71,15 +71,44 @@ pk_close(struct pk *p) {
 		op(p, p->kind[d] == 'd' ? 'u' : 'e');
 }
 
-void
-pk_str(struct pk *p, const char *s) {
+static void
+binunicode(struct pk *p, const char *str, size_t len) {
 	item(p);
-	uint32_t n = (uint32_t)strlen(s ? s : "");
+	uint32_t n = (uint32_t)len;
 	op(p, 'X');
 	unsigned char le[4] = {(unsigned char)n, (unsigned char)(n >> 8), (unsigned char)(n >> 16),
 			       (unsigned char)(n >> 24)};
 	raw(p, le, 4);
-	raw(p, s ? s : "", n);
+	raw(p, str, n);
+}
+
+void
+pk_str(struct pk *p, const char *s) {
+	/* BINUNICODE must be UTF-8 (Python's pickle refused the whole file
+	 * over one bad byte in a name): bytes that are not become U+FFFD */
+	const char *str = s ? s : "";
+	const unsigned char *c = (const unsigned char *)str;
+	size_t len;
+	while (*c && (len = utf8_len(c)))
+		c += len;
+	if (!*c) { /* all well-formed: as it is */
+		binunicode(p, str, strlen(str));
+		return;
+	}
+	struct sb u = {0};
+	for (c = (const unsigned char *)str; *c;) {
+		len = utf8_len(c);
+		if (len) {
+			for (size_t k = 0; k < len; k++)
+				sb_putc(&u, (char)c[k]);
+			c += len;
+		} else {
+			sb_puts(&u, "\xef\xbf\xbd");
+			c++;
+		}
+	}
+	binunicode(p, u.p, u.len);
+	sb_free(&u);
 }
 
 static void

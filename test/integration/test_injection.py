@@ -143,6 +143,27 @@ for cmd in (['report', '--stacks'], ['leaks'], ['ranks']):
 mt.check(not raw_ctl and shown, 'text output: control characters escaped (raw in %s; ESC shown as \\x1b: %s)'
          % (raw_ctl, shown))
 
+# The PyTorch pickle: a Python function name with a byte that is not UTF-8
+# (Python's pickle refused the whole file over it).
+dump_src = os.path.join(GOLD, 'memtally.node1.r0.p100.oom1.jsonl')
+raw = open(dump_src, 'rb').read()
+raw = raw.replace(b'"id":14,"pcs":["0x7f0000007000"],"py":0', b'"id":14,"pcs":["0x7f0000007000"],"py":2')
+raw = raw.replace(b'"func":"load_batch"', b'"func":"load\xff_batch"'.replace(b'\\xff', b'\xff'))
+d6 = os.path.join(OUT, 'pk')
+shutil.rmtree(d6, ignore_errors=True)
+os.makedirs(d6)
+dump6 = os.path.join(d6, os.path.basename(dump_src))
+with open(dump6, 'wb') as f:
+    f.write(raw)
+pk = os.path.join(OUT, 'bad.pickle')
+r = subprocess.run([MT, 'torch', dump6, '-o', pk], capture_output=True, text=True)
+r2 = subprocess.run(['/usr/bin/python3', '-c', 'import pickle, sys; d = pickle.load(open(sys.argv[1], "rb")); '
+                     'print(sorted({f["name"] for s in d["segments"] for b in s["blocks"] for f in b["frames"]}))', pk],
+                    capture_output=True, text=True)
+mt.check(r.returncode == 0 and r2.returncode == 0 and 'load\ufffd_batch' in r2.stdout,
+         'torch: a name with a byte that is not UTF-8 gives a pickle Python loads (%s%s)'
+         % (r2.stdout.strip()[:120], r2.stderr.strip()[-120:]))
+
 # The shim's own writer: argv with bytes that are not UTF-8 (F5, an overlong
 # form, a surrogate, a sequence cut short), and a label and a mark name cut
 # to their buffers in the middle of a character.  Every line must decode as
