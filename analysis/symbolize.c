@@ -10,6 +10,8 @@
 #include <elfutils/libdwfl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 char *__cxa_demangle(const char *name, char *buf, size_t *n, int *status);
@@ -74,13 +76,26 @@ module_for(const struct module *m) {
 	s->path = xstrdup(m->path);
 	s->build_id = m->build_id ? xstrdup(m->build_id) : NULL;
 	s->status = SYM_GONE;
-	if (m->path[0] != '/' || access(m->path, R_OK))
+	if (m->path[0] != '/')
 		return s;
+	/* The path comes from the input file: open regular files only, and
+	 * without blocking (a FIFO named as a module hung the command). */
+	int fd = open(m->path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0)
+		return s;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return s;
+	}
 	s->dwfl = dwfl_begin(&callbacks);
-	if (!s->dwfl)
+	if (!s->dwfl) {
+		close(fd);
 		return s;
+	}
 	dwfl_report_begin(s->dwfl);
-	s->mod = dwfl_report_elf(s->dwfl, m->path, m->path, -1, 0, false);
+	/* libdwfl takes the descriptor (closed with the module) */
+	s->mod = dwfl_report_elf(s->dwfl, m->path, m->path, fd, 0, false);
 	dwfl_report_end(s->dwfl, NULL, NULL);
 	if (!s->mod)
 		return s;

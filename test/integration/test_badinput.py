@@ -84,4 +84,20 @@ with open(p, 'wb') as f:
 r = subprocess.run([MT, 'oom', p], capture_output=True, text=True)
 mt.check(r.returncode == 0 and 'live at the OOM: 0 B' in r.stdout,
          'noseg: oom on a dump without segments: exit %d %r' % (r.returncode, r.stderr[-200:]))
+# A module path naming a FIFO (symbolizing opened it and waited forever)
+fifo = os.path.join(OUT, 'fifo')
+if not os.path.exists(fifo):
+    os.mkfifo(fifo)
+maps = [i for i, l in enumerate(lines) if b'"type":"maps"' in l][0]
+m = json.loads(lines[maps])
+for mod in m['modules']:
+    mod['path'] = fifo
+p = os.path.join(OUT, 'memtally.fifo.p1.jsonl')
+with open(p, 'wb') as f:
+    f.write(join(lines[:maps] + [json.dumps(m).encode()] + lines[maps + 1:]))
+try:
+    r = subprocess.run([MT, 'report', p], capture_output=True, text=True, timeout=30)
+    mt.check(r.returncode == 0 and '[module gone]' in r.stdout, 'fifo: report names modules that are not files "gone"')
+except subprocess.TimeoutExpired:
+    mt.check(False, 'fifo: report hung on a module path naming a FIFO')
 mt.done()
