@@ -149,3 +149,4 @@ $(B)/test/tsan_%: test/unit/%.c $(UNIT_SHIM) $(wildcard shim/*.h) | $(B)/test
 $(B)/test:
 	mkdir -p $@
 PROG_LDFLAGS_znow := -Wl,-z,now
+PROG_LDFLAGS_drop := -static

@@ -8,6 +8,10 @@ overwritten.
                the next snapshot makes a new file, the victim is untouched
   out-link:    `memtally html/flame/torch -o PATH` with a link at PATH: the
                link is replaced by the new file, the victim is untouched
+  setuid:      a setuid-root program started by an ordinary user, with the
+               shim in /etc/ld.so.preload (where glibc loads it for secure
+               programs) and MEMTALLY_OUT set by that user: the shim stays
+               out of it (AT_SECURE): no file, the program unchanged
 (The first version opened dumps O_CREAT|O_TRUNC and re-opened a deleted
 file O_CREAT|O_APPEND, following both links.)"""
 import ctypes, glob, json, os, shutil, socket, subprocess, sys
@@ -108,4 +112,35 @@ if mt.case('out-link'):
         mt.check(got == VICTIM, 'out-link: %s left the link\'s target alone (%d bytes: %r)' % (cmd, len(got), got[:40]))
         mt.eq([x for x in os.listdir(d) if '.XXXX' in x or x.startswith(name + '.')], [],
               'out-link: %s left no temporary file' % cmd)
+if mt.case('setuid'):
+    if os.geteuid() != 0 or subprocess.run(['unshare', '-m', 'true']).returncode:
+        print('  skip setuid: needs root and unshare -m')
+    else:
+        d = '/tmp/mt-setuid.%d' % os.getpid()  # nobody must reach it
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d + '/out')
+        os.chmod(d, 0o755)
+        os.chmod(d + '/out', 0o777)
+        shutil.copy(SHIM, d + '/libmemtally.so')
+        shutil.copy(os.path.join(B, 'test', 'prog_known'), d + '/prog')
+        os.chmod(d + '/libmemtally.so', 0o755)
+        os.chmod(d + '/prog', 0o4755)  # setuid root
+        with open(d + '/preload', 'w') as f:
+            f.write(d + '/libmemtally.so\n')
+        created = not os.path.exists('/etc/ld.so.preload')
+        if created:
+            open('/etc/ld.so.preload', 'w').close()
+        try:
+            plain = subprocess.run([os.path.join(B, 'test', 'prog_drop'), '65534', d + '/prog'],
+                                   capture_output=True, env=dict(os.environ, MEMTALLY_OUT=d + '/out'))
+            r = subprocess.run(['unshare', '-m', 'sh', '-c', 'mount --bind "$0/preload" /etc/ld.so.preload && '
+                                'exec "$1" 65534 "$0/prog"', d, os.path.join(B, 'test', 'prog_drop')],
+                               capture_output=True, env=dict(os.environ, MEMTALLY_OUT=d + '/out'), timeout=60)
+        finally:
+            if created:
+                os.unlink('/etc/ld.so.preload')
+        mt.eq((r.returncode, r.stdout), (plain.returncode, plain.stdout),
+              'setuid: the program runs as without the shim (%r)' % r.stderr[-200:])
+        mt.eq(os.listdir(d + '/out'), [], 'setuid: nothing written where the caller pointed')
+        shutil.rmtree(d, ignore_errors=True)
 mt.done()
