@@ -196,7 +196,7 @@ cmd_run(int argc, char **argv) {
 		die(EXIT_USAGE, "--out: the directory's absolute path is %zu bytes; at most 1023 are "
 				"supported", abs.len);
 	const char *absout = abs.p;
-	mkdir(absout, 0777);
+	mkdir(absout, 0750); /* the shim's own mode for it (SECURITY.md) */
 	setenv("MEMTALLY_OUT", absout, 1); /* absolute: ranks may chdir */
 	char *shim = find_shim();
 	const char *old = getenv("LD_PRELOAD");

@@ -210,7 +210,7 @@ write_output(const char *path, const void *data, size_t len) {
 	umask(um);
 	const char *p = data;
 	size_t done = 0;
-	int err = fchmod(fd, 0666 & ~um) ? errno : 0;
+	int err = fchmod(fd, 0640 & ~um) /* as the shim's files: no access for others */ ? errno : 0;
 	while (!err && done < len) {
 		ssize_t w = write(fd, p + done, len - done);
 		if (w < 0 && errno == EINTR)

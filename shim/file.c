@@ -10,6 +10,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* Modes (the umask may take more away): no access for other users, read
+ * for the group, so a team that shares a group can read a run's files,
+ * and argv (which may hold secrets) is not world-readable. */
+#define DIR_MODE 0750
+#define FILE_MODE 0640
+
 static char host[256];
 static int fd = -1;
 static char path[1200];
@@ -76,11 +82,20 @@ mkdirs(const char *dir) {
 			continue;
 		char c = tmp[i];
 		tmp[i] = 0;
-		long r = mt_sys(SYS_mkdir, tmp, 0777, 0, 0, 0, 0);
+		long r = mt_sys(SYS_mkdir, tmp, DIR_MODE, 0, 0, 0, 0);
 		if (r < 0 && r != -EEXIST)
 			return (int)-r;
 		tmp[i] = c;
 	}
+	/* The output directory itself: ours, root's, or refused.  Another
+	 * user's directory would hand them our files (argv may hold secrets)
+	 * and the names in it. */
+	struct stat st;
+	long uid = mt_sys(SYS_geteuid, 0, 0, 0, 0, 0, 0);
+	if (mt_sys(SYS_stat, dir, &st, 0, 0, 0, 0))
+		return ENOENT;
+	if (uid != 0 && st.st_uid != 0 && (long)st.st_uid != uid)
+		return EPERM;
 	return 0;
 }
 
@@ -114,10 +129,10 @@ reopen_ours(void) {
 static long
 create_new(void) {
 	int flags = O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW | O_CLOEXEC;
-	long r = mt_sys(SYS_open, path, flags, 0644, 0, 0, 0);
+	long r = mt_sys(SYS_open, path, flags, FILE_MODE, 0, 0, 0);
 	for (unsigned x = path_x + 1; r == -EEXIST && x < path_x + 1000; x++) {
 		make_path_x(x);
-		r = mt_sys(SYS_open, path, flags, 0644, 0, 0, 0);
+		r = mt_sys(SYS_open, path, flags, FILE_MODE, 0, 0, 0);
 	}
 	return r;
 }
@@ -144,7 +159,11 @@ mt_file_ensure(int *fresh, int *reopened) {
 		err = r < 0 ? (int)-r : 0;
 	}
 	if (err) {
-		if (!open_failed)
+		if (!open_failed && err == EPERM)
+			mt_warn("%s belongs to another user: not writing there (the "
+				"program runs on; set MEMTALLY_OUT to a directory of yours)",
+				mt_cfg.out);
+		else if (!open_failed)
 			mt_warn("cannot write %s (errno %d); the program runs "
 				"on, snapshots are lost until it can",
 				path, err);
@@ -204,7 +223,7 @@ mt_file_dump_open(unsigned idx, char *dst, size_t n) {
 	 * an earlier run's dump of the same pid: the next ".x<N>" instead. */
 	int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
 	name(dst, n, ".oom%u.jsonl", idx);
-	long r = mt_sys(SYS_open, dst, flags, 0644, 0, 0, 0);
+	long r = mt_sys(SYS_open, dst, flags, FILE_MODE, 0, 0, 0);
 	for (unsigned x = 1; r == -EEXIST && x < 1000; x++) {
 		char fmt[32];
 		struct mt_buf b;
@@ -212,7 +231,7 @@ mt_file_dump_open(unsigned idx, char *dst, size_t n) {
 		mt_buf_printf(&b, ".x%u.oom%%u.jsonl", x);
 		fmt[b.len] = 0;
 		name(dst, n, fmt, idx);
-		r = mt_sys(SYS_open, dst, flags, 0644, 0, 0, 0);
+		r = mt_sys(SYS_open, dst, flags, FILE_MODE, 0, 0, 0);
 	}
 	return r;
 }

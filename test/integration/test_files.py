@@ -12,6 +12,10 @@ overwritten.
                shim in /etc/ld.so.preload (where glibc loads it for secure
                programs) and MEMTALLY_OUT set by that user: the shim stays
                out of it (AT_SECURE): no file, the program unchanged
+  modes:       a new output directory is 0750 and files 0640 (were 0777 and
+               0644 less the umask: argv readable by every user)
+  foreign-dir: an output directory of another (non-root) user is refused
+               with a message; the program runs on unchanged
 (The first version opened dumps O_CREAT|O_TRUNC and re-opened a deleted
 file O_CREAT|O_APPEND, following both links.)"""
 import ctypes, glob, json, os, shutil, socket, subprocess, sys
@@ -112,6 +116,46 @@ if mt.case('out-link'):
         mt.check(got == VICTIM, 'out-link: %s left the link\'s target alone (%d bytes: %r)' % (cmd, len(got), got[:40]))
         mt.eq([x for x in os.listdir(d) if '.XXXX' in x or x.startswith(name + '.')], [],
               'out-link: %s left no temporary file' % cmd)
+if mt.case('modes'):
+    d = os.path.join(OUT, 'modes', 'new', 'deeper')
+    shutil.rmtree(os.path.join(OUT, 'modes'), ignore_errors=True)
+    old = os.umask(0o022)
+    r = subprocess.run([os.path.join(B, 'test', 'prog_known')], capture_output=True,
+                       env=dict(os.environ, LD_PRELOAD=SHIM, MEMTALLY_OUT=d))
+    os.umask(old)
+    files = glob.glob(d + '/memtally.*.jsonl')
+    mt.eq((r.returncode, oct(os.stat(d).st_mode & 0o777), [oct(os.stat(p).st_mode & 0o777) for p in files]),
+          (0, '0o750', ['0o640']), 'modes: directory 0750, file 0640 (umask 022)')
+    page = os.path.join(OUT, 'modes', 'r.html')
+    subprocess.run([os.path.join(B, 'memtally'), 'html', d, '-o', page], capture_output=True)
+    mt.eq(oct(os.stat(page).st_mode & 0o777), '0o640', 'modes: memtally -o writes 0640 too')
+
+if mt.case('foreign-dir'):
+    if os.geteuid() != 0:
+        print('  skip foreign-dir: needs root to make another user\'s directory')
+    else:
+        d = '/tmp/mt-foreign.%d' % os.getpid()
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        os.chmod(d, 0o777)
+        os.chown(d, 1, 1)  # daemon's
+        lib = '/tmp/mt-foreign-lib.%d.so' % os.getpid()
+        prog = '/tmp/mt-foreign-prog.%d' % os.getpid()
+        shutil.copy(SHIM, lib)
+        shutil.copy(os.path.join(B, 'test', 'prog_known'), prog)
+        os.chmod(lib, 0o755)
+        os.chmod(prog, 0o755)
+        env = dict(os.environ, LD_PRELOAD=lib, MEMTALLY_OUT=d)
+        drop = [os.path.join(B, 'test', 'prog_drop'), '65534', prog]
+        plain = subprocess.run(drop, capture_output=True, text=True, env=dict(os.environ, MEMTALLY_OUT=d))
+        r = subprocess.run(drop, capture_output=True, text=True, env=env, cwd='/tmp')
+        mt.eq((r.returncode, r.stdout), (plain.returncode, plain.stdout), 'foreign-dir: the program runs on')
+        mt.check('belongs to another user: not writing there' in r.stderr, 'foreign-dir: says why %r' % r.stderr[-200:])
+        mt.eq(os.listdir(d), [], 'foreign-dir: nothing written into another user\'s directory')
+        shutil.rmtree(d, ignore_errors=True)
+        os.unlink(lib)
+        os.unlink(prog)
+
 if mt.case('setuid'):
     if os.geteuid() != 0 or subprocess.run(['unshare', '-m', 'true']).returncode:
         print('  skip setuid: needs root and unshare -m')
