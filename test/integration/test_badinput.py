@@ -84,6 +84,29 @@ with open(p, 'wb') as f:
 r = subprocess.run([MT, 'oom', p], capture_output=True, text=True)
 mt.check(r.returncode == 0 and 'live at the OOM: 0 B' in r.stdout,
          'noseg: oom on a dump without segments: exit %d %r' % (r.returncode, r.stderr[-200:]))
+# html on 100 k snapshots with a step mark (a day at MEMTALLY_INTERVAL=1):
+# the growth-start search was quadratic (22 s here); prefix sums make it
+# linear (0.3 s).  A watchdog far from both; the answer must be right.
+p = os.path.join(OUT, 'memtally.many.p1.jsonl')
+with open(p, 'w') as f:
+    f.write(lines[0].decode() + '\n{"type":"stack","id":5,"pcs":["0x10"]}\n')
+    for i in range(100000):
+        live = 1000000 + (0 if i < 40000 else (i - 40000) * 100)
+        f.write('{"type":"snapshot","seq":%d,"reason":"interval","elapsed_ms":%d,"marks":{"step":%d},'
+                '"heap":{"live_bytes":%d},"callsites_mode":"%s","callsites":[{"stack":5,"kind":"heap",'
+                '"live_bytes":%d,"live_count":1,"allocs":1,"alloc_bytes":%d,"frees":0,"peak_bytes":%d}]}\n'
+                % (i, i * 1000, i, live, 'full' if i == 0 else 'delta', live, live, live))
+try:
+    r = subprocess.run([MT, 'html', p, '-o', os.path.join(OUT, 'many.html')], capture_output=True, text=True,
+                       timeout=15)
+    page = open(os.path.join(OUT, 'many.html')).read()
+    import re
+    m = re.search(r'Growth starts at step (\d+)', page)
+    mt.check(r.returncode == 0 and m and 39990 <= int(m.group(1)) <= 40020,
+             'many: html on 100 k snapshots names the growth start (%s)' % (m.group(0) if m else None))
+except subprocess.TimeoutExpired:
+    mt.check(False, 'many: html on 100 k snapshots took over 15 s (quadratic?)')
+
 # A module path naming a FIFO (symbolizing opened it and waited forever)
 fifo = os.path.join(OUT, 'fifo')
 if not os.path.exists(fifo):
