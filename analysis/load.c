@@ -110,6 +110,36 @@ need_hex(struct ctx *c, struct jv *o, const char *key) {
 	return x;
 }
 
+/* The slot of module (start, end, path) in f's index, or of the empty
+ * slot where it would go (the index doubles at half full).  Keeping each
+ * module once was a scan of all before it: quadratic on 300 k modules. */
+static size_t *
+mod_slot(struct mfile *f, uint64_t start, uint64_t end, const char *path) {
+	if ((f->nmods + 1) * 2 > f->modix_cap) {
+		size_t cap = f->modix_cap ? f->modix_cap * 2 : 256;
+		size_t *ix = xcalloc(cap, sizeof *ix);
+		for (size_t i = 0; i < f->nmods; i++) {
+			uint64_t h = (f->mods[i].start * 0x9e3779b97f4a7c15ull) ^ f->mods[i].end;
+			size_t j = (size_t)(h >> 7) & (cap - 1);
+			while (ix[j])
+				j = (j + 1) & (cap - 1);
+			ix[j] = i + 1;
+		}
+		free(f->modix);
+		f->modix = ix;
+		f->modix_cap = cap;
+	}
+	uint64_t h = (start * 0x9e3779b97f4a7c15ull) ^ end;
+	size_t j = (size_t)(h >> 7) & (f->modix_cap - 1);
+	while (f->modix[j]) {
+		const struct module *m = &f->mods[f->modix[j] - 1];
+		if (m->start == start && m->end == end && !strcmp(m->path, path))
+			break;
+		j = (j + 1) & (f->modix_cap - 1);
+	}
+	return &f->modix[j];
+}
+
 static void
 maps(struct ctx *c, struct jv *o) {
 	struct mfile *f = c->f;
@@ -128,18 +158,15 @@ maps(struct ctx *c, struct jv *o) {
 		if (off)
 			mod.offset = need_hex(c, m, "offset");
 		mod.build_id = opt_str(c, m, "build_id");
-		size_t i;
-		for (i = 0; i < f->nmods; i++) /* keep each once */
-			if (f->mods[i].start == mod.start && f->mods[i].end == mod.end &&
-			    !strcmp(f->mods[i].path, mod.path))
-				break;
-		if (i < f->nmods) {
+		size_t *slot = mod_slot(f, mod.start, mod.end, mod.path); /* keep each once */
+		if (*slot) {
 			free(mod.path);
 			free(mod.build_id);
 			continue;
 		}
 		f->mods = xgrow(f->mods, f->nmods + 1, &f->cap_mods, sizeof *f->mods);
 		f->mods[f->nmods++] = mod;
+		*slot = f->nmods;
 	}
 }
 

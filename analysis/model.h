@@ -105,6 +105,7 @@ struct mfile {
 	int64_t start_wall_ns, sample_bytes;
 	struct module *mods;       /* every module ever listed */
 	size_t nmods, cap_mods;
+	size_t *modix, modix_cap;  /* open addressing on (start, end): index + 1 */
 	struct stack *stacks;      /* indexed by id; n = 0 when unknown */
 	size_t nstacks;
 	char *python;              /* the python record's version, or NULL */

@@ -107,6 +107,21 @@ try:
 except subprocess.TimeoutExpired:
     mt.check(False, 'many: html on 100 k snapshots took over 15 s (quadratic?)')
 
+# 300 k modules in one maps record: keeping each once scanned all before it
+# (quadratic); now a hash index.
+p = os.path.join(OUT, 'memtally.mods.p1.jsonl')
+with open(p, 'w') as f:
+    f.write(lines[0].decode() + '\n{"type":"maps","modules":[')
+    f.write(','.join('{"path":"/gone/m%d.so","base":"0x%x","start":"0x%x","end":"0x%x","offset":"0x0"}'
+                     % (i, 0x10000000 + i * 0x1000, 0x10000000 + i * 0x1000, 0x10000000 + i * 0x1000 + 0x800)
+                     for i in range(300000)))
+    f.write(']}\n' + b'\n'.join(l for l in lines[1:] if b'"type":"maps"' not in l).decode() + '\n')
+try:
+    r = subprocess.run([MT, 'ranks', p], capture_output=True, text=True, timeout=20)
+    mt.eq(r.returncode, 0, 'mods: 300 k modules read in time')
+except subprocess.TimeoutExpired:
+    mt.check(False, 'mods: 300 k modules took over 20 s (quadratic?)')
+
 # A module path naming a FIFO (symbolizing opened it and waited forever)
 fifo = os.path.join(OUT, 'fifo')
 if not os.path.exists(fifo):
