@@ -122,7 +122,7 @@ xml_text(struct sb *o, const char *s, size_t max) {
 	size_t n = 0;
 	const unsigned char *p = (const unsigned char *)s;
 	while (*p && n < max) {
-		size_t len = utf8_len(p);
+		size_t len = mt_utf8_len(p, SIZE_MAX);
 		n++;
 		if (!len) {
 			sb_puts(o, "\xef\xbf\xbd");
@@ -155,7 +155,7 @@ static size_t
 text_chars(const char *s) {
 	size_t n = 0;
 	for (const unsigned char *p = (const unsigned char *)s; *p; n++) {
-		size_t len = utf8_len(p);
+		size_t len = mt_utf8_len(p, SIZE_MAX);
 		p += len ? len : 1;
 	}
 	return n;

@@ -89,7 +89,7 @@ pk_str(struct pk *p, const char *s) {
 	const char *str = s ? s : "";
 	const unsigned char *c = (const unsigned char *)str;
 	size_t len;
-	while (*c && (len = utf8_len(c)))
+	while (*c && (len = mt_utf8_len(c, SIZE_MAX)))
 		c += len;
 	if (!*c) { /* all well-formed: as it is */
 		binunicode(p, str, strlen(str));
@@ -97,7 +97,7 @@ pk_str(struct pk *p, const char *s) {
 	}
 	struct sb u = {0};
 	for (c = (const unsigned char *)str; *c;) {
-		len = utf8_len(c);
+		len = mt_utf8_len(c, SIZE_MAX);
 		if (len) {
 			for (size_t k = 0; k < len; k++)
 				sb_putc(&u, (char)c[k]);

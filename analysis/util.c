@@ -238,19 +238,3 @@ sb_json_num(struct sb *s, const char *fmt, double v) {
 	else
 		sb_puts(s, "null");
 }
-
-size_t
-utf8_len(const unsigned char *p) {
-	unsigned c = p[0];
-	if (c < 0x80)
-		return 1;
-	size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
-		   : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-	for (size_t k = 1; k < len; k++)
-		if ((p[k] & 0xc0) != 0x80)
-			return 0;
-	if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] >= 0xa0) || /* overlong, surrogate */
-	    (c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] >= 0x90))     /* overlong, > U+10FFFF */
-		return 0;
-	return len;
-}

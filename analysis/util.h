@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "../shim/format.h" /* mt_utf8_len */
 
 enum { EXIT_OK = 0, EXIT_BAD_INPUT = 1, EXIT_USAGE = 2 };
 
@@ -33,11 +34,6 @@ void warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * over it, so a reader never sees half a file and a link at path is
  * replaced, not followed.  Dies (exit 2) naming path on an error. */
 void write_output(const char *path, const void *data, size_t len);
-
-/* The length of the well-formed UTF-8 character at p (1-4), or 0 when
- * the bytes there are not one (a stray continuation byte, an overlong
- * form, a surrogate, past U+10FFFF, a sequence cut short). */
-size_t utf8_len(const unsigned char *p);
 
 /* Growable string. */
 struct sb { char *p; size_t len, cap; };

@@ -303,24 +303,6 @@ mt_say(const char *fmt, ...) {
 }
 
 size_t
-mt_utf8_len(const unsigned char *p, size_t avail) {
-	unsigned c = p[0];
-	if (c < 0x80)
-		return 1;
-	size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
-		   : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-	if (!len || len > avail)
-		return 0;
-	for (size_t k = 1; k < len; k++)
-		if ((p[k] & 0xc0) != 0x80)
-			return 0;
-	if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] >= 0xa0) || /* overlong, surrogate */
-	    (c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] >= 0x90))     /* overlong, > U+10FFFF */
-		return 0;
-	return len;
-}
-
-size_t
 mt_utf8_cut(const char *s, size_t n) {
 	/* back over a character the cut would split: at most 3 bytes */
 	size_t i = n;

@@ -7,6 +7,7 @@
  */
 #ifndef MT_BUF_H
 #define MT_BUF_H
+#include "format.h" /* mt_utf8_len */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -58,10 +59,6 @@ void mt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "memtally: ..." on stderr (verbose output).  Never allocates. */
 void mt_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* The length of the well-formed UTF-8 character at p within avail bytes
- * (1-4), or 0 when there is none (a stray byte, F5-FF, an overlong form, a
- * surrogate, past U+10FFFF, cut short).  Never allocates. */
-size_t mt_utf8_len(const unsigned char *p, size_t avail);
 /* n, or less so that s[0..n) does not end inside a UTF-8 character (a
  * label or mark name cut to its buffer). */
 size_t mt_utf8_cut(const char *s, size_t n);
