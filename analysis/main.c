@@ -70,27 +70,19 @@ safe_write(void *cookie, const char *buf, size_t n) {
 	int fd = (int)(intptr_t)cookie;
 	char out[4096 + 8];
 	size_t k = 0;
-	for (size_t i = 0; i <= n; i++) {
-		if (k > 4096 || (i == n && k)) {
-			for (size_t w = 0; w < k;) {
-				ssize_t r = write(fd, out + w, k - w);
-				if (r < 0 && errno == EINTR)
-					continue;
-				if (r <= 0)
-					return -1;
-				w += (size_t)r;
-			}
-			k = 0;
-		}
-		if (i == n)
-			break;
+	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)buf[i];
 		if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
 			k += (size_t)snprintf(out + k, 8, "\\x%02x", c);
 		else
 			out[k++] = (char)c;
+		if (k >= 4096) { /* room for one more escape stays */
+			if (write_all(fd, out, k))
+				return -1;
+			k = 0;
+		}
 	}
-	return (ssize_t)n;
+	return write_all(fd, out, k) ? -1 : (ssize_t)n;
 }
 
 static void

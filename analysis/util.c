@@ -199,6 +199,20 @@ xqsort(void *v, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
 		qsort(v, n, size, cmp);
 }
 
+int
+write_all(int fd, const void *data, size_t len) {
+	const char *p = data;
+	for (size_t done = 0; done < len;) {
+		ssize_t w = write(fd, p + done, len - done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? errno : EIO;
+		done += (size_t)w;
+	}
+	return 0;
+}
+
 void
 write_output(const char *path, const void *data, size_t len) {
 	struct sb tmp = {0};
@@ -208,18 +222,9 @@ write_output(const char *path, const void *data, size_t len) {
 		die(EXIT_USAGE, "%s: %s", path, strerror(errno));
 	mode_t um = umask(0);
 	umask(um);
-	const char *p = data;
-	size_t done = 0;
 	int err = fchmod(fd, 0640 & ~um) /* as the shim's files: no access for others */ ? errno : 0;
-	while (!err && done < len) {
-		ssize_t w = write(fd, p + done, len - done);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			err = w < 0 ? errno : EIO;
-		else
-			done += (size_t)w;
-	}
+	if (!err)
+		err = write_all(fd, data, len);
 	if (close(fd) && !err)
 		err = errno;
 	if (!err && rename(tmp.p, path))

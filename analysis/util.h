@@ -30,6 +30,8 @@ extern jmp_buf *mt_fuzz_jmp;
 void die(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
 void warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* write(2) all of data, retrying short writes and EINTR: 0 or an errno. */
+int write_all(int fd, const void *data, size_t len);
 /* Write len bytes to path whole: into a new file beside it, then renamed
  * over it, so a reader never sees half a file and a link at path is
  * replaced, not followed.  Dies (exit 2) naming path on an error. */
