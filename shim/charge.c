@@ -15,7 +15,6 @@
 #include "glue.h"
 #include "charge.h"
 #include "config.h"
-#include "cuda.h"
 #include "events.h"
 #include "python.h"
 #include "sites.h"

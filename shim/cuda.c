@@ -24,7 +24,6 @@
  */
 #include "glue.h"
 #include "cuda.h"
-#include "buf.h"
 #include "config.h"
 #include "dl.h"
 #include "cuda_entries.h"

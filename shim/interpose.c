@@ -14,7 +14,6 @@
 #include "dl.h"
 #include "config.h"
 #include "charge.h"
-#include "trigger.h"
 #include "buf.h"
 #include "sites.h"
 #include "oom.h"

@@ -21,7 +21,6 @@
 #include "trigger.h"
 #include "sites.h"
 #include "snapshot.h"
-#include "cuda.h"
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <spawn.h>

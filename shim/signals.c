@@ -11,8 +11,8 @@
  */
 #include "glue.h"
 #include "signals.h"
+#include "dl.h"
 #include "config.h"
-#include "charge.h"
 #include "trigger.h"
 #include "buf.h"
 #include <dlfcn.h>
@@ -60,7 +60,7 @@ install(void) {
 static void
 resolve(void) {
 	if (!real_sigaction)
-		real_sigaction = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction");
+		real_sigaction = (sigaction_fn)mt_dlsym(RTLD_NEXT, "sigaction");
 }
 
 void
