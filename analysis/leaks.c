@@ -243,8 +243,8 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 			struct suspect *t = &sus[i];
 			if (i)
 				sb_putc(j, ',');
-			sb_printf(j, "{\"rank\":%zu,\"stack\":%u,\"kind\":\"%s\",\"function\":", i + 1,
-				  t->stack, kind_names[t->kind]);
+			sb_printf(j, "{\"rank\":%zu,\"stack\":%lld,\"kind\":\"%s\",\"function\":", i + 1,
+				  stack_file_id(f, t->stack), kind_names[t->kind]);
 			sb_json_str(j, site_func(f, t->stack, name, sizeof name));
 			sb_puts(j, ",\"where\":");
 			sb_json_str(j, site_name(f, t->stack, 2, name, sizeof name));

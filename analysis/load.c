@@ -170,41 +170,104 @@ maps(struct ctx *c, struct jv *o) {
 	}
 }
 
-/* Grow an id-indexed array to hold id (elements zeroed). */
-static void *
-grow_ids(void *v, size_t *n, size_t elem, int64_t id) {
-	if ((size_t)id < *n)
-		return v;
-	size_t m = *n ? *n : 64;
-	while (m <= (size_t)id)
-		m *= 2;
-	v = xrealloc(v, m * elem);
-	memset((char *)v + *n * elem, 0, (m - *n) * elem);
-	*n = m;
-	return v;
+/* Ids in a file are the shim's: dense from 1 in one process, but a
+ * fork child's start where its parent's stopped, and a hostile file may
+ * name any id.  Each record table is stored dense, in the order records
+ * arrive (index 0 is "none"), and an open-addressing map takes a file's
+ * id to its index: memory follows the records a file holds, never the
+ * size of an id. */
+static uint32_t
+idmap_get(const struct idmap *m, int64_t id) {
+	if (!m->cap)
+		return 0;
+	size_t j = (size_t)(((uint64_t)id * 0x9e3779b97f4a7c15ull) >> 20) & (m->cap - 1);
+	while (m->ix[j]) {
+		if (m->id[j] == id)
+			return m->ix[j];
+		j = (j + 1) & (m->cap - 1);
+	}
+	return 0;
+}
+
+static void
+idmap_put(struct idmap *m, int64_t id, uint32_t ix) {
+	if ((m->n + 1) * 2 > m->cap) {
+		struct idmap g = {0};
+		g.cap = m->cap ? m->cap * 2 : 256;
+		g.id = xcalloc(g.cap, sizeof *g.id);
+		g.ix = xcalloc(g.cap, sizeof *g.ix);
+		for (size_t i = 0; i < m->cap; i++)
+			if (m->ix[i])
+				idmap_put(&g, m->id[i], m->ix[i]);
+		free(m->id);
+		free(m->ix);
+		*m = g;
+	}
+	size_t j = (size_t)(((uint64_t)id * 0x9e3779b97f4a7c15ull) >> 20) & (m->cap - 1);
+	while (m->ix[j] && m->id[j] != id)
+		j = (j + 1) & (m->cap - 1);
+	if (!m->ix[j])
+		m->n++;
+	m->id[j] = id;
+	m->ix[j] = ix;
+}
+
+/* The index for a record with this id: the one an earlier record of the
+ * same id took (the later one replaces it), else a new zeroed slot at the
+ * end of the table. */
+static uint32_t
+id_slot(struct ctx *c, struct idmap *m, void **v, size_t *n, size_t *cap, size_t elem,
+	int64_t id, const char *what) {
+	if (id < 1 || id > INT32_MAX)
+		bad(c, "%s id %lld out of range (1..%d)", what, (long long)id, INT32_MAX);
+	uint32_t ix = idmap_get(m, id);
+	if (ix)
+		return ix;
+	if (*n == 0)
+		*n = 1; /* index 0: no record */
+	*v = xgrow(*v, *n + 1, cap, elem);
+	memset((char *)*v + *n * elem, 0, elem);
+	ix = (uint32_t)(*n)++;
+	idmap_put(m, id, ix);
+	return ix;
+}
+
+/* A reference to a stack from a call site, segment or trace: its index,
+ * 0 for none (id 0) or, where the file has no such stack, 0 and *missing. */
+static uint32_t
+stack_ref(const struct mfile *f, int64_t id, int *missing) {
+	uint32_t ix = id > 0 ? idmap_get(&f->stackmap, id) : 0;
+	if (id != 0 && !ix && missing)
+		*missing = 1;
+	return ix;
 }
 
 static void
 stack(struct ctx *c, struct jv *o) {
 	struct mfile *f = c->f;
 	int64_t id = need_int(c, o, "id");
-	if (id < 1 || id > (1 << 30))
-		bad(c, "stack id %lld out of range", (long long)id);
+	uint32_t ix = id_slot(c, &f->stackmap, (void **)&f->stacks, &f->nstacks, &f->cap_stacks,
+			      sizeof *f->stacks, id, "stack");
 	struct jv *pcs = json_get(c->d, o, "pcs");
 	if (!pcs || pcs->type != J_ARR)
 		bad(c, "stack record without a \"pcs\" array");
-	f->stacks = grow_ids(f->stacks, &f->nstacks, sizeof *f->stacks, id);
-	struct stack *s = &f->stacks[id];
+	struct stack *s = &f->stacks[ix];
 	free(s->pcs);
+	s->pcs = NULL;
+	s->id = id;
 	s->py = -1;
 	struct jv *py = json_get(c->d, o, "py");
 	if (py && py->type != J_NULL) {
 		if (py->type != J_NUM || py->i < 0)
 			bad(c, "stack %lld: \"py\" is not a pystack id", (long long)id);
-		if (py->i > 0 && ((size_t)py->i >= f->npystacks || !f->pystacks[py->i].frames))
-			bad(c, "stack %lld refers to pystack %lld, which has no record before it",
-			    (long long)id, (long long)py->i);
-		s->py = py->i;
+		s->py = 0;
+		if (py->i > 0) {
+			uint32_t p = idmap_get(&f->pystackmap, py->i);
+			if (!p || !f->pystacks[p].frames)
+				bad(c, "stack %lld refers to pystack %lld, which has no record before it",
+				    (long long)id, (long long)py->i);
+			s->py = p;
+		}
 	}
 	s->n = (int)pcs->len;
 	s->pcs = xmalloc((size_t)s->n * sizeof *s->pcs + 1);
@@ -218,10 +281,9 @@ static void
 pyframe(struct ctx *c, struct jv *o) {
 	struct mfile *f = c->f;
 	int64_t id = need_int(c, o, "id");
-	if (id < 1 || id > (1 << 30))
-		bad(c, "pyframe id %lld out of range", (long long)id);
-	f->pyframes = grow_ids(f->pyframes, &f->npyframes, sizeof *f->pyframes, id);
-	struct pyframe *p = &f->pyframes[id];
+	uint32_t ix = id_slot(c, &f->pyframemap, (void **)&f->pyframes, &f->npyframes,
+			      &f->cap_pyframes, sizeof *f->pyframes, id, "pyframe");
+	struct pyframe *p = &f->pyframes[ix];
 	free(p->file);
 	free(p->func);
 	p->file = opt_str(c, o, "file");
@@ -235,14 +297,13 @@ static void
 pystack(struct ctx *c, struct jv *o) {
 	struct mfile *f = c->f;
 	int64_t id = need_int(c, o, "id");
-	if (id < 1 || id > (1 << 30))
-		bad(c, "pystack id %lld out of range", (long long)id);
 	struct jv *fr = json_get(c->d, o, "frames"), *en = json_get(c->d, o, "entry");
 	if (!fr || fr->type != J_ARR || !en || en->type != J_ARR || en->len != fr->len)
 		bad(c, "pystack %lld: \"frames\" and \"entry\" must be arrays of one length",
 		    (long long)id);
-	f->pystacks = grow_ids(f->pystacks, &f->npystacks, sizeof *f->pystacks, id);
-	struct pystack *p = &f->pystacks[id];
+	uint32_t ix = id_slot(c, &f->pystackmap, (void **)&f->pystacks, &f->npystacks,
+			      &f->cap_pystacks, sizeof *f->pystacks, id, "pystack");
+	struct pystack *p = &f->pystacks[ix];
 	free(p->frames);
 	free(p->entry);
 	p->n = (int)fr->len;
@@ -250,11 +311,11 @@ pystack(struct ctx *c, struct jv *o) {
 	p->entry = xmalloc((size_t)p->n + 1);
 	int i = 0;
 	for (struct jv *x = json_child(c->d, fr); x; x = json_next(c->d, x), i++) {
-		if (x->type != J_NUM || x->i < 1 || (size_t)x->i >= f->npyframes ||
-		    !f->pyframes[x->i].file)
+		uint32_t fx = x->type == J_NUM && x->i > 0 ? idmap_get(&f->pyframemap, x->i) : 0;
+		if (!fx || !f->pyframes[fx].file)
 			bad(c, "pystack %lld: frame %d is not a pyframe written before it",
 			    (long long)id, i);
-		p->frames[i] = (uint32_t)x->i;
+		p->frames[i] = fx;
 	}
 	i = 0;
 	for (struct jv *x = json_child(c->d, en); x; x = json_next(c->d, x), i++)
@@ -393,16 +454,28 @@ snapshot(struct ctx *c, struct jv *o) {
 			bad(c, "call site without an integer \"live_bytes\"");
 		if (kind == -2)
 			bad(c, "call site without a \"kind\"");
-		if (id > 0 && ((size_t)id >= f->nstacks || !f->stacks[id].pcs))
+		int missing = 0;
+		uint32_t ix = stack_ref(f, id, &missing);
+		if (missing || (ix && !f->stacks[ix].pcs))
 			bad(c, "call site refers to stack %lld, which has no earlier stack record",
 			    (long long)id);
 		if (kind < 0)
 			continue; /* a kind from a newer shim: ignored */
-		t->stack = (uint32_t)id;
+		t->stack = ix;
 		t->kind = (uint8_t)kind;
 		s->nsites++;
 	}
 	f->nsnaps++;
+}
+
+/* A record's CUDA device ordinal, -1 when absent.  The shim keeps one
+ * in a byte; anything beyond is not from it (and would size tables). */
+static int64_t
+device_ordinal(struct ctx *c, struct jv *o) {
+	int64_t d = json_int(c->d, o, "device", -1);
+	if (d < -1 || d > 255)
+		bad(c, "device ordinal %lld out of range (0..255)", (long long)d);
+	return d;
 }
 
 static void
@@ -416,7 +489,7 @@ oom_record(struct ctx *c, struct jv *o) {
 	snprintf(m->api, sizeof m->api, "%s", api ? api : "?");
 	snprintf(m->error, sizeof m->error, "%s", err ? err : "?");
 	m->requested = json_int(c->d, o, "requested_bytes", 0);
-	m->device = json_int(c->d, o, "device", -1);
+	m->device = device_ordinal(c, o);
 	m->drv_free = json_int(c->d, o, "driver_free_bytes", -1);
 	m->drv_total = json_int(c->d, o, "driver_total_bytes", -1);
 	m->cg_current = json_int(c->d, o, "cgroup_current_bytes", -1);
@@ -452,9 +525,9 @@ segment(struct ctx *c, struct jv *o) {
 	if (!json_hex(a ? a : h, &s->addr))
 		bad(c, "segment without an \"address\" or \"handle\"");
 	s->size = (uint64_t)need_int(c, o, "size");
-	s->stack = (uint32_t)json_int(c->d, o, "stack", 0);
+	s->stack = stack_ref(f, json_int(c->d, o, "stack", 0), NULL);
 	s->time_ms = json_int(c->d, o, "time_ms", 0);
-	s->device = (int)json_int(c->d, o, "device", -1);
+	s->device = (int)device_ordinal(c, o);
 	s->stream = (int)json_int(c->d, o, "stream", 0);
 	struct jv *m = json_get(c->d, o, "mapped"), *sp = json_get(c->d, o, "sampled");
 	s->mapped = m && m->type == J_TRUE;
@@ -475,7 +548,7 @@ trace(struct ctx *c, struct jv *o) {
 	e->kind = kind;
 	json_hex(json_get(c->d, o, "address"), &e->addr);
 	e->size = (uint64_t)json_int(c->d, o, "size", 0);
-	e->stack = (uint32_t)json_int(c->d, o, "stack", 0);
+	e->stack = stack_ref(f, json_int(c->d, o, "stack", 0), NULL);
 	e->time_ms = json_int(c->d, o, "time_ms", 0);
 }
 

@@ -63,26 +63,17 @@ usage_exit(const char *msg) {
 
 /* Text output goes to a person's terminal: a control character from a
  * file (argv, a label, a mark, a Python name, a symbol) must not reach it
- * raw (ESC sequences, CR), so stdout passes through a filter that writes
- * each as \xNN; newline and tab stay.  --json escapes in JSON instead. */
+ * raw (ESC sequences, CR), nor a byte that is not UTF-8, so stdout passes
+ * through text_escape (\xNN for each); newline and tab stay.  --json
+ * escapes in JSON instead. */
 static ssize_t
 safe_write(void *cookie, const char *buf, size_t n) {
-	int fd = (int)(intptr_t)cookie;
-	char out[4096 + 8];
-	size_t k = 0;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)buf[i];
-		if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
-			k += (size_t)snprintf(out + k, 8, "\\x%02x", c);
-		else
-			out[k++] = (char)c;
-		if (k >= 4096) { /* room for one more escape stays */
-			if (write_all(fd, out, k))
-				return -1;
-			k = 0;
-		}
-	}
-	return write_all(fd, out, k) ? -1 : (ssize_t)n;
+	static struct textesc t;
+	struct sb o = {0};
+	text_escape(&t, buf, n, &o);
+	int rc = o.len ? write_all((int)(intptr_t)cookie, o.p, o.len) : 0;
+	sb_free(&o);
+	return rc ? -1 : (ssize_t)n;
 }
 
 static void

@@ -13,7 +13,7 @@ extern const char *const kind_names[NKINDS];
 int kind_parse(const char *s); /* -1 if unknown */
 
 struct site {
-	uint32_t stack;       /* stack id in its file */
+	uint32_t stack;       /* index into its file's stacks; 0: none */
 	uint8_t kind;
 	int64_t live_bytes, live_count, allocs, alloc_bytes, frees, peak_bytes;
 };
@@ -55,10 +55,17 @@ struct module {
 	uint64_t base, start, end, offset;
 };
 
+struct idmap {                 /* open addressing: id -> index (0: empty) */
+	int64_t *id;
+	uint32_t *ix;
+	size_t cap, n;
+};
+
 struct stack {
 	uint64_t *pcs;
 	int n;
-	int64_t py;            /* pystack id; 0: no Python frame; -1: no "py" */
+	int64_t id;            /* the id the file gave it */
+	int64_t py;            /* pystack index; 0: no Python frame; -1: no "py" */
 };
 
 /* Python frames (format 2): a pyframe is (file, qualified name, line); a
@@ -106,13 +113,17 @@ struct mfile {
 	struct module *mods;       /* every module ever listed */
 	size_t nmods, cap_mods;
 	size_t *modix, modix_cap;  /* open addressing on (start, end): index + 1 */
-	struct stack *stacks;      /* indexed by id; n = 0 when unknown */
-	size_t nstacks;
+	/* Stacks, pyframes and pystacks in the order their records came,
+	 * from index 1 (0: none); every reference in the model is an index.
+	 * The maps take the file's ids to indexes (load.c). */
+	struct stack *stacks;
+	size_t nstacks, cap_stacks;
 	char *python;              /* the python record's version, or NULL */
-	struct pyframe *pyframes;  /* indexed by id; file NULL when unknown */
-	size_t npyframes;
-	struct pystack *pystacks;  /* indexed by id; frames NULL when unknown */
-	size_t npystacks;
+	struct pyframe *pyframes;
+	size_t npyframes, cap_pyframes;
+	struct pystack *pystacks;
+	size_t npystacks, cap_pystacks;
+	struct idmap stackmap, pyframemap, pystackmap;
 	struct snap *snaps;
 	size_t nsnaps, cap_snaps;
 	int truncated;             /* the last line was cut short */
@@ -159,5 +170,11 @@ struct sb;
 void file_json_head(struct sb *j, const struct mfile *f);
 /* "== label  argv" on stdout, cut to 100 columns. */
 void file_title(const struct mfile *f);
+
+/* The id the file gave the stack at index ix (0 for none). */
+static inline long long
+stack_file_id(const struct mfile *f, uint32_t ix) {
+	return ix && ix < f->nstacks ? (long long)f->stacks[ix].id : 0;
+}
 
 #endif

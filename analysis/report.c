@@ -70,9 +70,9 @@ sites_json(struct sb *j, struct mfile *f, const struct snap *s, struct opts *o) 
 			continue;
 		if (shown++)
 			sb_putc(j, ',');
-		sb_printf(j, "{\"stack\":%u,\"kind\":\"%s\",\"live_bytes\":%lld,\"live_count\":%lld,"
+		sb_printf(j, "{\"stack\":%lld,\"kind\":\"%s\",\"live_bytes\":%lld,\"live_count\":%lld,"
 			     "\"allocs\":%lld,\"alloc_bytes\":%lld,\"frees\":%lld,\"peak_bytes\":%lld,",
-			  v[i].stack, kind_names[v[i].kind], (long long)v[i].live_bytes,
+			  stack_file_id(f, v[i].stack), kind_names[v[i].kind], (long long)v[i].live_bytes,
 			  (long long)v[i].live_count, (long long)v[i].allocs,
 			  (long long)v[i].alloc_bytes, (long long)v[i].frees,
 			  (long long)v[i].peak_bytes);

@@ -113,6 +113,14 @@ sb_puts(struct sb *s, const char *str) {
 }
 
 void
+sb_puts_n(struct sb *s, const char *p, size_t n) {
+	sb_grow(s, n);
+	memcpy(s->p + s->len, p, n);
+	s->len += n;
+	s->p[s->len] = 0;
+}
+
+void
 sb_printf(struct sb *s, const char *fmt, ...) {
 	va_list ap;
 	va_start(ap, fmt);
@@ -128,17 +136,32 @@ sb_printf(struct sb *s, const char *fmt, ...) {
 	s->len += (size_t)n;
 }
 
+/* Every string the command writes as JSON: escaped, and valid UTF-8 (a
+ * byte that is not part of a character, from a file or a symbol table,
+ * becomes U+FFFD, as the shim's writer does). */
 void
 sb_json_str(struct sb *s, const char *str) {
 	sb_putc(s, '"');
-	for (const unsigned char *p = (const unsigned char *)(str ? str : ""); *p; p++) {
-		if (*p == '"' || *p == '\\') {
+	const unsigned char *p = (const unsigned char *)(str ? str : "");
+	size_t n = strlen((const char *)p);
+	for (size_t i = 0; i < n;) {
+		unsigned char c = p[i];
+		if (c == '"' || c == '\\') {
 			sb_putc(s, '\\');
-			sb_putc(s, (char)*p);
-		} else if (*p < 0x20) {
-			sb_printf(s, "\\u%04x", *p);
+			sb_putc(s, (char)c);
+			i++;
+		} else if (c < 0x20 || c == 0x7f) {
+			sb_printf(s, "\\u%04x", c);
+			i++;
+		} else if (c < 0x80) {
+			sb_putc(s, (char)c);
+			i++;
 		} else {
-			sb_putc(s, (char)*p);
+			size_t k = mt_utf8_len(p + i, n - i);
+			if (k)
+				sb_puts_n(s, (const char *)p + i, k), i += k;
+			else
+				sb_puts(s, "\\ufffd"), i++;
 		}
 	}
 	sb_putc(s, '"');
@@ -149,6 +172,74 @@ sb_free(struct sb *s) {
 	free(s->p);
 	s->p = NULL;
 	s->len = s->cap = 0;
+}
+
+/* Could p[0..avail) be the start of a UTF-8 character cut by the end of
+ * a buffer?  (The bytes there are right so far; more would complete it.) */
+static int
+utf8_cut(const unsigned char *p, size_t avail) {
+	unsigned c = p[0];
+	size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+		   : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+	if (!len || avail >= len)
+		return 0;
+	for (size_t k = 1; k < avail; k++)
+		if ((p[k] & 0xc0) != 0x80)
+			return 0;
+	if (avail >= 2 && ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] >= 0xa0) ||
+			   (c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] >= 0x90)))
+		return 0;
+	return 1;
+}
+
+void
+text_escape(struct textesc *t, const char *buf, size_t n, struct sb *out) {
+	/* the bytes a previous call held back come first */
+	unsigned char tmp[8];
+	size_t i = 0;
+	while (t->n && i < n) {
+		memcpy(tmp, t->carry, (size_t)t->n);
+		size_t have = (size_t)t->n, take = 0;
+		while (have < 4 && i + take < n)
+			tmp[have++] = (unsigned char)buf[i + take++];
+		size_t k = mt_utf8_len(tmp, have);
+		if (k) { /* the character completed */
+			sb_puts_n(out, (const char *)tmp, k);
+			i += k - (size_t)t->n;
+			t->n = 0;
+		} else if (utf8_cut(tmp, have)) { /* still short: the input ran out */
+			memcpy(t->carry, tmp, have);
+			t->n = (int)have;
+			return;
+		} else { /* not UTF-8: its first byte escaped, the rest again */
+			sb_printf(out, "\\x%02x", tmp[0]);
+			memmove(t->carry, t->carry + 1, (size_t)--t->n);
+		}
+	}
+	const unsigned char *p = (const unsigned char *)buf;
+	while (i < n) {
+		unsigned char c = p[i];
+		if (c < 0x80) {
+			if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
+				sb_printf(out, "\\x%02x", c);
+			else
+				sb_putc(out, (char)c);
+			i++;
+			continue;
+		}
+		size_t k = mt_utf8_len(p + i, n - i);
+		if (k) {
+			sb_puts_n(out, (const char *)p + i, k);
+			i += k;
+		} else if (utf8_cut(p + i, n - i)) {
+			memcpy(t->carry, p + i, n - i);
+			t->n = (int)(n - i);
+			return;
+		} else {
+			sb_printf(out, "\\x%02x", c);
+			i++;
+		}
+	}
 }
 
 const char *

@@ -47,6 +47,13 @@ void sb_json_str(struct sb *s, const char *str); /* "escaped" */
  * null (inf and nan are not JSON). */
 void sb_json_num(struct sb *s, const char *fmt, double v);
 void sb_free(struct sb *s);
+void sb_puts_n(struct sb *s, const char *p, size_t n);
+/* Text for a terminal: buf appended to out with each control character
+ * (but newline and tab) and each byte that is not part of a UTF-8
+ * character as \xNN.  A character cut by the end of buf is held in t
+ * until the next call completes it. */
+struct textesc { unsigned char carry[4]; int n; };
+void text_escape(struct textesc *t, const char *buf, size_t n, struct sb *out);
 
 /* "1.5 MiB", "-32 KiB", "123 B" into buf (>= 16 bytes); returns buf. */
 const char *human(int64_t bytes, char *buf);

@@ -5,9 +5,15 @@
 # driver), a Python process's file (pyframe/pystack records).
 #   fuzz_reader:  report, leaks, ranks, oom on each input
 #   fuzz_writers: torch (pickle), html, flame on each input
-# Any crash, sanitizer report or timeout fails; afterwards every corpus
-# file `memtally torch` accepts must give a pickle Python's own pickle
-# loads.  Run by `make check`; needs clang with libFuzzer.
+#   fuzz_names:   strings with every byte value (argv, host, module path,
+#                 Python names, label, mark, OOM kind/api/error, trace op)
+#                 in a process file and an OOM dump, every writer's output
+#                 checked in the harness (UTF-8, JSON, XML, the page's data)
+# Any crash, sanitizer report, failed check or timeout fails; afterwards
+# every corpus file `memtally torch` accepts must give a pickle Python's
+# own pickle loads, and the files fuzz_names made of its corpus go through
+# Python's json, XML parser and pickle (check_outputs.py).  Run by
+# `make check`; needs clang with libFuzzer.
 set -eu
 cd "$(dirname "$0")/../.."
 B=$PWD/build
@@ -15,7 +21,7 @@ F=$B/fuzz
 SECS=${FUZZ_SECONDS:-60}
 rm -rf "$F" && mkdir -p "$F/seeds"
 SRC=$(ls analysis/*.c | grep -v '/main.c$')
-for t in reader writers; do
+for t in reader writers names; do
 	clang -g -O1 -std=c11 -D_GNU_SOURCE -DMT_FUZZ -DFUZZ_$(echo $t | tr a-z A-Z) \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		-Ianalysis -o "$F/fuzz_$t" test/fuzz/fuzz_cmd.c $SRC \
@@ -32,10 +38,22 @@ for f in "$F"/s*/*.jsonl; do
 	cp "$f" "$F/seeds/seed$n.$(basename "$f")"
 	n=$((n + 1))
 done
-echo "fuzz: $n seeds; ${SECS}s per target"
-for t in reader writers; do
+# fuzz_names' seeds: ordinary names, and hostile ones (a non-ASCII name,
+# "<!--<script>", invalid UTF-8, a lone surrogate, ESC and CR, XML and
+# JSON metacharacters), NUL between the fields
+mkdir -p "$F/seeds_names"
+printf 'prog\0--lr\0node1\0/bin/prog\0/lib/libx.so\0train.py\0step\0<module>\0eval\0step\0cuda\0cuMemAlloc_v2\0CUDA_ERROR_OUT_OF_MEMORY\0alloc' \
+	>"$F/seeds_names/plain"
+printf '\xe3\x83\x87\xe3\x83\xbc\xe3\x82\xbf\0<!--<script>\0\xff\xfe\xc0\xaf\0a\x01\xd8\x00b\0\x1b[31m\r\0"&<>\0\xed\xa0\x80\0\xf4\x90\x80\x80\0</script>\0]]>\0\x01\x00\x00\0cuda\0x"y\0z\\\\\0free' \
+	>"$F/seeds_names/hostile"
+echo "fuzz: $n seeds (2 for fuzz_names); ${SECS}s per target"
+for t in reader writers names; do
 	mkdir -p "$F/corpus_$t"
-	cp "$F"/seeds/* "$F/corpus_$t/"
+	if [ $t = names ]; then
+		cp "$F"/seeds_names/* "$F/corpus_$t/"
+	else
+		cp "$F"/seeds/* "$F/corpus_$t/"
+	fi
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		"$F/fuzz_$t" -max_total_time="$SECS" -timeout=20 -rss_limit_mb=4096 -max_len=400000 \
 		-close_fd_mask=2 -print_final_stats=1 -artifact_prefix="$F/crash_$t." \
@@ -59,4 +77,10 @@ for f in $(ls "$F"/corpus_writers/* | head -300); do
 done
 echo "fuzz: $ok pickles from the corpus load in Python, $bad do not"
 [ "$bad" -eq 0 ]
+# the files fuzz_names makes of (up to 200 of) its corpus, through the
+# readers people use
+mkdir -p "$F/emit"
+MT_FUZZ_EMIT=$F/emit ASAN_OPTIONS=detect_leaks=0 "$F/fuzz_names" -runs=1 \
+	$(ls -d "$F"/corpus_names/* | head -200) >/dev/null 2>&1
+/usr/bin/python3 test/fuzz/check_outputs.py "$B/memtally" "$F/emit"
 echo "fuzz: ok"

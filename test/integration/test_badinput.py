@@ -138,4 +138,58 @@ try:
     mt.check(r.returncode == 0 and '[module gone]' in r.stdout, 'fifo: report names modules that are not files "gone"')
 except subprocess.TimeoutExpired:
     mt.check(False, 'fifo: report hung on a module path naming a FIFO')
+
+# Ids the file gives: sparse is legitimate (a fork child's ids start where
+# its parent's stopped), and memory must follow the records, not the size
+# of an id.  One stack record with id 33554432 in a 152-byte file cost
+# 1.6 GB; 2^30 asked for 48 GB.  Each run under a watchdog, its peak RSS
+# taken from the kernel.
+def peak_run(argv, timeout):
+    r = subprocess.run([sys.executable, '-c',
+                        'import resource, subprocess, sys\n'
+                        'r = subprocess.run(sys.argv[2:], capture_output=True, text=True, timeout=float(sys.argv[1]))\n'
+                        'sys.stderr.write(r.stderr)\nsys.stdout.write(r.stdout)\n'
+                        'sys.stderr.write("\\nmaxrss_kb=%d" % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n'
+                        'sys.exit(r.returncode)', str(timeout)] + argv, capture_output=True, text=True)
+    kb = int(r.stderr.rsplit('maxrss_kb=', 1)[1]) if 'maxrss_kb=' in r.stderr else -1
+    return r, kb
+for big in (33554432, 1 << 30, 2147483647):
+    p = os.path.join(OUT, 'memtally.sparse%d.p1.jsonl' % big)
+    with open(p, 'w') as f:
+        f.write(lines[0].decode() + '\n{"type":"stack","id":%d,"pcs":["0x10"]}\n' % big)
+        f.write('{"type":"snapshot","seq":0,"reason":"exit","elapsed_ms":1,"heap":{"live_bytes":64},'
+                '"callsites_mode":"full","callsites":[{"stack":%d,"kind":"heap","live_bytes":64,'
+                '"live_count":1,"allocs":1,"alloc_bytes":64,"frees":0,"peak_bytes":64}]}\n' % big)
+    r, kb = peak_run([MT, 'report', '--json', p], 60)
+    ok = r.returncode == 0 and '"stack":%d,' % big in r.stdout
+    mt.check(ok and 0 < kb < 256 * 1024,
+             'sparse: a stack id of %d costs %d KiB (bound 256 MiB) and keeps its id: exit %d %r'
+             % (big, kb, r.returncode, r.stderr[-200:]))
+p = os.path.join(OUT, 'memtally.bigid.p1.jsonl')
+with open(p, 'w') as f:
+    f.write(lines[0].decode() + '\n{"type":"stack","id":2147483648,"pcs":["0x10"]}\n')
+r = subprocess.run([MT, 'report', p], capture_output=True, text=True, timeout=30)
+mt.check(r.returncode == 1 and '%s:2: stack id 2147483648 out of range (1..2147483647)' % p in r.stderr,
+         'bigid: an id past 32 bits is refused with its line: %r' % r.stderr[-200:])
+
+# A device ordinal of 2e9 in a 5 KB dump made `torch` write device lists
+# without end.  The shim keeps an ordinal in a byte: more is refused.
+dump_lines = [json.dumps({"type": "oom", "kind": "cuda", "api": "cuMemAlloc_v2", "requested_bytes": 1 << 30,
+                          "error": "CUDA_ERROR_OUT_OF_MEMORY", "sampled": False, "device": 0}).encode(),
+              b'{"type":"segment","kind":"cuda","address":"0x7e0000000000","size":1024,"stack":0,'
+              b'"time_ms":1,"device":2e9,"stream":0,"mapped":false}',
+              lines[first_snap]]
+p = os.path.join(OUT, 'memtally.devord.p1.oom1.jsonl')
+with open(p, 'wb') as f:
+    f.write(join(lines[:first_snap] + dump_lines))
+devline = first_snap + 2
+for cmd in ('torch', 'oom'):
+    try:
+        r, kb = peak_run([MT, cmd, p] + (['-o', os.path.join(OUT, 'devord.pickle')] if cmd == 'torch' else []), 30)
+        mt.check(r.returncode == 1 and 0 < kb < 256 * 1024 and
+                 '%s:%d: device ordinal 2000000000 out of range (0..255)' % (p, devline) in r.stderr,
+                 'devord (%s): a device ordinal of 2e9 is refused with its line (%d KiB): %r'
+                 % (cmd, kb, r.stderr[-200:]))
+    except subprocess.TimeoutExpired:
+        mt.check(False, 'devord (%s): ran past 30 s' % cmd)
 mt.done()

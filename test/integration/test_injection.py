@@ -118,6 +118,23 @@ for snap in range(0, 24, 4):
         bad.append('snapshot %d: %s' % (snap, e))
 mt.check(not bad, 'flame: every SVG is well-formed XML with cut non-ASCII and non-UTF-8 names %s' % bad[:2])
 
+# The same names in text and --json: bytes that are not UTF-8 reached the
+# terminal raw and made --json output no strict reader takes.  Text shows
+# each as \xNN, JSON as U+FFFD.
+undecodable = []
+for cmd in (['report', '--stacks'], ['leaks'], ['report', '--json'], ['leaks', '--json'], ['diff', '--json']):
+    args = [MT] + cmd + ([d3, d3] if cmd[0] == 'diff' else [d3])
+    r = subprocess.run(args, capture_output=True)
+    try:
+        t = r.stdout.decode('utf-8')
+        if '--json' in cmd:
+            json.loads(t)
+    except ValueError as e:
+        undecodable.append('%s: %s' % (' '.join(cmd), str(e)[:80]))
+r = subprocess.run([MT, 'report', '--stacks', d3], capture_output=True)
+mt.check(not undecodable and b'bad\\xff\\xc3(\\xed\\xa0\\x80)bytes_' in r.stdout,
+         'text and --json: names with bytes that are not UTF-8 come out as UTF-8 %s' % undecodable[:3])
+
 # Text output: control characters from a file (an ESC sequence in argv, a
 # CR in a label, a Python name with a BEL) reach the terminal escaped.
 d5 = os.path.join(OUT, 'ctl')

@@ -6,6 +6,7 @@
 #include "../../analysis/json.h"
 #include "../../analysis/model.h"
 #include "../../analysis/stats.h"
+#include "../../analysis/util.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -211,9 +212,10 @@ TEST(replay) {
 		struct site *v = snap_sites(m, &m->snaps[i], &n);
 		int64_t got5 = -1, got6 = -1;
 		for (size_t k = 0; k < n; k++) {
-			if (v[k].stack == 5 && v[k].kind == K_HEAP)
+			long long id = stack_file_id(m, v[k].stack);
+			if (id == 5 && v[k].kind == K_HEAP)
 				got5 = v[k].live_bytes;
-			if (v[k].stack == 6 && v[k].kind == K_MMAP)
+			if (id == 6 && v[k].kind == K_MMAP)
 				got6 = v[k].live_bytes;
 		}
 		if (got5 != want5[i] || got6 != want6[i])
@@ -230,6 +232,31 @@ TEST(replay) {
 	unlink(path);
 }
 
+/* What a terminal gets: control characters and bytes that are not UTF-8
+ * as \xNN, characters whole, also when a write cuts one in two. */
+static void
+escaped(const char *in, size_t n, size_t cut, const char *want) {
+	struct textesc t = {0};
+	struct sb o = {0};
+	text_escape(&t, in, cut, &o);
+	text_escape(&t, in + cut, n - cut, &o);
+	int ok = o.p && !strcmp(o.p, want);
+	if (!ok)
+		printf("  cut at %zu: got \"%s\", want \"%s\"\n", cut, o.p ? o.p : "", want);
+	EXPECT(ok);
+	sb_free(&o);
+}
+
+TEST(escape_for_terminal) {
+	const char *kana = "\xe3\x83\x87\xe3\x83\xbc"; /* two 3-byte characters */
+	for (size_t cut = 0; cut <= 6; cut++)
+		escaped(kana, 6, cut, kana);
+	const char *bad = "a\xff\xe3\x83" "b\x1b[1m\r\n\xed\xa0\x80\xf0\x9f\x98\x80";
+	const char *want = "a\\xff\\xe3\\x83b\\x1b[1m\\x0d\n\\xed\\xa0\\x80\xf0\x9f\x98\x80";
+	for (size_t cut = 0; cut <= strlen(bad); cut++)
+		escaped(bad, strlen(bad), cut, want);
+}
+
 int
 main(void) {
 	RUN(leak_steady);
@@ -242,5 +269,6 @@ main(void) {
 	RUN(teardown);
 	RUN(json);
 	RUN(replay);
+	RUN(escape_for_terminal);
 	return TEST_DONE();
 }
