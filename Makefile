@@ -23,9 +23,9 @@ SHIM_LIBS := -lunwind -ldl -lm -pthread
 AN_SRC := $(sort $(wildcard analysis/*.c))
 AN_OBJ := $(AN_SRC:analysis/%.c=$(B)/analysis/%.o)
 AN_CFLAGS := $(WARN) $(CFLAGS) -D_GNU_SOURCE -fstack-protector-strong -D_FORTIFY_SOURCE=2
-AN_LIBS := -ldw -lelf -lm -lstdc++
+AN_LIBS := -ldw -lelf -lm -lstdc++ -lprotobuf-c -lz
 
-.PHONY: all test check bench demo install clean deps format soak bundle
+.PHONY: all test check bench demo install clean deps format soak bundle proto
 all: $(B)/libmemtally.so $(B)/memtally $(B)/memtally-config $(B)/demo_trainer
 
 $(B)/shim/%.o: shim/%.c $(wildcard shim/*.h) | $(B)/shim
@@ -46,6 +46,11 @@ $(B)/analysis/%.o: analysis/%.c $(wildcard analysis/*.h) shim/format.h | $(B)/an
 
 # the page's CSS and script are embedded with .incbin
 $(B)/analysis/html_page.o: analysis/page/report.css analysis/page/report.js
+
+# pprof's encoding: generated from analysis/profile.proto by protoc-c
+# (protobuf-c-compiler) and kept in the tree; `make proto` makes it again.
+proto:
+	cd analysis && protoc-c --c_out=. profile.proto
 
 $(B)/memtally: $(AN_OBJ)
 	$(CC) -o $@ $^ $(AN_LIBS)

@@ -11,7 +11,10 @@ struct opts {
 	double warmup;     /* --warmup F (leaks) */
 	const char *out;   /* -o FILE (flame, html, torch) */
 	const char *metric; /* --metric live|allocs|alloc_bytes (flame) */
-	long snapshot;     /* --snapshot N (flame), -1 = last */
+	long snapshot;     /* --snapshot N|peak: SNAP_LAST, SNAP_PEAK or a seq */
+	int merge;         /* --merge (pprof): one profile of all processes */
+	int folded;        /* --folded (flame): folded stacks, not an SVG */
+	int torch_version; /* --format (torch): 2 (default) or 113 (PyTorch 1.13) */
 	char **paths;      /* positional */
 	int npaths;
 };
@@ -24,6 +27,7 @@ int cmd_oom(struct opts *o);
 int cmd_torch(struct opts *o);
 int cmd_flame(struct opts *o);
 int cmd_html(struct opts *o);
+int cmd_pprof(struct opts *o);
 int cmd_run(int argc, char **argv);
 void usage_exit(const char *msg) __attribute__((noreturn));
 /* Run fn on every file of r; with --json, their objects go out as

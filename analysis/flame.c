@@ -292,6 +292,56 @@ flame_svg(struct sb *o, struct fnode *root, const char *title, const char *metri
 	sb_puts(o, "</svg>\n");
 }
 
+/* One frame of a folded line: ';' separates frames and a line ends at a
+ * newline, so ';' becomes ',' and control characters '?'; bytes that are
+ * not UTF-8 become U+FFFD. */
+static void
+folded_name(struct sb *o, const char *s) {
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = strlen(s);
+	for (size_t i = 0; i < n;) {
+		size_t k = mt_utf8_len(p + i, n - i);
+		if (!k) {
+			sb_puts(o, "\xef\xbf\xbd");
+			i++;
+		} else if (k == 1) {
+			sb_putc(o, p[i] == ';' ? ',' : p[i] < 0x20 || p[i] == 0x7f ? '?' : (char)p[i]);
+			i++;
+		} else {
+			sb_puts_n(o, s + i, k);
+			i += k;
+		}
+	}
+}
+
+static void
+folded_walk(struct sb *o, const struct fnode *n, struct sb *path) {
+	size_t mark = path->len;
+	if (path->len)
+		sb_putc(path, ';');
+	folded_name(path, n->name);
+	int64_t self = n->value;
+	for (size_t i = 0; i < n->nkids; i++)
+		self -= n->kids[i]->value;
+	if (self > 0) {
+		sb_puts_n(o, path->p, path->len);
+		sb_printf(o, " %lld\n", (long long)self);
+	}
+	for (size_t i = 0; i < n->nkids; i++)
+		folded_walk(o, n->kids[i], path);
+	path->len = mark;
+	if (path->p)
+		path->p[mark] = 0;
+}
+
+void
+flame_folded(struct sb *o, const struct fnode *root) {
+	struct sb path = {0};
+	for (size_t i = 0; i < root->nkids; i++) /* the "all" root is no frame */
+		folded_walk(o, root->kids[i], &path);
+	sb_free(&path);
+}
+
 void
 flame_free(struct fnode *n) {
 	for (size_t i = 0; i < n->nkids; i++)
@@ -304,7 +354,7 @@ flame_free(struct fnode *n) {
 
 int
 cmd_flame(struct opts *o) {
-	if (!o->out)
+	if (!o->out && !o->folded)
 		usage_exit("flame needs -o FILE.svg");
 	struct run r;
 	run_load(&r, o->paths, o->npaths);
@@ -321,6 +371,18 @@ cmd_flame(struct opts *o) {
 	else
 		snprintf(title, sizeof title, "%zu processes: %s by call site", r.nfiles, o->metric);
 	struct sb s = {0};
+	if (o->folded) { /* flamegraph.pl, inferno, speedscope: frame;frame bytes */
+		flame_folded(&s, root);
+		if (o->out) {
+			write_output(o->out, s.p ? s.p : "", s.len);
+			fprintf(stderr, "memtally: wrote %s\n", o->out);
+		} else if (s.len) {
+			fwrite(s.p, 1, s.len, stdout);
+		}
+		sb_free(&s);
+		flame_free(root);
+		return 0;
+	}
 	sb_puts(&s, "<?xml version=\"1.0\" standalone=\"no\"?>\n");
 	flame_svg(&s, root, title, o->metric, 1200, 1);
 	write_output(o->out, s.p, s.len);

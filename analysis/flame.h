@@ -18,6 +18,10 @@ void flame_add(struct fnode *root, struct mfile *f, const struct snap *s, const 
 void flame_svg(struct sb *out, struct fnode *root, const char *title, const char *metric,
 	       int width, int script);
 extern const char flame_js[];
+/* Folded stacks ("frame;frame;frame value" a line, outermost first; the
+ * value a frame holds itself), as flamegraph.pl, inferno and speedscope
+ * read them. */
+void flame_folded(struct sb *out, const struct fnode *root);
 
 void flame_free(struct fnode *root);
 

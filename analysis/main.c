@@ -20,9 +20,12 @@ static const char usage[] =
 	"  diff A B change per call site between two files, runs, or snapshots (FILE@SEQ)\n"
 	"  ranks    the same figures per rank side by side; outlier ranks named\n"
 	"  oom      what was live at an OOM dump, by call site and segment, and the events before it\n"
-	"  flame    flame graph SVG of a snapshot or dump (-o out.svg; --metric, --snapshot N)\n"
+	"  flame    flame graph SVG of a snapshot or dump (-o out.svg; --metric, --snapshot N,\n"
+	"           --folded for folded stacks: flamegraph.pl, inferno, speedscope)\n"
 	"  html     one self-contained interactive HTML page of a run (-o report.html)\n"
-	"  torch    a CUDA OOM dump as a PyTorch memory-viewer pickle (-o dump.pickle)\n"
+	"  torch    a CUDA OOM dump as a PyTorch memory-viewer pickle (-o dump.pickle;\n"
+	"           --format 1.13 for PyTorch 1.13's _memory_viz)\n"
+	"  pprof    a snapshot as a gzipped pprof profile (-o out.pb.gz; --snapshot, --merge)\n"
 	"\n"
 	"options:\n"
 	"  --json        machine-readable output\n"
@@ -31,9 +34,10 @@ static const char usage[] =
 	"  --native      native frames only (default: Python frames where a stack ran Python)\n"
 	"  --kind K      only heap, mmap, mmap_file, cuda, ...\n"
 	"  --warmup F    leaks: ignore the first fraction F of each run (default 0.2)\n"
-	"  -o FILE       output file (flame, html, torch)\n"
+	"  -o FILE       output file (flame, html, torch, pprof; flame --folded: stdout without)\n"
 	"  --metric M    flame: live (default), allocs or alloc_bytes\n"
-	"  --snapshot N  flame: that snapshot (seq) instead of the last\n"
+	"  --snapshot N  flame, pprof: that snapshot (seq), or `peak`, instead of the last\n"
+	"  --merge       pprof: one profile of every process, labelled pid, rank, host\n"
 	"\n"
 	"exit status: 0 ok, 1 bad input, 2 usage\n";
 
@@ -105,7 +109,8 @@ main(int argc, char **argv) {
 	}
 	if (!strcmp(cmd, "run"))
 		return cmd_run(argc - 2, argv + 2);
-	struct opts o = {.top = 10, .kind = -1, .warmup = 0.2, .metric = "live", .snapshot = -1};
+	struct opts o = {.top = 10, .kind = -1, .warmup = 0.2, .metric = "live", .snapshot = SNAP_LAST,
+			 .torch_version = 2};
 	o.paths = xcalloc((size_t)argc, sizeof *o.paths);
 	for (int i = 2; i < argc; i++) {
 		const char *a = argv[i];
@@ -115,7 +120,12 @@ main(int argc, char **argv) {
 			o.stacks = 1;
 		else if (!strcmp(a, "--native"))
 			sites_native_only = 1;
-		else if (!strcmp(a, "-o") || !strcmp(a, "--metric") || !strcmp(a, "--snapshot")) {
+		else if (!strcmp(a, "--merge"))
+			o.merge = 1;
+		else if (!strcmp(a, "--folded"))
+			o.folded = 1;
+		else if (!strcmp(a, "-o") || !strcmp(a, "--metric") || !strcmp(a, "--snapshot") ||
+			 !strcmp(a, "--format")) {
 			if (i + 1 >= argc)
 				usage_exit("option needs a value");
 			const char *v = argv[++i];
@@ -125,11 +135,20 @@ main(int argc, char **argv) {
 				if (strcmp(v, "live") && strcmp(v, "allocs") && strcmp(v, "alloc_bytes"))
 					usage_exit("--metric takes live, allocs or alloc_bytes");
 				o.metric = v;
+			} else if (!strcmp(a, "--format")) {
+				if (!strcmp(v, "1.13"))
+					o.torch_version = 113;
+				else if (!strcmp(v, "2"))
+					o.torch_version = 2;
+				else
+					usage_exit("--format takes 2 (PyTorch 2's viewer, the default) or 1.13");
+			} else if (!strcmp(v, "peak")) {
+				o.snapshot = SNAP_PEAK;
 			} else {
 				char *e;
 				o.snapshot = strtol(v, &e, 10);
 				if (*e || o.snapshot < 0)
-					usage_exit("--snapshot takes a snapshot number (seq)");
+					usage_exit("--snapshot takes a snapshot number (seq) or peak");
 			}
 		} else if (!strcmp(a, "--top") || !strcmp(a, "--kind") || !strcmp(a, "--warmup")) {
 			if (i + 1 >= argc)
@@ -166,7 +185,7 @@ main(int argc, char **argv) {
 	} commands[] = {
 		{"report", cmd_report}, {"leaks", cmd_leaks}, {"diff", cmd_diff},
 		{"ranks", cmd_ranks},   {"oom", cmd_oom},     {"torch", cmd_torch},
-		{"flame", cmd_flame},   {"html", cmd_html},
+		{"flame", cmd_flame},   {"html", cmd_html},   {"pprof", cmd_pprof},
 	};
 	int (*fn)(struct opts *) = NULL;
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

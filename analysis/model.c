@@ -128,6 +128,8 @@ const struct snap *
 pick_snapshot(const struct mfile *f, long seq) {
 	if (!f->nsnaps)
 		die(EXIT_BAD_INPUT, "%s: no snapshots", f->path);
+	if (seq == SNAP_PEAK)
+		return file_peak(f);
 	if (seq < 0)
 		return &f->snaps[f->nsnaps - 1];
 	for (size_t i = 0; i < f->nsnaps; i++)

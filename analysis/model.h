@@ -155,8 +155,10 @@ void run_load_dumps_if_any(struct run *r, char **paths, int npaths);
 /* Every call site as of snapshot s of f (deltas replayed), as a fresh
  * array the caller frees. */
 struct site *snap_sites(struct mfile *f, const struct snap *s, size_t *n);
-/* Snapshot seq of f (seq < 0: the last); exits 1 naming the file when
- * there is none. */
+/* Snapshot seq of f (SNAP_LAST: the last; SNAP_PEAK: file_peak's); exits
+ * 1 naming the file when there is none. */
+#define SNAP_LAST (-1)
+#define SNAP_PEAK (-2)
 const struct snap *pick_snapshot(const struct mfile *f, long seq);
 /* A snapshot's figure for a kind, summed over kinds when kind < 0. */
 int64_t snap_live(const struct snap *s, int kind);

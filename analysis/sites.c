@@ -57,8 +57,8 @@ site_frames(const struct mfile *f, uint32_t stack, struct frame *out, int max) {
 
 /* The first informative frame: the innermost Python one if any, else the
  * first native frame that is not the allocator's or the runtime's. */
-static int
-first_informative(const struct frame *fr, int nf) {
+int
+site_first_informative(const struct frame *fr, int nf) {
 	for (int i = 0; i < nf; i++)
 		if (fr[i].python == 1)
 			return i;
@@ -77,7 +77,7 @@ site_name(const struct mfile *f, uint32_t stack, int ctx, char *buf, size_t n) {
 		snprintf(buf, n, "[unknown stack]");
 		return buf;
 	}
-	int i = first_informative(fr, nf);
+	int i = site_first_informative(fr, nf);
 	struct sb s = {0};
 	char t[512];
 	for (int k = 0; i < nf && k <= ctx; i++, k++) {
@@ -102,7 +102,7 @@ const char *
 site_func(const struct mfile *f, uint32_t stack, char *buf, size_t n) {
 	struct frame fr[MAXF];
 	int nf = site_frames(f, stack, fr, MAXF);
-	int i = first_informative(fr, nf);
+	int i = site_first_informative(fr, nf);
 	if (!nf)
 		snprintf(buf, n, "[unknown]");
 	else if (fr[i].func)

@@ -15,6 +15,10 @@ extern int sites_native_only;
  * unless --native.  Returns the count (<= max). */
 int site_frames(const struct mfile *f, uint32_t stack, struct frame *out, int max);
 
+/* The frame a call site is named by: the innermost Python frame when
+ * there is one; else the first that is not the allocator's, the shim's,
+ * libc's or the C++ runtime's (0 when all are). */
+int site_first_informative(const struct frame *fr, int nf);
 /* "func (file:line) < caller < caller": the first informative frame (the
  * innermost Python frame when there is one; else the allocator, shim, libc
  * and C++ runtime skipped) and up to ctx callers. */

@@ -202,7 +202,7 @@ int
 sym_frames(const struct mfile *f, uint64_t pc, struct frame *out, int max) {
 	const struct module *mod = file_module(f, pc);
 	if (!mod) {
-		struct frame fr = {.offset = pc, .status = SYM_NOMODULE, .module = "?"};
+		struct frame fr = {.offset = pc, .status = SYM_NOMODULE, .module = "?", .pc = pc};
 		out[0] = fr;
 		return 1;
 	}
@@ -237,6 +237,8 @@ sym_frames(const struct mfile *f, uint64_t pc, struct frame *out, int max) {
 	}
 	int n = cache[j].n < max ? cache[j].n : max;
 	memcpy(out, cache[j].fr, (size_t)n * sizeof *out);
+	for (int k = 0; k < n; k++)
+		out[k].pc = pc, out[k].mod = mod;
 	return n;
 }
 

@@ -17,6 +17,8 @@ struct frame {
 	uint64_t offset;     /* pc - base - 1 (file virtual address) */
 	int status;          /* SYM_* */
 	int python;          /* 1: a Python frame; 2: the "[no Python frame]" mark */
+	uint64_t pc;         /* the return address it came from (0: Python) */
+	const struct module *mod; /* its module in the file, or NULL */
 };
 
 /* Frames for return address pc of file f, innermost first (an inline chain

@@ -13,7 +13,11 @@
  *    allocated before it are left out, so undoing the trace from the
  *    segments never meets an unknown block;
  *  - frames {filename, line, name} from the symbolized stack, innermost
- *    first, as PyTorch's own. */
+ *    first, as PyTorch's own; each block also has the `history` PyTorch
+ *    1.13's _memory_viz reads ([{addr, real_size, frames}]).
+ * --format 1.13 writes what torch.cuda.memory_snapshot() returned in 1.13:
+ * the list of segments alone (1.13's `_memory_viz memory|segments` cannot
+ * read the dict). */
 #include "cmd.h"
 #include "pickle.h"
 #include "sites.h"
@@ -131,7 +135,7 @@ trace_entry(struct pk *p, struct mfile *f, const char *action, int64_t device_fr
 }
 
 static void
-write_pickle(struct mfile *f, const char *path) {
+write_pickle(struct mfile *f, const char *path, int v113) {
 	if (!f->oom || strcmp(f->oom->kind, "cuda"))
 		die(EXIT_BAD_INPUT, "%s: not a CUDA OOM dump: `torch` needs the device segments "
 				    "of a memtally.*.oom<N>.jsonl written on CUDA_ERROR_OUT_OF_MEMORY",
@@ -144,9 +148,11 @@ write_pickle(struct mfile *f, const char *path) {
 		ndev = (int)f->oom->device + 1;
 	struct pk p;
 	pk_begin(&p);
-	pk_dict(&p);
-	pk_str(&p, "segments");
-	pk_list(&p);
+	if (!v113) { /* PyTorch 2: {"segments": [...], "device_traces": [...]} */
+		pk_dict(&p);
+		pk_str(&p, "segments");
+	}
+	pk_list(&p); /* PyTorch 1.13: the list of segments alone */
 	for (size_t i = 0; i < f->nsegs; i++) {
 		const struct segment *s = &f->segs[i];
 		if (!device_seg(s))
@@ -187,11 +193,30 @@ write_pickle(struct mfile *f, const char *path) {
 		pk_str(&p, "active_allocated");
 		pk_str(&p, "frames");
 		frames(&p, f, s->stack);
+		/* PyTorch 1.13's _memory_viz reads a block's frames from its
+		 * history: one entry, the allocation that made it */
+		pk_str(&p, "history");
+		pk_list(&p);
+		pk_dict(&p);
+		pk_str(&p, "addr");
+		pk_uint(&p, s->addr);
+		pk_str(&p, "real_size");
+		pk_int(&p, (int64_t)s->size);
+		pk_str(&p, "frames");
+		frames(&p, f, s->stack);
+		pk_close(&p);
+		pk_close(&p);
 		pk_close(&p);
 		pk_close(&p);
 		pk_close(&p);
 	}
 	pk_close(&p);
+	if (v113) {
+		pk_end(&p);
+		write_output(path, p.out.p, p.out.len);
+		sb_free(&p.out);
+		return;
+	}
 	/* device_traces: events inside the window, frees only of blocks
 	 * allocated inside it */
 	pk_str(&p, "device_traces");
@@ -240,7 +265,7 @@ cmd_torch(struct opts *o) {
 	run_load_dumps(&r, o->paths, o->npaths);
 	if (r.nfiles != 1)
 		die(EXIT_USAGE, "torch: %zu dumps found; name one dump file", r.nfiles);
-	write_pickle(&r.files[0], o->out);
+	write_pickle(&r.files[0], o->out, o->torch_version == 113);
 	fprintf(stderr, "memtally: wrote %s\n", o->out);
 	return 0;
 }

@@ -3,7 +3,8 @@
 # only those missing (idempotent; a no-op on a machine that has them).
 # MEMTALLY_DEPS_EXTRA adds packages (e.g. for `make bench`).
 set -eu
-need=(gcc make binutils libc6-dev libunwind-dev libdw-dev libelf-dev python3 procps bc
+need=(gcc make binutils libc6-dev libunwind-dev libdw-dev libelf-dev libprotobuf-c-dev zlib1g-dev
+	python3 procps bc golang-go
 	chromium python3-torch slurm-wlm munge
 	openmpi-bin libopenmpi-dev libjemalloc2 heaptrack google-perftools valgrind)
 need+=(${MEMTALLY_DEPS_EXTRA:-})

@@ -3,7 +3,7 @@
 # Each stage counts once; the last line is "N passed, N failed".
 #   1. the strict build (-Werror, -Wmissing-prototypes, -Wshadow, ...)
 #   2. the whole suite on that build (the layer check included)
-#   3. the analysis, bad-input, MPI, CUDA, OOM, Python-frames and golden
+#   3. the analysis, bad-input, MPI, CUDA, OOM, Python-frames, golden and formats
 #      tests with the command built with ASan and UBSan
 #   4. every analysis command under valgrind memcheck
 #   5. the shim's tables from 4 threads under ThreadSanitizer
@@ -27,7 +27,7 @@ strict_build() { make -s clean && make -s all CFLAGS="-O2 -g $STRICT"; }
 asan_tests() {
 	make -s build/asan/memtally || return 1
 	local t rc=0
-	for t in analysis badinput mpi cuda oom pyframes golden; do
+	for t in analysis badinput mpi cuda oom pyframes golden formats; do
 		MT_MEMTALLY=$PWD/build/asan/memtally MEMTALLY_LIB=$PWD/build/libmemtally.so \
 		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		MEMTALLY_TEST=$t bash test/run.sh || rc=1

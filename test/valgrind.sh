@@ -21,6 +21,10 @@ run oom $o/test_cuda/oom
 run flame $o/test_analysis/leak -o $d/f.svg
 run html $o/test_pictures/run -o $d/r.html
 run torch $o/test_cuda/oom -o $d/d.pickle
+run torch --format 1.13 $o/test_cuda/oom -o $d/d113.pickle
+run pprof --merge $o/test_mpi -o $d/m.pb.gz
+run pprof $o/test_pyframes/sites-debian-3.11 -o $d/p.pb.gz
+run flame --folded $o/test_analysis/leak -o $d/f.folded
 run report --stacks $o/test_pyframes/sites-debian-3.11
 run flame $o/test_pyframes/stale-debian-3.11 -o $d/p.svg
 rm -rf "$d" /tmp/vg.$$

@@ -3,8 +3,8 @@
  * record's die() jumps back here (MT_FUZZ) instead of exiting.
  *   FUZZ_READER:  report, leaks, ranks, oom (the JSONL reader, the replay of
  *                 call-site deltas, the statistics and the text/JSON output)
- *   FUZZ_WRITERS: torch (the pickle writer), html and flame (the page's
- *                 inline data and the SVG)
+ *   FUZZ_WRITERS: torch (the pickle writer, both formats), html, flame (the
+ *                 page's inline data, the SVG, folded stacks) and pprof
  *   FUZZ_NAMES:   the input is not a file but the strings of one: split at
  *                 NUL bytes into argv, host, exe, a module path, Python file
  *                 and function names, a label, a mark name, an OOM's kind,
@@ -49,15 +49,21 @@ LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 static void
-one(int (*cmd)(struct opts *), const char *path, const char *out) {
+one_opt(int (*cmd)(struct opts *), const char *path, const char *out, int folded, int v113) {
 	char *paths[1] = {(char *)path};
 	struct opts o = {.top = 10, .kind = -1, .warmup = 0.2, .metric = "live", .snapshot = -1,
-			 .out = out, .paths = paths, .npaths = 1};
+			 .out = out, .paths = paths, .npaths = 1, .folded = folded,
+			 .torch_version = v113 ? 113 : 2};
 	jmp_buf jb;
 	mt_fuzz_jmp = &jb;
 	if (!setjmp(jb))
 		cmd(&o);
 	mt_fuzz_jmp = NULL;
+}
+
+static void
+one(int (*cmd)(struct opts *), const char *path, const char *out) {
+	one_opt(cmd, path, out, 0, 0);
 }
 
 #ifdef FUZZ_NAMES
@@ -485,8 +491,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
 #ifdef FUZZ_WRITERS
 	one(cmd_torch, path, out_path);
+	one_opt(cmd_torch, path, out_path, 0, 1);
 	one(cmd_html, path, out_path);
 	one(cmd_flame, path, out_path);
+	one_opt(cmd_flame, path, out_path, 1, 0);
+	one(cmd_pprof, path, out_path);
 #else
 	one(cmd_report, path, NULL);
 	one(cmd_leaks, path, NULL);

@@ -25,7 +25,7 @@ for t in reader writers names; do
 	clang -g -O1 -std=c11 -D_GNU_SOURCE -DMT_FUZZ -DFUZZ_$(echo $t | tr a-z A-Z) \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		-Ianalysis -o "$F/fuzz_$t" test/fuzz/fuzz_cmd.c $SRC \
-		-x c analysis/main.c -Dmain=memtally_main -ldw -lelf -lm
+		-x c analysis/main.c -Dmain=memtally_main -ldw -lelf -lm -lprotobuf-c -lz
 done
 # seeds
 MEMTALLY_OUT=$F/s1 MEMTALLY_EVERY=200 LD_PRELOAD=$B/libmemtally.so $B/test/prog_trainer leak 20 >/dev/null
@@ -77,10 +77,10 @@ for f in $(ls "$F"/corpus_writers/* | head -300); do
 done
 echo "fuzz: $ok pickles from the corpus load in Python, $bad do not"
 [ "$bad" -eq 0 ]
-# the files fuzz_names makes of (up to 200 of) its corpus, through the
+# the files fuzz_names makes of (up to 100 of) its corpus, through the
 # readers people use
 mkdir -p "$F/emit"
 MT_FUZZ_EMIT=$F/emit ASAN_OPTIONS=detect_leaks=0 "$F/fuzz_names" -runs=1 \
-	$(ls -d "$F"/corpus_names/* | head -200) >/dev/null 2>&1
+	$(ls -d "$F"/corpus_names/* | head -100) >/dev/null 2>&1
 /usr/bin/python3 test/fuzz/check_outputs.py "$B/memtally" "$F/emit"
 echo "fuzz: ok"
