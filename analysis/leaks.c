@@ -114,24 +114,57 @@ static void
 analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 	char a[16], b[16], c[16], name[512];
 	const struct snap *pts[MAXPTS];
-	size_t npts = 0;
+	size_t npts = 0, warm = 0, tear = 0;
+	int marked = 0;
+	size_t *in_warmup = &warm, *in_teardown = &tear;
+	int *by_mark = &marked;
 	if (f->nsnaps) {
 		int64_t t0 = f->snaps[0].elapsed_ms, t1 = f->snaps[f->nsnaps - 1].elapsed_ms;
 		double from = (double)t0 + o->warmup * (double)(t1 - t0);
 		size_t lo = 0;
 		while (lo < f->nsnaps && (double)f->snaps[lo].elapsed_ms < from)
 			lo++;
-		/* Teardown: a process that frees what it held on the way out
-		 * (an interpreter's exit) would hide every leak (teardown_end). */
+		/* Teardown: what a process frees on its way out (an interpreter's
+		 * exit) would hide every leak.  With a step mark it is what comes
+		 * after the last step began; without, a fall that runs to the
+		 * end (teardown_end).  A spike before either is part of the run. */
 		size_t end = f->nsnaps;
 		if (lo < f->nsnaps) {
-			double *y = xmalloc(f->nsnaps * sizeof *y);
-			for (size_t i = 0; i < f->nsnaps; i++)
-				y[i] = (double)(f->snaps[i].tot[K_HEAP].live_bytes +
-						f->snaps[i].tot[K_MMAP].live_bytes);
-			end = teardown_end(y, lo, f->nsnaps);
-			free(y);
+			const struct snap *last = &f->snaps[f->nsnaps - 1];
+			const char *mk = last->nmarks ? last->marks[0].name : NULL;
+			double final = mk ? last->marks[0].value : 0;
+			/* only a counter (a value that never falls) marks steps */
+			double prev = -INFINITY;
+			for (size_t i = 0; mk && i < f->nsnaps; i++) {
+				const struct snap *p = &f->snaps[i];
+				if (!p->nmarks || strcmp(p->marks[0].name, mk))
+					continue;
+				if (p->marks[0].value < prev)
+					mk = NULL;
+				else
+					prev = p->marks[0].value;
+			}
+			*by_mark = mk != NULL;
+			if (mk) {
+				for (size_t i = lo; i < f->nsnaps; i++) {
+					const struct snap *p = &f->snaps[i];
+					if (p->nmarks && !strcmp(p->marks[0].name, mk) &&
+					    p->marks[0].value == final) {
+						end = i + 1; /* the first at the last step */
+						break;
+					}
+				}
+			} else {
+				double *y = xmalloc(f->nsnaps * sizeof *y);
+				for (size_t i = 0; i < f->nsnaps; i++)
+					y[i] = (double)(f->snaps[i].tot[K_HEAP].live_bytes +
+							f->snaps[i].tot[K_MMAP].live_bytes);
+				end = teardown_end(y, lo, f->nsnaps);
+				free(y);
+			}
 		}
+		*in_warmup = lo;
+		*in_teardown = f->nsnaps - (end > lo ? end : lo);
 		size_t cnt = end > lo ? end - lo : 0;
 		for (size_t i = 0; i < cnt && npts < MAXPTS; i++) {
 			size_t k = cnt <= MAXPTS ? i : i * (cnt - 1) / (MAXPTS - 1);
@@ -260,8 +293,12 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 	} else {
 		file_title(f);
 		if (npts < 3) {
-			printf("  too few snapshots after warm-up (%zu; need 3): take snapshots with "
-			       "MEMTALLY_INTERVAL or MEMTALLY_EVERY\n\n", npts);
+			/* say why: how many there were and where they went */
+			printf("  too few snapshots to judge growth: %zu in all, %zu in warm-up (the "
+			       "first %.0f%% of the run), %zu in teardown (%s), %zu left; need 3: take "
+			       "snapshots with MEMTALLY_EVERY or MEMTALLY_INTERVAL\n\n",
+			       f->nsnaps, warm, o->warmup * 100, tear,
+			       marked ? "after the last step began" : "the fall at the end", npts);
 		} else if (!nsus) {
 			printf("  no leak suspects: no call site grows steadily (%zu examined, %zu "
 			       "snapshots after the first %.0f%%)\n\n", examined, npts, o->warmup * 100);

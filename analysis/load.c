@@ -413,6 +413,7 @@ snapshot(struct ctx *c, struct jv *o) {
 		int64_t id = -1;
 		int kind = -2, have_live = 0;
 		memset(t, 0, sizeof *t);
+		t->at_peak_bytes = -1; /* files before at_peak_bytes */
 		for (struct jv *m = json_child(c->d, x); m; m = json_next(c->d, m)) {
 			const char *k = m->key;
 			uint32_t kl = m->keylen;
@@ -445,6 +446,10 @@ snapshot(struct ctx *c, struct jv *o) {
 			case 11:
 				if (!memcmp(k, "alloc_bytes", 11))
 					t->alloc_bytes = v;
+				break;
+			case 13:
+				if (!memcmp(k, "at_peak_bytes", 13))
+					t->at_peak_bytes = v;
 				break;
 			}
 		}

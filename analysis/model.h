@@ -16,6 +16,7 @@ struct site {
 	uint32_t stack;       /* index into its file's stacks; 0: none */
 	uint8_t kind;
 	int64_t live_bytes, live_count, allocs, alloc_bytes, frees, peak_bytes;
+	int64_t at_peak_bytes; /* live when its kind's total was at its peak; -1: not written */
 };
 
 struct totals {

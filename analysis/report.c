@@ -24,7 +24,9 @@ timeline_text(const struct mfile *f) {
 		       s->label ? s->label : "");
 	}
 	if (step > 1)
-		printf("  (%zu snapshots; every %zuth shown)\n", n, step);
+		printf("  (%zu snapshots; every %zu%s shown)\n", n, step,
+		       step % 100 / 10 == 1 ? "th" : step % 10 == 1 ? "st" : step % 10 == 2 ? "nd"
+					     : step % 10 == 3 ? "rd" : "th");
 }
 
 static void
@@ -83,6 +85,89 @@ sites_json(struct sb *j, struct mfile *f, const struct snap *s, struct opts *o) 
 	free(v);
 }
 
+/* The exact peak: each call site's live bytes when its kind's total was at
+ * its high-water mark, as the shim keeps them (FORMAT.md at_peak_bytes):
+ * the peak is there although no snapshot fell on it.  Sorted largest
+ * first; NULL when the file has no such figures (older files). */
+static int
+cmp_at_peak(const void *a, const void *b) {
+	const struct site *x = a, *y = b;
+	if (x->at_peak_bytes != y->at_peak_bytes)
+		return x->at_peak_bytes < y->at_peak_bytes ? 1 : -1;
+	return (x->stack > y->stack) - (x->stack < y->stack);
+}
+
+static struct site *
+at_peak_sites(struct mfile *f, const struct snap *s, size_t *n) {
+	struct site *v = snap_sites(f, s, n);
+	int have = 0;
+	for (size_t i = 0; i < *n && !have; i++)
+		have = v[i].at_peak_bytes >= 0;
+	if (!have) {
+		free(v);
+		return NULL;
+	}
+	xqsort(v, *n, sizeof *v, cmp_at_peak);
+	return v;
+}
+
+static void
+at_peak_text(struct mfile *f, const struct snap *s, const struct site *v, size_t n,
+	     struct opts *o) {
+	char a[16], b[16], name[512];
+	struct sb h = {0};
+	for (int k = 0; k < NKINDS; k++)
+		if ((o->kind < 0 || o->kind == k) && s->tot[k].present && s->tot[k].peak_bytes > 0)
+			sb_printf(&h, "%s%s %s", h.len ? ", " : "", kind_names[k],
+				  human(s->tot[k].peak_bytes, a));
+	printf("  top call sites at the peak (each kind at its high-water mark: %s):\n",
+	       h.len ? h.p : "none");
+	sb_free(&h);
+	printf("  %11s %11s %-9s %s\n", "at peak", "live now", "kind", "where");
+	int shown = 0;
+	for (size_t i = 0; i < n && shown < o->top; i++) {
+		if ((o->kind >= 0 && v[i].kind != o->kind) || v[i].at_peak_bytes <= 0)
+			continue;
+		site_name(f, v[i].stack, 2, name, sizeof name);
+		if (strlen(name) > 54 && !o->stacks)
+			strcpy(name + 51, "...");
+		printf("  %11s %11s %-9s %s\n", human(v[i].at_peak_bytes, a), human(v[i].live_bytes, b),
+		       kind_names[v[i].kind], name);
+		if (o->stacks)
+			site_print_stack(stdout, f, v[i].stack, "        ");
+		shown++;
+	}
+	if (!shown)
+		printf("  (no call sites)\n");
+}
+
+static void
+at_peak_json(struct sb *j, struct mfile *f, const struct snap *s, const struct site *v, size_t n,
+	     struct opts *o) {
+	sb_puts(j, ",\"at_peak\":{\"peak_bytes\":{");
+	int first = 1;
+	for (int k = 0; k < NKINDS; k++)
+		if (s->tot[k].present && s->tot[k].peak_bytes > 0) {
+			sb_printf(j, "%s\"%s\":%lld", first ? "" : ",", kind_names[k],
+				  (long long)s->tot[k].peak_bytes);
+			first = 0;
+		}
+	sb_puts(j, "},\"callsites\":[");
+	int shown = 0;
+	for (size_t i = 0; i < n && shown < o->top; i++) {
+		if ((o->kind >= 0 && v[i].kind != o->kind) || v[i].at_peak_bytes <= 0)
+			continue;
+		if (shown++)
+			sb_putc(j, ',');
+		sb_printf(j, "{\"stack\":%lld,\"kind\":\"%s\",\"at_peak_bytes\":%lld,\"live_bytes\":%lld,",
+			  stack_file_id(f, v[i].stack), kind_names[v[i].kind],
+			  (long long)v[i].at_peak_bytes, (long long)v[i].live_bytes);
+		site_json_names(j, f, v[i].stack);
+		sb_putc(j, '}');
+	}
+	sb_puts(j, "]}");
+}
+
 int
 cmd_report(struct opts *o) {
 	struct run r;
@@ -126,6 +211,12 @@ cmd_report(struct opts *o) {
 				sites_json(&j, f, &f->snaps[f->nsnaps - 1], o);
 				sb_puts(&j, ",\"peak\":");
 				sites_json(&j, f, file_peak(f), o);
+				size_t np;
+				const struct snap *last = &f->snaps[f->nsnaps - 1];
+				struct site *vp = at_peak_sites(f, last, &np);
+				if (vp)
+					at_peak_json(&j, f, last, vp, np, o);
+				free(vp);
 			}
 			sb_putc(&j, '}');
 			continue;
@@ -137,16 +228,22 @@ cmd_report(struct opts *o) {
 		}
 		const struct snap *last = &f->snaps[f->nsnaps - 1];
 		int64_t dropped = last->dropped_live + last->dropped_stacks;
-		printf("  %zu snapshots over %s; %s; shim memory %s%s%s\n", f->nsnaps,
+		printf("  %zu snapshot%s over %s; %s; shim memory %s%s%s\n", f->nsnaps,
+		       f->nsnaps == 1 ? "" : "s",
 		       human_ms(last->elapsed_ms, a),
 		       f->sample_bytes > 0 ? "heap sampled" : "heap exact", human(last->shim_bytes, lab),
 		       dropped ? "; DROPPED: tables full, figures incomplete" : "",
 		       f->truncated ? "; last line truncated" : "");
 		timeline_text(f);
 		sites_text(f, last, o, "at the last snapshot");
+		size_t np;
+		struct site *vp = at_peak_sites(f, last, &np);
 		const struct snap *pk = file_peak(f);
-		if (pk != last)
+		if (vp) /* exact, whatever the snapshots caught */
+			at_peak_text(f, last, vp, np, o);
+		else if (pk != last) /* older files: the snapshot that held most */
 			sites_text(f, pk, o, "at the peak");
+		free(vp);
 		printf("\n");
 	}
 	if (o->json) {

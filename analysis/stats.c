@@ -86,15 +86,15 @@ teardown_end(const double *y, size_t lo, size_t n) {
 	double peak = y[lo];
 	for (size_t i = lo; i < n; i++)
 		peak = y[i] > peak ? y[i] : peak;
-	size_t end = n;
-	while (end > lo + 1 && y[end - 1] < 0.8 * peak)
-		end--;
-	size_t p = end - 1;
+	/* Only a fall that runs to the end is teardown: a spike earlier (an
+	 * evaluation buffer, a checkpoint) is followed by more of the run,
+	 * and cutting at it hid every leak after it. */
+	size_t p = n - 1;
 	while (p > lo && y[p - 1] > y[p])
 		p--;
-	if (p < end - 1 && y[p] - y[end - 1] >= 0.05 * peak)
-		end = p + 1;
-	return end;
+	if (p < n - 1 && y[p] - y[n - 1] >= 0.05 * peak)
+		return p + 1;
+	return n;
 }
 
 int

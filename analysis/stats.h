@@ -12,12 +12,13 @@ double kendall_tau(const double *x, const double *y, size_t n);
 /* Robust z-scores (x - median) / (1.4826 * MAD) into z; when MAD is 0,
  * values away from the median by more than 10% of it get +-1e9. */
 void robust_z(const double *x, size_t n, double *z);
-/* Where a run's teardown starts, for live totals y[lo..n): the trailing
- * points below four fifths of the peak are dropped, then a trailing run of
- * strictly falling points that lost at least 5% of the peak (an
- * interpreter freeing what the program held on its way out: the first
- * thing it frees may be exactly the leak, while the total is still high).
- * Returns the end (exclusive), at least lo + 1. */
+/* Where a run's teardown starts, for live totals y[lo..n): a trailing run
+ * of strictly falling points, to the last, that lost at least 5% of the
+ * peak (an interpreter freeing what the program held on its way out: the
+ * first thing it frees may be exactly the leak, while the total is still
+ * high).  A fall followed by anything else is part of the run (a spike is
+ * neither a leak nor a teardown).  Returns the end (exclusive), at least
+ * lo + 1. */
 size_t teardown_end(const double *y, size_t lo, size_t n);
 
 /* One call site's growth, judged on a window of its live bytes y over

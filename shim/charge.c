@@ -222,7 +222,8 @@ mt_heap_alloc(void *p, size_t size) {
 	if (size >= mt_cfg.exact_above) /* large blocks go to the event ring */
 		mt_event(MT_EV_ALLOC, MT_HEAP, (uintptr_t)p, size, e.stack);
 	tc_add(&tc->live_count, (uint64_t)count);
-	mt_raise_peak(&t->peak_bytes, mt_add(&t->live_bytes, bytes));
+	if (mt_raise_peak(&t->peak_bytes, mt_add(&t->live_bytes, bytes)))
+		mt_peak_moved(MT_HEAP);
 	count_tracked();
 }
 

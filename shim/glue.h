@@ -83,14 +83,16 @@ mt_sys_munmap(void *p, size_t len) {
 				    __ATOMIC_ACQUIRE)
 
 /* Raise *peak to live if live is higher (a high-water mark many threads
- * raise at once: the compare-and-swap retries only while live is higher). */
-static inline void
+ * raise at once: the compare-and-swap retries only while live is higher).
+ * Returns whether this call raised it. */
+static inline int
 mt_raise_peak(int64_t *peak, int64_t live) {
 	int64_t p = __atomic_load_n(peak, __ATOMIC_RELAXED);
-	while (live > p &&
-	       !__atomic_compare_exchange_n(peak, &p, live, 1, __ATOMIC_RELAXED,
-					    __ATOMIC_RELAXED))
-		;
+	while (live > p)
+		if (__atomic_compare_exchange_n(peak, &p, live, 1, __ATOMIC_RELAXED,
+						__ATOMIC_RELAXED))
+			return 1;
+	return 0;
 }
 
 /* A spin lock that yields: held only for a few hundred instructions (a

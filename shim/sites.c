@@ -246,9 +246,24 @@ mt_site_get(uint32_t id, int kind) {
 	return (struct mt_site *)mt_chunk_at(&sites, id);
 }
 
+uint32_t mt_peak_epoch[MT_NKINDS];
+
+/* Before a site changes: if its kind's peak moved since it last changed,
+ * what it holds now is what it held at the peak.  (Two threads changing
+ * one site across a peak's move may save a figure one change apart.) */
+static inline void
+keep_at_peak(struct mt_site *s, int kind) {
+	uint32_t e = __atomic_load_n(&mt_peak_epoch[kind], __ATOMIC_RELAXED);
+	if (__builtin_expect(s->atpeak_epoch != e, 0)) {
+		s->atpeak_bytes = __atomic_load_n(&s->live_bytes, __ATOMIC_RELAXED);
+		s->atpeak_epoch = e;
+	}
+}
+
 void
 mt_site_alloc(uint32_t id, int kind, int64_t bytes, int64_t count) {
 	struct mt_site *s = mt_site_get(id, kind);
+	keep_at_peak(s, kind);
 	mt_raise_peak(&s->peak_bytes, mt_add(&s->live_bytes, bytes));
 	mt_add(&s->live_count, count);
 	mt_add(&s->allocs, (uint64_t)count);
@@ -258,6 +273,7 @@ mt_site_alloc(uint32_t id, int kind, int64_t bytes, int64_t count) {
 void
 mt_site_free(uint32_t id, int kind, int64_t bytes, int64_t count) {
 	struct mt_site *s = mt_site_get(id, kind);
+	keep_at_peak(s, kind);
 	mt_add(&s->live_bytes, -bytes);
 	mt_add(&s->live_count, -count);
 	mt_add(&s->frees, (uint64_t)count);
@@ -266,6 +282,7 @@ mt_site_free(uint32_t id, int kind, int64_t bytes, int64_t count) {
 void
 mt_site_unfree(uint32_t id, int kind, int64_t bytes, int64_t count) {
 	struct mt_site *s = mt_site_get(id, kind);
+	keep_at_peak(s, kind);
 	mt_add(&s->live_bytes, bytes);
 	mt_add(&s->live_count, count);
 	mt_add(&s->frees, (uint64_t)-count);
@@ -277,7 +294,8 @@ mt_totals_alloc(int kind, uint64_t bytes) {
 	mt_add(&t->allocs, 1);
 	mt_add(&t->alloc_bytes, bytes);
 	mt_add(&t->live_count, 1);
-	mt_raise_peak(&t->peak_bytes, mt_add(&t->live_bytes, (int64_t)bytes));
+	if (mt_raise_peak(&t->peak_bytes, mt_add(&t->live_bytes, (int64_t)bytes)))
+		mt_peak_moved(kind);
 }
 
 void
@@ -309,6 +327,7 @@ mt_sites_postfork_child(int fresh) {
 	/* The child's figures start from zero; its stacks are the parent's. */
 	mt_chunk_reset(&sites);
 	memset(mt_totals, 0, sizeof mt_totals);
+	memset(mt_peak_epoch, 0, sizeof mt_peak_epoch);
 	memset(mt_tcounts, 0, sizeof mt_tcounts);
 	mt_sites_dropped = 0;
 }

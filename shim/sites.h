@@ -22,7 +22,28 @@ struct mt_site {
 	uint64_t alloc_bytes; /* bytes ever allocated */
 	uint64_t frees;       /* frees ever */
 	int64_t peak_bytes;   /* highest live_bytes seen */
+	/* live_bytes when its kind's total last reached its high-water mark:
+	 * saved at the site's first change after the mark moved (epoch
+	 * differs), so the hot path pays one compare; when the site has not
+	 * changed since, its figure at the peak is live_bytes itself. */
+	int64_t atpeak_bytes;
+	uint32_t atpeak_epoch;
 };
+/* Bumped when a kind's total live bytes reach a new high (one per kind). */
+extern uint32_t mt_peak_epoch[];
+/* A site's live bytes at its kind's peak (see atpeak_bytes). */
+static inline int64_t
+mt_site_at_peak(const struct mt_site *s, int kind) {
+	return s->atpeak_epoch == __atomic_load_n(&mt_peak_epoch[kind], __ATOMIC_RELAXED)
+		       ? s->atpeak_bytes
+		       : s->live_bytes;
+}
+/* A kind's total reached a new high at live: bump its epoch.  The caller
+ * charged the site first, so the site that made the peak counts in it. */
+static inline void
+mt_peak_moved(int kind) {
+	__atomic_add_fetch(&mt_peak_epoch[kind], 1, __ATOMIC_RELAXED);
+}
 
 /* A stack id names (frames, kind): each id is one call site, so a site
  * costs one set of figures, not one per kind.  Ids 0 .. MT_NKINDS-1 are

@@ -40,6 +40,7 @@ struct shadow {
 	int64_t live_bytes;
 	uint64_t allocs, frees;
 	int64_t peak_bytes;
+	int64_t at_peak;     /* moves without the site changing: compared too */
 };
 struct track {                   /* per stack id; writer lock */
 	struct shadow k;             /* what the file says of this site */
@@ -309,11 +310,11 @@ site_json(struct mt_buf *b, uint32_t id, int kind, const struct mt_site *s,
 	mt_buf_printf(b,
 		      "{\"stack\":%u,\"kind\":\"%s\",\"live_bytes\":%ld,"
 		      "\"live_count\":%ld,\"allocs\":%lu,\"alloc_bytes\":%lu,"
-		      "\"frees\":%lu,\"peak_bytes\":%ld}",
+		      "\"frees\":%lu,\"peak_bytes\":%ld,\"at_peak_bytes\":%ld}",
 		      mt_stack_public(id), mt_kind_names[kind], (long)s->live_bytes,
 		      (long)s->live_count, (unsigned long)s->allocs,
 		      (unsigned long)s->alloc_bytes, (unsigned long)s->frees,
-		      (long)s->peak_bytes);
+		      (long)s->peak_bytes, (long)mt_site_at_peak(s, kind));
 	return 1;
 }
 
@@ -383,15 +384,17 @@ callsites(struct mt_buf *b, int dump) {
 				continue;
 			}
 			struct shadow *sh = &t->k;
+			int64_t at_peak = mt_site_at_peak(&c, k);
 			if (!full && sh->live_bytes == c.live_bytes &&
 			    sh->allocs == c.allocs && sh->frees == c.frees &&
-			    sh->peak_bytes == c.peak_bytes)
+			    sh->peak_bytes == c.peak_bytes && sh->at_peak == at_peak)
 				continue; /* unchanged since the last snapshot */
 			if (site_json(b, id, k, &c, &first, 0)) {
 				sh->live_bytes = c.live_bytes;
 				sh->allocs = c.allocs;
 				sh->frees = c.frees;
 				sh->peak_bytes = c.peak_bytes;
+				sh->at_peak = at_peak;
 			}
 		}
 	}

@@ -131,9 +131,9 @@ class File:
                     break
             key = (fn, c['kind'])
             a = agg.setdefault(key, {'live_bytes': 0, 'live_count': 0, 'allocs': 0,
-                                     'alloc_bytes': 0, 'frees': 0})
+                                     'alloc_bytes': 0, 'frees': 0, 'at_peak_bytes': 0})
             for k in a:
-                a[k] += c[k]
+                a[k] += c.get(k, 0)
         return agg
 
 def files(outdir):

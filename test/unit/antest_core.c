@@ -105,7 +105,7 @@ TEST(few_points) {
 TEST(teardown) {
 	/* rises to 100, stays, then an exit path frees down to 10 */
 	double y[] = {10, 40, 70, 100, 100, 100, 60, 30, 10};
-	EXPECT(teardown_end(y, 0, 9) == 6); /* 60, 30, 10 are below 4/5 */
+	EXPECT(teardown_end(y, 0, 9) == 6); /* 60, 30, 10: the way out */
 	/* ... and a fall of 5% of the peak before them goes too */
 	double w[] = {10, 40, 70, 100, 100, 100, 95, 60, 30, 10};
 	EXPECT(teardown_end(w, 0, 10) == 6);
@@ -114,6 +114,13 @@ TEST(teardown) {
 	EXPECT(teardown_end(z, 0, 8) == 3);
 	double flat[] = {5, 5, 5};
 	EXPECT(teardown_end(flat, 0, 3) == 3);
+	/* an early spike, then the run goes on (growing): no teardown (the
+	 * old rule cut everything below 4/5 of the spike) */
+	double spike[] = {10, 20, 100, 30, 40, 50, 60};
+	EXPECT(teardown_end(spike, 0, 7) == 7);
+	/* a spike, more of the run, then a real way out */
+	double both[] = {10, 100, 30, 40, 50, 35, 20};
+	EXPECT(teardown_end(both, 0, 7) == 5);
 }
 
 static struct jv *

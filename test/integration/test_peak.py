@@ -1,0 +1,105 @@
+"""What was live at the peak, exactly, with no options (issue 15): the shim
+keeps each call site's live bytes as of its kind's last high-water mark,
+so the peak is in every snapshot although none fell on it.
+
+- prog_peak (one thread): each site's bytes at the peak, exact, in every
+  snapshot as replayed from deltas (a site's figure at the peak moves when
+  another site makes a new peak: the delta must carry it);
+- a Python script that holds 64 MiB and frees it: a default `memtally run`
+  (one snapshot, at exit) names the script's line at the peak;
+- json.dumps, whose two join buffers are live together for an instant:
+  the heap's peak and its largest consumer agree with heaptrack's on the
+  same script (heaptrack_print's "peak heap memory consumption" and "PEAK
+  MEMORY CONSUMERS")."""
+import glob, json, os, re, shutil, subprocess, sys
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
+import mt
+
+B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
+MT = os.environ.get('MT_MEMTALLY') or os.path.join(B, 'memtally')
+MIB = 1 << 20
+
+if mt.case('exact'):
+    d = os.path.join(OUT, 'exact')
+    r = subprocess.run([MT, 'run', '--out', d, '--', os.path.join(B, 'test', 'prog_peak')],
+                       capture_output=True, text=True)
+    f = mt.files(d)[0]
+    want = {'1': {'site_s': 5 * MIB},
+            '2': {'site_s': 0, 'site_t': 8 * MIB},
+            '3': {'site_s': 0, 'site_t': 0, 'site_a': 10 * MIB, 'site_b': 10 * MIB, 'site_c': 0}}
+    for label, w in sorted(want.items()):
+        s = f.by_label(label)
+        got = {fn: a['at_peak_bytes'] for (fn, kind), a in f.sites_by_function(s, ('heap',)).items()
+               if fn.startswith('site_')}
+        mt.check(s and all(got.get(k) == v for k, v in w.items()),
+                 'snapshot "%s" (%s, deltas replayed): each site at the heap\'s peak %s (got %s)'
+                 % (label, s['callsites_mode'] if s else None, w, got))
+    fin = f.final()
+    mt.check(20 * MIB <= fin['heap']['peak_bytes'] < 20 * MIB + 256 * 1024,
+             'the heap\'s peak is 20 MiB and a little (%d)' % fin['heap']['peak_bytes'])
+    rep = json.loads(subprocess.run([MT, 'report', '--json', d], capture_output=True, text=True).stdout)
+    ap = rep['processes'][0].get('at_peak', {})
+    rows = {c['function']: c['at_peak_bytes'] for c in ap.get('callsites', [])}
+    mt.check(rows.get('site_a') == 10 * MIB and rows.get('site_b') == 10 * MIB and 'site_c' not in rows,
+             'report --json at_peak: site_a and site_b 10 MiB each, site_c not there (%s)' % rows)
+
+if mt.case('python'):
+    d = os.path.join(OUT, 'py')
+    script = os.path.join(OUT, 'hold.py')
+    with open(script, 'w') as fh:
+        fh.write('def load():\n'
+                 '    return [bytearray(4096) for _ in range(16384)]\n'
+                 'data = load()\n'
+                 'total = sum(len(b) for b in data)\n'
+                 'del data\n'
+                 'print(total)\n')
+    r = subprocess.run([MT, 'run', '--out', d, '--', '/usr/bin/python3', script], capture_output=True, text=True)
+    rep = subprocess.run([MT, 'report', d], capture_output=True, text=True).stdout
+    m = re.search(r'top call sites at the peak \(each kind at its high-water mark: heap ([\d.]+) MiB', rep)
+    row = re.search(r'^\s+([\d.]+) MiB\s+\S+ \S+\s+heap\s+(load\.<locals>\.)?<listcomp> \(hold\.py:2\) < load < <module>', rep, re.M)
+    mt.check(r.stdout.strip() == str(4096 * 16384) and m and float(m.group(1)) >= 64 and row and
+             float(row.group(1)) >= 64,
+             'a default run (one snapshot, at exit) shows the 64 MiB peak at the script\'s line: %s; %s'
+             % (m.group(0) if m else None, row.group(0).strip() if row else None))
+
+if mt.case('json'):
+    d = os.path.join(OUT, 'jd')
+    script = os.path.join(OUT, 'jd.py')
+    with open(script, 'w') as fh:
+        fh.write('import json\n'
+                 'd = {"key%d" % i: "v" * 100 for i in range(150000)}\n'
+                 's = json.dumps(d)\n'
+                 't = json.dumps(d, indent=1)\n'
+                 'print(len(s), len(t))\n')
+    subprocess.run([MT, 'run', '--out', d, '--', '/usr/bin/python3', script], capture_output=True)
+    rep = json.loads(subprocess.run([MT, 'report', '--json', '--top', '1000', d], capture_output=True,
+                                    text=True).stdout)['processes'][0]
+    ap = rep['at_peak']
+    ours_peak = ap['peak_bytes']['heap']
+    # the join buffers: the sites whose allocating frame is
+    # _PyUnicode_JoinArray (named, in the report, by JSONEncoder.encode's line)
+    join = sum(c['at_peak_bytes'] for c in ap['callsites'] if c['kind'] == 'heap' and c['frames'] and
+               c['frames'][0]['function'] == '_PyUnicode_JoinArray' and
+               c['where'].startswith('JSONEncoder.encode (encoder.py:'))
+    ht = shutil.which('heaptrack')
+    if not ht:
+        mt.check(False, 'heaptrack is installed (scripts/setup-deps.sh)')
+    else:
+        for p in glob.glob(os.path.join(OUT, 'ht*')):
+            os.unlink(p)
+        subprocess.run([ht, '-o', os.path.join(OUT, 'ht'), '/usr/bin/python3', script], capture_output=True,
+                       timeout=300)
+        zst = glob.glob(os.path.join(OUT, 'ht*.zst')) + glob.glob(os.path.join(OUT, 'ht*.gz'))
+        pr = subprocess.run(['heaptrack_print', '-f', zst[0]], capture_output=True, text=True).stdout if zst else ''
+        unit = {'': 1, 'K': 1e3, 'M': 1e6, 'G': 1e9}
+        m = re.search(r'peak heap memory consumption: ([\d.]+)([KMG]?)', pr)
+        top = re.search(r'PEAK MEMORY CONSUMERS\n([\d.]+)([KMG]?) peak memory consumed over \d+ calls from\n'
+                        r'(\S+)', pr)
+        ht_peak = float(m.group(1)) * unit[m.group(2)] if m else None
+        ht_top = float(top.group(1)) * unit[top.group(2)] if top else None
+        mt.check(ht_peak and abs(ours_peak - ht_peak) <= 0.01 * ht_peak,
+                 'json.dumps: the heap\'s peak %d B, heaptrack\'s %s B (within 1%%)' % (ours_peak, ht_peak))
+        mt.check(ht_top and top.group(3) == '_PyUnicode_JoinArray' and abs(join - ht_top) <= 0.01 * ht_top,
+                 'json.dumps: at the peak the join buffers hold %d B (encoder.py), heaptrack\'s largest '
+                 'peak consumer %s holds %s B (within 1%%)' % (join, top.group(3) if top else None, ht_top))
+mt.done()
