@@ -124,8 +124,8 @@ compare(struct mfile *fa, const struct snap *a, struct mfile *fb,
 			sb_putc(j, '}');
 		} else {
 			site_name(f, st, 2, name, sizeof name);
-			if (strlen(name) > 44 && !o->stacks)
-				strcpy(name + 41, "...");
+			if (!o->stacks)
+				site_fit(name, 58);
 			printf("  %11s %11s %11s %9lld %-9s %s%s\n", human(r->live_b - r->live_a, x),
 			       human(r->live_a, y), human(r->live_b, z), (long long)r->count_b,
 			       kind_names[r->kind], name,

@@ -310,8 +310,8 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 			for (size_t i = 0; i < nsus && (int)i < o->top; i++) {
 				struct suspect *t = &sus[i];
 				site_name(f, t->stack, 2, name, sizeof name);
-				if (strlen(name) > 44 && !o->stacks)
-					strcpy(name + 41, "...");
+				if (!o->stacks)
+					site_fit(name, 59);
 				printf("  %2zu %11s %11s %5.2f %5.1f%% %10s %-5s %s\n", i + 1,
 				       human((int64_t)t->per_hour, a),
 				       mark ? human((int64_t)llround(t->per_step), b) : "", t->tau,

@@ -112,8 +112,8 @@ one(struct mfile *f, struct opts *o, struct sb *j, int first) {
 			if (!v[i].live_bytes)
 				break;
 			site_name(f, v[i].stack, 2, name, sizeof name);
-			if (strlen(name) > 60 && !o->stacks)
-				strcpy(name + 57, "...");
+			if (!o->stacks)
+				site_fit(name, 37);
 			printf("  %11s %9lld %-12s %s\n", human(v[i].live_bytes, a),
 			       (long long)v[i].live_count, kind_names[v[i].kind], name);
 			if (o->stacks)

@@ -45,8 +45,8 @@ sites_text(struct mfile *f, const struct snap *s, struct opts *o, const char *ti
 		if (!v[i].live_bytes && shown)
 			break;
 		site_name(f, v[i].stack, 2, name, sizeof name);
-		if (strlen(name) > 44 && !o->stacks)
-			strcpy(name + 41, "...");
+		if (!o->stacks)
+			site_fit(name, 56);
 		printf("  %11s %9lld %9lld %11s %-9s %s\n", human(v[i].live_bytes, a),
 		       (long long)v[i].live_count, (long long)v[i].allocs,
 		       human(v[i].alloc_bytes, b), kind_names[v[i].kind], name);
@@ -129,8 +129,8 @@ at_peak_text(struct mfile *f, const struct snap *s, const struct site *v, size_t
 		if ((o->kind >= 0 && v[i].kind != o->kind) || v[i].at_peak_bytes <= 0)
 			continue;
 		site_name(f, v[i].stack, 2, name, sizeof name);
-		if (strlen(name) > 54 && !o->stacks)
-			strcpy(name + 51, "...");
+		if (!o->stacks)
+			site_fit(name, 36);
 		printf("  %11s %11s %-9s %s\n", human(v[i].at_peak_bytes, a), human(v[i].live_bytes, b),
 		       kind_names[v[i].kind], name);
 		if (o->stacks)

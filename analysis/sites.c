@@ -69,6 +69,59 @@ site_first_informative(const struct frame *fr, int nf) {
 }
 
 
+/* A Python frame of the user's own code: not the standard library, an
+ * installed package (site-packages, dist-packages) or frozen/generated
+ * code ("<frozen os>", "<string>"). */
+static int
+py_user(const struct frame *fr) {
+	const char *f = fr->file;
+	return fr->python == 1 && f && f[0] != '<' && !strstr(f, "/site-packages/") &&
+	       !strstr(f, "/dist-packages/") && !strstr(f, "/lib/python");
+}
+
+/* func without its parameter list (and a trailing " const"): C++ names
+ * such as "ggc_internal_alloc(unsigned long, void (*)(void*), ...)" made
+ * every row of a report read alike. */
+static const char *
+short_func(const char *func, char *buf, size_t n) {
+	size_t len = strlen(func);
+	if (len > 6 && !strcmp(func + len - 6, " const"))
+		len -= 6;
+	if (!len || func[len - 1] != ')' || n < 2)
+		return func;
+	int depth = 0;
+	size_t i = len;
+	while (i-- > 0) {
+		if (func[i] == ')')
+			depth++;
+		else if (func[i] == '(' && !--depth)
+			break;
+	}
+	if (i == (size_t)-1 || i == 0) /* unbalanced, or "(...)" alone */
+		return func;
+	snprintf(buf, n, "%.*s", (int)i, func);
+	return buf;
+}
+
+/* One frame as a name shows it: "func (file.c:12)" with the short
+ * function name, else what sym_text says. */
+static void
+frame_text(struct sb *s, const struct frame *fr, int with_line) {
+	char t[512], sf[512];
+	if (!fr->func) {
+		sb_puts(s, sym_text(fr, t, sizeof t, 0));
+		return;
+	}
+	sb_puts(s, short_func(fr->func, sf, sizeof sf));
+	if (with_line && fr->file && fr->line) {
+		const char *b = strrchr(fr->file, '/');
+		sb_printf(s, " (%s:%d)", b ? b + 1 : fr->file, fr->line);
+	} else if (with_line && !fr->python && fr->module) { /* no line: its module */
+		const char *b = strrchr(fr->module, '/');
+		sb_printf(s, " (%s)", b ? b + 1 : fr->module);
+	}
+}
+
 const char *
 site_name(const struct mfile *f, uint32_t stack, int ctx, char *buf, size_t n) {
 	struct frame fr[MAXF];
@@ -77,25 +130,95 @@ site_name(const struct mfile *f, uint32_t stack, int ctx, char *buf, size_t n) {
 		snprintf(buf, n, "[unknown stack]");
 		return buf;
 	}
-	int i = site_first_informative(fr, nf);
+	int i = site_first_informative(fr, nf), has_py = 0;
+	for (int k = 0; k < nf; k++)
+		has_py |= fr[k].python == 1;
 	struct sb s = {0};
-	char t[512];
-	for (int k = 0; i < nf && k <= ctx; i++, k++) {
-		if (k && sym_boring(&fr[i])) { /* libc's start-up frames */
-			k--;
+	frame_text(&s, &fr[i], 1);
+	/* In a Python process the innermost frame of the user's own code
+	 * says where: "relu (functional.py:1457) < Net.forward (train.py:38)"
+	 * ("< ... <" where frames between are left out). */
+	if (fr[i].python == 1 && !py_user(&fr[i])) {
+		int u = i + 1;
+		while (u < nf && !py_user(&fr[u]))
+			u++;
+		if (u < nf) {
+			sb_puts(&s, u == i + 1 ? " < " : " < ... < ");
+			frame_text(&s, &fr[u], 1);
+			i = u;
+			ctx--;
+		}
+	}
+	for (int k = 0, j = i + 1; j < nf && k < ctx; j++) {
+		/* callers: function names only, to fit a line; never libc's
+		 * start-up frames, nor an interpreter's unnamed frames where
+		 * Python frames say more */
+		if (sym_boring(&fr[j]) || (has_py && !fr[j].python && !fr[j].func))
 			continue;
-		}
-		if (k)
-			sb_puts(&s, " < ");
-		if (k) { /* callers: function name only, to fit a line */
-			sb_puts(&s, fr[i].func ? fr[i].func : sym_text(&fr[i], t, sizeof t, 0));
-		} else {
-			sb_puts(&s, sym_text(&fr[i], t, sizeof t, 0));
-		}
+		sb_puts(&s, " < ");
+		frame_text(&s, &fr[j], 0);
+		k++;
 	}
 	snprintf(buf, n, "%s", s.p ? s.p : "");
 	sb_free(&s);
 	return buf;
+}
+
+/* Does this part of a name carry a line, "func (file.py:12)"?  Callers
+ * are names only, so after the first part it is the user's own frame. */
+static int
+part_has_line(const char *p, size_t n) {
+	if (n < 5 || p[n - 1] != ')')
+		return 0;
+	size_t i = n - 1;
+	while (i > 0 && p[i - 1] >= '0' && p[i - 1] <= '9')
+		i--;
+	return i < n - 1 && i > 0 && p[i - 1] == ':' && memchr(p, '(', n);
+}
+
+static void
+cut_end(char *s, size_t room) {
+	if (strlen(s) <= room)
+		return;
+	size_t k = room > 3 ? room - 3 : 0; /* on a character boundary */
+	while (k && ((unsigned char)s[k] & 0xc0) == 0x80)
+		k--;
+	strcpy(s + k, "...");
+}
+
+void
+site_fit(char *name, int col) {
+	int width = term_width();
+	if (!width)
+		return; /* not a terminal: whole names */
+	size_t room = width - col > 24 ? (size_t)(width - col) : 24;
+	/* the parts: the allocating frame, maybe the user's own line, callers */
+	char *sep[64];
+	int np = 0;
+	for (char *p = name; np < 64 && (p = strstr(p, " < ")); p += 3)
+		sep[np++] = p;
+	int user = -1; /* the separator before the user's part */
+	for (int i = 0; i < np && user < 0; i++) {
+		char *b = sep[i] + 3, *e = i + 1 < np ? sep[i + 1] : b + strlen(b);
+		if (part_has_line(b, (size_t)(e - b)))
+			user = i;
+	}
+	/* callers go first, from the last */
+	while (strlen(name) > room && np > (user >= 0 ? user + 1 : 1))
+		*sep[--np] = 0;
+	if (strlen(name) > room && user >= 0 && sep[user] > name) {
+		/* then the allocating frame's own text, keeping the user's line */
+		char rest[1024];
+		snprintf(rest, sizeof rest, "%s", sep[user]);
+		size_t keep = room > strlen(rest) + 8 ? room - strlen(rest) : 0;
+		if (keep) {
+			*sep[user] = 0;
+			cut_end(name, keep);
+			strcat(name, rest);
+			return;
+		}
+	}
+	cut_end(name, room);
 }
 
 const char *

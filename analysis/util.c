@@ -1,7 +1,9 @@
 /* util.c — helpers for the analysis command (util.h). */
 #include "util.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <stdarg.h>
@@ -306,6 +308,34 @@ write_all(int fd, const void *data, size_t len) {
 
 void
 write_output(const char *path, const void *data, size_t len) {
+	/* "-", /dev/stdout and /dev/stderr are the streams; a path that is
+	 * itself a FIFO or a device (/dev/null) is written as it is -- renaming
+	 * over it would replace /dev/null with a file.  A link is never
+	 * followed (a planted one is replaced, below). */
+	int stream = !strcmp(path, "-") || !strcmp(path, "/dev/stdout") ? 1
+		     : !strcmp(path, "/dev/stderr")                   ? 2
+								      : -1;
+	struct stat st;
+	if (stream < 0 && !lstat(path, &st) && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode) &&
+	    !S_ISDIR(st.st_mode)) {
+		/* O_NONBLOCK: a FIFO without a reader is an error, not a hang */
+		int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+		if (fd >= 0)
+			fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+		int err = fd < 0 ? errno : write_all(fd, data, len);
+		if (fd >= 0 && close(fd) && !err)
+			err = errno;
+		if (err)
+			die(EXIT_USAGE, "%s: %s", path, strerror(err));
+		return;
+	}
+	if (stream > 0) {
+		fflush(stdout);
+		int err = write_all(stream, data, len);
+		if (err)
+			die(EXIT_USAGE, "%s: %s", path, strerror(err));
+		return;
+	}
 	struct sb tmp = {0};
 	sb_printf(&tmp, "%s.XXXXXX", path);
 	int fd = mkstemp(tmp.p); /* O_EXCL in path's own directory */
@@ -333,4 +363,20 @@ sb_json_num(struct sb *s, const char *fmt, double v) {
 		sb_printf(s, fmt, v);
 	else
 		sb_puts(s, "null");
+}
+
+int
+term_width(void) {
+	static int w = -1;
+	if (w >= 0)
+		return w;
+	struct winsize ws;
+	const char *c = getenv("COLUMNS");
+	if (c && atoi(c) > 0)
+		w = atoi(c);
+	else if (isatty(1) && !ioctl(1, TIOCGWINSZ, &ws) && ws.ws_col > 0)
+		w = ws.ws_col;
+	else
+		w = 0;
+	return w;
 }

@@ -48,6 +48,9 @@ void sb_json_str(struct sb *s, const char *str); /* "escaped" */
 void sb_json_num(struct sb *s, const char *fmt, double v);
 void sb_free(struct sb *s);
 void sb_puts_n(struct sb *s, const char *p, size_t n);
+/* Columns of the terminal on stdout ($COLUMNS first); 0 when stdout is
+ * not a terminal (text then keeps whole names). */
+int term_width(void);
 /* Text for a terminal: buf appended to out with each control character
  * (but newline and tab) and each byte that is not part of a UTF-8
  * character as \xNN.  A character cut by the end of buf is held in t

@@ -8,6 +8,10 @@ overwritten.
                the next snapshot makes a new file, the victim is untouched
   out-link:    `memtally html/flame/torch -o PATH` with a link at PATH: the
                link is replaced by the new file, the victim is untouched
+  out-device:  `-o` naming a device node (a private copy of /dev/null) or a
+               FIFO writes into it; the node stays a node (renaming over it
+               made /dev/null a file for every user of the machine), and
+               `-o -` and `-o /dev/stdout` write to standard output
   setuid:      a setuid-root program started by an ordinary user, with the
                shim in /etc/ld.so.preload (where glibc loads it for secure
                programs) and MEMTALLY_OUT set by that user: the shim stays
@@ -18,7 +22,7 @@ overwritten.
                with a message; the program runs on unchanged
 (The first version opened dumps O_CREAT|O_TRUNC and re-opened a deleted
 file O_CREAT|O_APPEND, following both links.)"""
-import ctypes, glob, json, os, shutil, socket, subprocess, sys
+import time, ctypes, glob, json, os, shutil, socket, subprocess, sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
 
@@ -116,6 +120,38 @@ if mt.case('out-link'):
         mt.check(got == VICTIM, 'out-link: %s left the link\'s target alone (%d bytes: %r)' % (cmd, len(got), got[:40]))
         mt.eq([x for x in os.listdir(d) if '.XXXX' in x or x.startswith(name + '.')], [],
               'out-link: %s left no temporary file' % cmd)
+if mt.case('out-device'):
+    import stat
+    d = os.path.join(OUT, 'out-device')
+    os.makedirs(d, exist_ok=True)
+    node = os.path.join(d, 'null')
+    if os.path.lexists(node):
+        os.unlink(node)
+    os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    src = [p for p in glob.glob(run('dump-link') + '/memtally.*.jsonl')
+           if not os.path.islink(p) and '.oom' not in p][0]
+    MT = os.path.join(B, 'memtally')
+    r = subprocess.run([MT, 'flame', src, '-o', node], capture_output=True, text=True)
+    mt.check(r.returncode == 0 and stat.S_ISCHR(os.lstat(node).st_mode),
+             'out-device: flame -o a device node writes into it; the node stays a device (%s)' % r.stderr.strip()[-80:])
+    fifo = os.path.join(d, 'fifo')
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    sink = os.path.join(d, 'from-fifo')
+    with open(sink, 'wb') as fh:  # (a pipe to us would fill while we wait)
+        reader = subprocess.Popen(['cat', fifo], stdout=fh)
+        for _ in range(100):  # until cat has the FIFO open (else: ENXIO, at once)
+            r = subprocess.run([MT, 'flame', src, '-o', fifo], capture_output=True, text=True, timeout=30)
+            if 'No such device' not in r.stderr:
+                break
+            time.sleep(0.1)
+        reader.wait(timeout=30)
+    got = open(sink, 'rb').read()
+    mt.check(r.returncode == 0 and got.startswith(b'<?xml') and stat.S_ISFIFO(os.lstat(fifo).st_mode),
+             'out-device: flame -o a FIFO: its reader gets the SVG (%d bytes), the FIFO stays' % len(got))
+    for o in ('-', '/dev/stdout'):
+        r = subprocess.run([MT, 'flame', src, '-o', o], capture_output=True)
+        mt.check(r.returncode == 0 and r.stdout.startswith(b'<?xml'), 'out-device: -o %s writes to stdout' % o)
 if mt.case('modes'):
     d = os.path.join(OUT, 'modes', 'new', 'deeper')
     shutil.rmtree(os.path.join(OUT, 'modes'), ignore_errors=True)

@@ -29,15 +29,20 @@ CASES = [
     ('oom-json', ['oom', '--json', IN]),
     ('diff', ['diff', R1, R0]),
     ('diff-json', ['diff', '--json', R1, R0]),
+    ('report-80', ['report', R0]),  # a terminal of 80 columns (COLUMNS=80)
+    ('flame-folded', ['flame', '--folded', '--snapshot', 'peak', IN]),
 ]
 
 for name, args in CASES:
     if not mt.case(name):
         continue
-    r = subprocess.run([MT] + args, capture_output=True, text=True, cwd=G)
+    env = {k: v for k, v in os.environ.items() if k != 'COLUMNS'}  # a pipe: whole names
+    if name.endswith('-80'):
+        env['COLUMNS'] = '80'
+    r = subprocess.run([MT] + args, capture_output=True, text=True, cwd=G, env=env)
     # paths in the output are the inputs' own: make them relative
     got = ('$ memtally %s\n' % ' '.join(os.path.relpath(a, G) if a.startswith('/') else a for a in args) +
-           r.stdout.replace(G + '/', '') + ('[exit %d]\n' % r.returncode))
+           r.stdout.replace(G + '/', '') + r.stderr.replace(G + '/', '') + ('[exit %d]\n' % r.returncode))
     path = os.path.join(G, name + '.txt')
     if UPDATE:
         with open(path, 'w') as f:
