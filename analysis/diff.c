@@ -158,8 +158,8 @@ cmd_diff(struct opts *o) {
 		sb_puts(&j, "{\"pairs\":[");
 	int pairs = 0;
 	if (a.r.nfiles == 1 && b.r.nfiles == 1) {
-		compare(&a.r.files[0], pick_snapshot(&a.r.files[0], a.seq), &b.r.files[0],
-			pick_snapshot(&b.r.files[0], b.seq), o, &j, 1);
+		compare(&a.r.files[0], pick_snapshot(&a.r.files[0], a.seq, o->kind), &b.r.files[0],
+			pick_snapshot(&b.r.files[0], b.seq, o->kind), o, &j, 1);
 		pairs = 1;
 	} else {
 		for (size_t i = 0; i < a.r.nfiles; i++) {
@@ -168,7 +168,7 @@ cmd_diff(struct opts *o) {
 				struct mfile *fb = &b.r.files[k];
 				if (fa->rank < 0 || fa->rank != fb->rank)
 					continue;
-				compare(fa, pick_snapshot(fa, a.seq), fb, pick_snapshot(fb, b.seq), o, &j,
+				compare(fa, pick_snapshot(fa, a.seq, o->kind), fb, pick_snapshot(fb, b.seq, o->kind), o, &j,
 					pairs == 0);
 				pairs++;
 			}

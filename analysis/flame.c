@@ -361,7 +361,7 @@ cmd_flame(struct opts *o) {
 	struct fnode *root = flame_new();
 	char lab[128], title[256];
 	for (size_t i = 0; i < r.nfiles; i++)
-		flame_add(root, &r.files[i], pick_snapshot(&r.files[i], o->snapshot), o->metric,
+		flame_add(root, &r.files[i], pick_snapshot(&r.files[i], o->snapshot, o->kind), o->metric,
 			  r.nfiles > 1 ? file_label(&r.files[i], lab, sizeof lab) : NULL, o->kind);
 	if (r.nfiles == 1)
 		snprintf(title, sizeof title, "%s: %s", file_label(&r.files[0], lab, sizeof lab),

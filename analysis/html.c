@@ -131,7 +131,7 @@ process_json(struct sb *j, struct mfile *f) {
 	sb_json_str(j, f->argv);
 	/* which snapshots: all, or evenly spaced with the first, last, peak */
 	size_t n = f->nsnaps, *idx = xmalloc((n + 1) * sizeof *idx), m = 0;
-	const struct snap *pk = file_peak(f);
+	const struct snap *pk = file_peak(f, -1);
 	for (size_t i = 0; i < n; i++) {
 		int keep = n <= MAX_SNAPS || i == 0 || i == n - 1 || &f->snaps[i] == pk ||
 			   (i * (MAX_SNAPS - 3) / n != (i + 1) * (MAX_SNAPS - 3) / n);

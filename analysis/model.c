@@ -18,13 +18,18 @@ snap_live(const struct snap *s, int kind) {
 	return t;
 }
 
+static int64_t
+peak_value(const struct snap *s, int kind) {
+	return kind >= 0 ? s->tot[kind].live_bytes
+			 : s->tot[K_HEAP].live_bytes + s->tot[K_MMAP].live_bytes;
+}
+
 const struct snap *
-file_peak(const struct mfile *f) {
+file_peak(const struct mfile *f, int kind) {
 	const struct snap *best = NULL;
 	for (size_t i = 0; i < f->nsnaps; i++) {
 		const struct snap *s = &f->snaps[i];
-		int64_t v = s->tot[K_HEAP].live_bytes + s->tot[K_MMAP].live_bytes;
-		if (!best || v > best->tot[K_HEAP].live_bytes + best->tot[K_MMAP].live_bytes)
+		if (!best || peak_value(s, kind) > peak_value(best, kind))
 			best = s;
 	}
 	return best;
@@ -125,11 +130,11 @@ snap_sites(struct mfile *f, const struct snap *s, size_t *n) {
 }
 
 const struct snap *
-pick_snapshot(const struct mfile *f, long seq) {
+pick_snapshot(const struct mfile *f, long seq, int kind) {
 	if (!f->nsnaps)
 		die(EXIT_BAD_INPUT, "%s: no snapshots", f->path);
 	if (seq == SNAP_PEAK)
-		return file_peak(f);
+		return file_peak(f, kind);
 	if (seq < 0)
 		return &f->snaps[f->nsnaps - 1];
 	for (size_t i = 0; i < f->nsnaps; i++)

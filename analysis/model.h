@@ -160,11 +160,11 @@ struct site *snap_sites(struct mfile *f, const struct snap *s, size_t *n);
  * 1 naming the file when there is none. */
 #define SNAP_LAST (-1)
 #define SNAP_PEAK (-2)
-const struct snap *pick_snapshot(const struct mfile *f, long seq);
+const struct snap *pick_snapshot(const struct mfile *f, long seq, int kind);
 /* A snapshot's figure for a kind, summed over kinds when kind < 0. */
 int64_t snap_live(const struct snap *s, int kind);
-/* The snapshot with the most live heap + mmap bytes. */
-const struct snap *file_peak(const struct mfile *f);
+/* The snapshot with the most live bytes of kind (kind < 0: heap + mmap). */
+const struct snap *file_peak(const struct mfile *f, int kind);
 const struct module *file_module(const struct mfile *f, uint64_t pc);
 /* "host r3 p1234" or "host p1234" */
 const char *file_label(const struct mfile *f, char *buf, size_t n);

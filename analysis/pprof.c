@@ -422,7 +422,7 @@ cmd_pprof(struct opts *o) {
 		struct prof P;
 		prof_init(&P);
 		for (size_t i = 0; i < r.nfiles; i++)
-			add_file(&P, &r.files[i], pick_snapshot(&r.files[i], o->snapshot), o->kind);
+			add_file(&P, &r.files[i], pick_snapshot(&r.files[i], o->snapshot, o->kind), o->kind);
 		comment(&P, "stacks start at the frame memtally names a call site by%s",
 			sites_native_only ? " (native frames only)" : "");
 		prof_write(&P, o->out);
@@ -432,7 +432,7 @@ cmd_pprof(struct opts *o) {
 	for (size_t i = 0; i < r.nfiles; i++) {
 		struct prof P;
 		prof_init(&P);
-		add_file(&P, &r.files[i], pick_snapshot(&r.files[i], o->snapshot), o->kind);
+		add_file(&P, &r.files[i], pick_snapshot(&r.files[i], o->snapshot, o->kind), o->kind);
 		comment(&P, "stacks start at the frame memtally names a call site by%s",
 			sites_native_only ? " (native frames only)" : "");
 		char *path = per_process_name(o->out, &r.files[i]);

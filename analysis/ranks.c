@@ -16,7 +16,25 @@
 struct rk {
 	const struct mfile *f;
 	double peak_host, final_host, peak_dev, final_dev, peak_rss, final_rss, growth;
+	double per_step;   /* growth per unit of the step mark; NAN: no mark */
+	double window_h;   /* the window growth is measured on, in hours */
 };
+
+/* The growth column: per step when steps are marked; per hour only for a
+ * window of an hour or more (a 25 s run extrapolated to 65 GiB/h); else
+ * what it grew over the window. */
+static const char *
+growth_text(const struct rk *k, int per_step, char *buf, size_t n) {
+	char a[16], t[32];
+	if (per_step)
+		snprintf(buf, n, "%s/step", human((int64_t)llround(k->per_step), a));
+	else if (k->window_h >= 1)
+		snprintf(buf, n, "%s/h", human((int64_t)k->growth, a));
+	else
+		snprintf(buf, n, "%s in %s", human((int64_t)(k->growth * k->window_h), a),
+			 human_ms((int64_t)(k->window_h * 3.6e6), t));
+	return buf;
+}
 
 static int
 cmp_rank(const void *x, const void *y) {
@@ -54,7 +72,9 @@ cmd_ranks(struct opts *o) {
 		}
 		struct rk *k = &v[m++];
 		k->f = f;
-		double *x = xmalloc(f->nsnaps * sizeof *x), *y = xmalloc(f->nsnaps * sizeof *y);
+		double *x = xmalloc(f->nsnaps * sizeof *x), *y = xmalloc(f->nsnaps * sizeof *y),
+		       *st = xmalloc(f->nsnaps * sizeof *st);
+		const char *mk = f->snaps[f->nsnaps - 1].nmarks ? f->snaps[f->nsnaps - 1].marks[0].name : NULL;
 		for (size_t s = 0; s < f->nsnaps; s++) {
 			const struct snap *sn = &f->snaps[s];
 			double h = host_live(sn), d = dev_live(sn);
@@ -63,6 +83,10 @@ cmd_ranks(struct opts *o) {
 			k->peak_rss = fmax(k->peak_rss, (double)sn->rss_bytes);
 			x[s] = (double)sn->elapsed_ms / 3.6e6;
 			y[s] = h + d;
+			st[s] = NAN;
+			for (int q = 0; mk && q < sn->nmarks; q++)
+				if (!strcmp(sn->marks[q].name, mk))
+					st[s] = sn->marks[q].value;
 		}
 		const struct snap *last = &f->snaps[f->nsnaps - 1];
 		k->final_host = host_live(last);
@@ -74,8 +98,14 @@ cmd_ranks(struct opts *o) {
 		size_t end = teardown_end(y, 0, f->nsnaps);
 		size_t from = end / 2;
 		k->growth = end - from >= 3 ? theil_sen(x + from, y + from, end - from) : 0;
+		k->window_h = end > from ? x[end - 1] - x[from] : 0;
+		int marked = mk && end - from >= 3;
+		for (size_t q = from; q < end && marked; q++)
+			marked = !isnan(st[q]);
+		k->per_step = marked && st[end - 1] > st[from] ? theil_sen(st + from, y + from, end - from) : NAN;
 		free(x);
 		free(y);
+		free(st);
 	}
 	if (!m)
 		die(EXIT_BAD_INPUT, "ranks: no process has a snapshot");
@@ -107,9 +137,11 @@ cmd_ranks(struct opts *o) {
 	if (o->json)
 		sb_puts(&j, "{\"ranks\":[");
 	else
-		printf("%-22s %10s %10s %10s %10s %10s %11s  %s\n", "rank", "peak host", "final host",
-		       "peak dev", "final dev", "peak rss", "growth/h", "");
-	int outliers = 0;
+		printf("%-22s %10s %10s %10s %10s %10s %18s  %s\n", "rank", "peak host", "final host",
+		       "peak dev", "final dev", "peak rss", "growth", "");
+	int outliers = 0, per_step = 1;
+	for (size_t i = 0; i < m; i++)
+		per_step &= !isnan(v[i].per_step);
 	for (size_t i = 0; i < m; i++) {
 		struct rk *k = &v[i];
 		double z = fabs(zf[i]) > fabs(zg[i]) ? zf[i] : zg[i];
@@ -118,6 +150,8 @@ cmd_ranks(struct opts *o) {
 		int out = m >= 2 && fabs(z) > 3.5;
 		outliers += out;
 		const char *why = fabs(zg[i]) > 3.5 ? "growth" : fabs(zf[i]) > 3.5 ? "final live" : "peak rss";
+		if (!isnan(k->per_step))
+			snprintf(g, sizeof g, "%.0f", k->per_step);
 		if (o->json) {
 			if (i)
 				sb_putc(&j, ',');
@@ -129,16 +163,18 @@ cmd_ranks(struct opts *o) {
 			sb_printf(&j, ",\"peak_host_bytes\":%.0f,\"final_host_bytes\":%.0f,"
 				      "\"peak_device_bytes\":%.0f,\"final_device_bytes\":%.0f,"
 				      "\"peak_rss_bytes\":%.0f,\"growth_bytes_per_hour\":%.0f,"
+				      "\"growth_window_ms\":%.0f,\"growth_bytes_per_step\":%s,"
 				      "\"z_final\":%.2f,\"z_growth\":%.2f,\"z_rss\":%.2f,\"outlier\":%s}",
 				  k->peak_host, k->final_host, k->peak_dev, k->final_dev, k->peak_rss,
-				  k->growth, fmax(fmin(zf[i], 1e6), -1e6), fmax(fmin(zg[i], 1e6), -1e6),
+				  k->growth, k->window_h * 3.6e6, isnan(k->per_step) ? "null" : g, fmax(fmin(zf[i], 1e6), -1e6), fmax(fmin(zg[i], 1e6), -1e6),
 				  fmax(fmin(zr[i], 1e6), -1e6), out ? "true" : "false");
 		} else {
-			printf("%-22s %10s %10s %10s %10s %10s %11s  %s%s\n",
+			char gt[48];
+			printf("%-22s %10s %10s %10s %10s %10s %18s  %s%s\n",
 			       file_label(k->f, lab, sizeof lab), human((int64_t)k->peak_host, a),
 			       human((int64_t)k->final_host, b), human((int64_t)k->peak_dev, c),
 			       human((int64_t)k->final_dev, d), human((int64_t)k->peak_rss, e),
-			       human((int64_t)k->growth, g), out ? "<< outlier: " : "", out ? why : "");
+			       growth_text(k, per_step, gt, sizeof gt), out ? "<< outlier: " : "", out ? why : "");
 		}
 	}
 	if (o->json) {

@@ -210,7 +210,7 @@ cmd_report(struct opts *o) {
 				sb_puts(&j, ",\"last\":");
 				sites_json(&j, f, &f->snaps[f->nsnaps - 1], o);
 				sb_puts(&j, ",\"peak\":");
-				sites_json(&j, f, file_peak(f), o);
+				sites_json(&j, f, file_peak(f, o->kind), o);
 				size_t np;
 				const struct snap *last = &f->snaps[f->nsnaps - 1];
 				struct site *vp = at_peak_sites(f, last, &np);
@@ -238,7 +238,7 @@ cmd_report(struct opts *o) {
 		sites_text(f, last, o, "at the last snapshot");
 		size_t np;
 		struct site *vp = at_peak_sites(f, last, &np);
-		const struct snap *pk = file_peak(f);
+		const struct snap *pk = file_peak(f, o->kind);
 		if (vp) /* exact, whatever the snapshots caught */
 			at_peak_text(f, last, vp, np, o);
 		else if (pk != last) /* older files: the snapshot that held most */

@@ -82,8 +82,8 @@ py_user(const struct frame *fr) {
 /* func without its parameter list (and a trailing " const"): C++ names
  * such as "ggc_internal_alloc(unsigned long, void (*)(void*), ...)" made
  * every row of a report read alike. */
-static const char *
-short_func(const char *func, char *buf, size_t n) {
+const char *
+site_short_func(const char *func, char *buf, size_t n) {
 	size_t len = strlen(func);
 	if (len > 6 && !strcmp(func + len - 6, " const"))
 		len -= 6;
@@ -112,7 +112,7 @@ frame_text(struct sb *s, const struct frame *fr, int with_line) {
 		sb_puts(s, sym_text(fr, t, sizeof t, 0));
 		return;
 	}
-	sb_puts(s, short_func(fr->func, sf, sizeof sf));
+	sb_puts(s, site_short_func(fr->func, sf, sizeof sf));
 	if (with_line && fr->file && fr->line) {
 		const char *b = strrchr(fr->file, '/');
 		sb_printf(s, " (%s:%d)", b ? b + 1 : fr->file, fr->line);

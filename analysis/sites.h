@@ -23,6 +23,9 @@ int site_first_informative(const struct frame *fr, int nf);
  * innermost Python frame when there is one; else the allocator, shim, libc
  * and C++ runtime skipped) and up to ctx callers. */
 const char *site_name(const struct mfile *f, uint32_t stack, int ctx, char *buf, size_t n);
+/* func without its parameter list (and a trailing " const"), in buf, or
+ * func itself when it has none. */
+const char *site_short_func(const char *func, char *buf, size_t n);
 /* Cut a name to what is left of the terminal's line after column col:
  * the last callers first, then the end ("..."); whole on a pipe. */
 void site_fit(char *name, int col);

@@ -263,7 +263,9 @@ human(int64_t bytes, char *buf) {
 
 const char *
 human_ms(int64_t ms, char *buf) {
-	if (ms < 60000)
+	if (ms < 1000)
+		snprintf(buf, 16, "%dms", (int)ms);
+	else if (ms < 60000)
 		snprintf(buf, 16, "%.1fs", (double)ms / 1000);
 	else if (ms < 3600000)
 		snprintf(buf, 16, "%dm%02ds", (int)(ms / 60000), (int)(ms / 1000 % 60));

@@ -30,6 +30,7 @@ CASES = [
     ('diff', ['diff', R1, R0]),
     ('diff-json', ['diff', '--json', R1, R0]),
     ('report-80', ['report', R0]),  # a terminal of 80 columns (COLUMNS=80)
+    ('report-kind-heap', ['report', '--kind', 'heap', R0]),  # the peak by heap alone
     ('flame-folded', ['flame', '--folded', '--snapshot', 'peak', IN]),
 ]
 

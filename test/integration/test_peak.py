@@ -99,6 +99,11 @@ if mt.case('json'):
         ht_top = float(top.group(1)) * unit[top.group(2)] if top else None
         mt.check(ht_peak and abs(ours_peak - ht_peak) <= 0.01 * ht_peak,
                  'json.dumps: the heap\'s peak %d B, heaptrack\'s %s B (within 1%%)' % (ours_peak, ht_peak))
+        wheres = sorted(c['where'] for c in ap['callsites'] if c['kind'] == 'heap' and c['frames'] and
+                        c['frames'][0]['function'] == '_PyUnicode_JoinArray')
+        mt.check(len(wheres) == 2 and '(jd.py:3)' in wheres[0] and '(jd.py:4)' in wheres[1],
+                 'json.dumps: the two join buffers\' rows name the script\'s own lines, which tell '
+                 'them apart: %s' % wheres)
         mt.check(ht_top and top.group(3) == '_PyUnicode_JoinArray' and abs(join - ht_top) <= 0.01 * ht_top,
                  'json.dumps: at the peak the join buffers hold %d B (encoder.py), heaptrack\'s largest '
                  'peak consumer %s holds %s B (within 1%%)' % (join, top.group(3) if top else None, ht_top))

@@ -7,6 +7,7 @@
 #include "../../analysis/model.h"
 #include "../../analysis/stats.h"
 #include "../../analysis/util.h"
+#include "../../analysis/sites.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,6 +265,30 @@ TEST(escape_for_terminal) {
 		escaped(bad, strlen(bad), cut, want);
 }
 
+/* C++ names lose their parameter lists in a report's "where": cc1's rows
+ * all read "ggc_internal_alloc(unsigned long, void (*..." */
+TEST(short_names) {
+	static const char *const cases[][2] = {
+		{"ggc_internal_alloc(unsigned long, void (*)(void*), unsigned long, unsigned long)",
+		 "ggc_internal_alloc"},
+		{"Foo::operator()(int) const", "Foo::operator()"},
+		{"std::vector<int, std::allocator<int> >::_M_realloc_insert<int const&>("
+		 "__gnu_cxx::__normal_iterator<int*, std::vector<int, std::allocator<int> > >, int const&)",
+		 "std::vector<int, std::allocator<int> >::_M_realloc_insert<int const&>"},
+		{"(anonymous namespace)::grow(int)", "(anonymous namespace)::grow"},
+		{"main", "main"},
+		{"foo()", "foo"},
+		{"(broken", "(broken"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char buf[512];
+		const char *got = site_short_func(cases[i][0], buf, sizeof buf);
+		if (strcmp(got, cases[i][1]))
+			printf("  %s -> %s (want %s)\n", cases[i][0], got, cases[i][1]);
+		EXPECT(!strcmp(got, cases[i][1]));
+	}
+}
+
 int
 main(void) {
 	RUN(leak_steady);
@@ -277,5 +302,6 @@ main(void) {
 	RUN(json);
 	RUN(replay);
 	RUN(escape_for_terminal);
+	RUN(short_names);
 	return TEST_DONE();
 }
