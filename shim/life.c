@@ -87,6 +87,24 @@ static const struct module {
 
 /* ---- the writer thread ------------------------------------------------ */
 
+static int64_t
+live_host(void) {
+	return __atomic_load_n(&mt_totals[MT_HEAP].live_bytes, __ATOMIC_RELAXED) +
+	       __atomic_load_n(&mt_totals[MT_MMAP].live_bytes, __ATOMIC_RELAXED);
+}
+
+static int64_t
+live_dev(void) {
+	return __atomic_load_n(&mt_totals[MT_CUDA].live_bytes, __ATOMIC_RELAXED) +
+	       __atomic_load_n(&mt_totals[MT_CUDA_MANAGED].live_bytes, __ATOMIC_RELAXED) +
+	       __atomic_load_n(&mt_totals[MT_CUDA_VMM].live_bytes, __ATOMIC_RELAXED);
+}
+
+static int
+risen(int64_t now, int64_t base) {
+	return now - base >= (4 << 20) && (double)now >= (double)base * (1 + mt_cfg.rise);
+}
+
 static void *
 writer_main(void *arg) {
 	(void)arg;
@@ -97,19 +115,25 @@ writer_main(void *arg) {
 	 * only when there is a limit to approach. */
 	char probe[256];
 	uint64_t cur, max;
-	uint64_t tick = mt_cfg.preoom > 0 &&
-				!mt_cgroup_usage(&cur, &max, probe, sizeof probe)
-			? 100000000u
-			: 0;
+	int preoom = mt_cfg.preoom > 0 && !mt_cgroup_usage(&cur, &max, probe, sizeof probe);
+	/* Rise: live host or device bytes this fraction (and 4 MiB) above
+	 * what the writer's last snapshot saw, read every 100 ms, so the
+	 * timeline has the ramp (the peak itself is exact in every snapshot:
+	 * at_peak_bytes). */
+	uint64_t tick = preoom || mt_cfg.rise > 0 ? 100000000u : 0;
+	int64_t base_host = 0, base_dev = 0;
 	uint64_t next_tick = tick ? mt_now_ns() + tick : 0;
 	for (;;) {
 		uint32_t w = mt_trigger_word();
 		int bits = mt_trigger_take();
 		uint64_t now = mt_now_ns();
+		int64_t host = live_host(), dev = live_dev();
 		if (tick && now >= next_tick) {
 			next_tick = now + tick;
-			if (mt_preoom_check())
+			if (preoom && mt_preoom_check())
 				bits |= MT_REASON_PREOOM;
+			if (mt_cfg.rise > 0 && (risen(host, base_host) || risen(dev, base_dev)))
+				bits |= MT_REASON_RISE;
 		}
 		if (period && now >= next) {
 			bits |= MT_REASON_INTERVAL;
@@ -126,6 +150,7 @@ writer_main(void *arg) {
 		if (bits) {
 			char lab[MT_LABEL_MAX];
 			uint32_t serving = mt_request_take(lab);
+			base_host = host, base_dev = dev;
 			mt_snapshot_write(mt_reason_name(bits), lab[0] ? lab : NULL);
 			mt_request_served(serving);
 			continue;

@@ -47,6 +47,8 @@ mt_reason_name(int bits) {
 		return "signal";
 	if (bits & MT_REASON_EVERY)
 		return "every";
+	if (bits & MT_REASON_RISE)
+		return "rise";
 	return "interval";
 }
 

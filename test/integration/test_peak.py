@@ -107,4 +107,22 @@ if mt.case('json'):
         mt.check(ht_top and top.group(3) == '_PyUnicode_JoinArray' and abs(join - ht_top) <= 0.01 * ht_top,
                  'json.dumps: at the peak the join buffers hold %d B (encoder.py), heaptrack\'s largest '
                  'peak consumer %s holds %s B (within 1%%)' % (join, top.group(3) if top else None, ht_top))
+if mt.case('rise'):
+    # a ramp: 8 MiB every 50 ms for 2 s; with no options the timeline has
+    # it (snapshots when live bytes rise 25% and 4 MiB above the last)
+    script = os.path.join(OUT, 'ramp.py')
+    with open(script, 'w') as fh:
+        fh.write('import time\nkeep = []\nfor i in range(40):\n    keep.append(bytearray(8 << 20))\n'
+                 '    time.sleep(0.05)\ndel keep\n')
+    for rise, want in (('0.25', True), ('0', False)):
+        d = os.path.join(OUT, 'rise' + rise)
+        subprocess.run([MT, 'run', '--out', d, '--set', 'RISE=' + rise, '--', '/usr/bin/python3', script],
+                       capture_output=True)
+        snaps = mt.files(d)[0].snapshots
+        ramp = [s['heap']['live_bytes'] for s in snaps if s['reason'] == 'rise']
+        ok = (len(ramp) >= 4 and ramp == sorted(ramp) and ramp[-1] >= 200 * MIB and
+              all(b >= a * 1.25 and b - a >= 4 * MIB for a, b in zip(ramp, ramp[1:]))) if want else not ramp
+        mt.check(ok, 'MEMTALLY_RISE=%s: %s (heap at each: %s MiB)' % (
+            rise, 'rise snapshots on the ramp, each 25% and 4 MiB above the last' if want else 'none',
+            [r >> 20 for r in ramp]))
 mt.done()
