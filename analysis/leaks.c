@@ -110,6 +110,22 @@ step_mark(const struct snap **pts, size_t n, double *steps) {
 	return name;
 }
 
+/* A rate as people read it: per hour over an hour or more; over a shorter
+ * window what it came to there ("7.0 MiB in 300ms"), not a per-hour
+ * figure a sub-second run cannot stand for. */
+static const char *
+rate_text(double per_hour, int64_t window_ms, int say_window, char *buf, size_t n) {
+	char a[16], t[16];
+	if (isnan(per_hour))
+		snprintf(buf, n, "?");
+	else if (window_ms >= 3600000)
+		snprintf(buf, n, "%s/h", human((int64_t)per_hour, a));
+	else
+		snprintf(buf, n, "%s%s%s", human((int64_t)(per_hour * (double)window_ms / 3.6e6), a),
+			 say_window ? " in " : "", say_window ? human_ms(window_ms, t) : "");
+	return buf;
+}
+
 static void
 analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 	char a[16], b[16], c[16], name[512];
@@ -305,15 +321,16 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 		} else {
 			printf("  %zu leak suspect%s (%zu call sites, %zu snapshots after the first %.0f%%):\n",
 			       nsus, nsus == 1 ? "" : "s", examined, npts, o->warmup * 100);
-			printf("  %2s %11s %11s %5s %6s %10s %-5s %s\n", "#", "growth/h",
+			printf("  %2s %18s %11s %5s %6s %10s %-5s %s\n", "#", "growth",
 			       mark ? "per step" : "", "fit", "share", "live", "kind", "where");
 			for (size_t i = 0; i < nsus && (int)i < o->top; i++) {
 				struct suspect *t = &sus[i];
 				site_name(f, t->stack, 2, name, sizeof name);
 				if (!o->stacks)
-					site_fit(name, 59);
-				printf("  %2zu %11s %11s %5.2f %5.1f%% %10s %-5s %s\n", i + 1,
-				       human((int64_t)t->per_hour, a),
+					site_fit(name, 66);
+				char g[48];
+				printf("  %2zu %18s %11s %5.2f %5.1f%% %10s %-5s %s\n", i + 1,
+				       rate_text(t->per_hour, pts[npts - 1]->elapsed_ms - t->from_ms, 1, g, sizeof g),
 				       mark ? human((int64_t)llround(t->per_step), b) : "", t->tau,
 				       t->share * 100, human(t->live, c),
 				       t->kind == K_MMAP_FILE ? "mfile" : kind_names[t->kind], name);
@@ -322,12 +339,14 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 			}
 			if (mark)
 				printf("  (per step: growth per unit of the mark \"%s\")\n", mark);
-			char d[16];
-			printf("  over the top suspect's last %s: suspects %s/h, all tracked %s/h, "
-			       "allocator footprint %s/h, RSS %s/h\n",
-			       human_ms(win_ms, a), human((int64_t)sus_h, b), human((int64_t)tracked_h, c),
-			       isnan(foot_h) ? "?" : human((int64_t)foot_h, d),
-			       isnan(rss_h) ? "?" : human((int64_t)rss_h, name));
+			char r1[48], r2[48], r3[48], r4[48];
+			printf("  over the top suspect's last %s, %s: suspects %s, all tracked %s, "
+			       "allocator footprint %s, RSS %s\n",
+			       human_ms(win_ms, a), win_ms >= 3600000 ? "growth" : "grown",
+			       rate_text(sus_h, win_ms, 0, r1, sizeof r1),
+			       rate_text(tracked_h, win_ms, 0, r2, sizeof r2),
+			       rate_text(foot_h, win_ms, 0, r3, sizeof r3),
+			       rate_text(rss_h, win_ms, 0, r4, sizeof r4));
 			if (!isnan(foot_h) && foot_h > 1.5 * heap_h && heap_h > 0)
 				printf("  (the allocator's footprint grows %.1fx faster than the heap bytes "
 				       "live in it: fragmentation)\n", foot_h / heap_h);

@@ -7,8 +7,8 @@ set -eu
 cd "$(dirname "$0")/.."
 out=demo-out
 rm -rf "$out"
-echo "== memtally run --interval 0.05 -- build/demo_trainer 300"
-build/memtally run --out "$out" --interval 0.05 -- build/demo_trainer 300
+echo "== memtally run --every 100 -- build/demo_trainer 300   (snapshots by count: the same on every machine)"
+build/memtally run --out "$out" --every 100 -- build/demo_trainer 300
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then
 	echo "== a GPU is here: the OOM example needs PyTorch (test/gpu/check.sh); skipped in the demo"
 else
