@@ -2,7 +2,9 @@
 # demo.sh — `make demo`: the bundled example trainer under the shim (a host
 # leak), then a GPU out-of-memory: on the real driver when a GPU is there,
 # else on the test suite's fake libcuda.so.1; then what memtally makes of
-# both: report, leaks, oom, and the HTML page and flame graph.
+# both: report, leaks, oom, and the HTML page and flame graph; then a
+# Python training loop (scripts/demo_train.py) under memtally run with no
+# options: the peak, the leak and the script's own lines.
 set -eu
 cd "$(dirname "$0")/.."
 out=demo-out
@@ -28,6 +30,13 @@ if ls "$out"/*.oom*.jsonl >/dev/null 2>&1; then
 fi
 build/memtally html "$out" -o "$out/report.html"
 build/memtally flame "$out" -o "$out/flame.svg"
+echo
+echo "== a Python training loop with no options: memtally run -- python3 scripts/demo_train.py"
+build/memtally run --out "$out/python" -- /usr/bin/python3 scripts/demo_train.py
+echo "== memtally report $out/python   (the peak, with the script's lines)"
+build/memtally report --top 3 "$out/python"
+echo "== memtally leaks $out/python"
+build/memtally leaks "$out/python"
 echo "HTML page:   $out/report.html"
 echo "flame graph: $out/flame.svg"
 echo "files:       $(ls "$out"/*.jsonl | tr '\n' ' ')"

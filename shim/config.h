@@ -15,7 +15,7 @@
 	X(out, OUT, PATH, "./memtally-out", "output directory (created)")      \
 	X(every, EVERY, U64, "0", "snapshot every N tracked allocations (0 = off)") \
 	X(interval, INTERVAL, SECS, "0", "snapshot every T seconds (0 = off; fractions allowed)") \
-	X(rise, RISE, FRAC, "0.25", "snapshot when live host (heap + mmap) or device bytes rise this fraction, and 4 MiB, above the last snapshot's; checked every 100 ms (0 = off)") \
+	X(rise, RISE, FRAC, "0.25", "snapshot when live host (heap + mmap) or device bytes rise this fraction, and 4 MiB, above the lowest since the last snapshot; checked every 100 ms (0 = off)") \
 	X(signal, SIGNAL, SIG, "USR1", "signal that requests a snapshot (USR1, USR2, a number, or none)") \
 	X(sample, SAMPLE, SIZE, "0", "mean bytes between heap samples (0 = exact); K/M/G suffixes") \
 	X(exact_above, EXACT_ABOVE, SIZE, "1M", "heap allocations of this size or more are always exact") \

@@ -117,9 +117,10 @@ writer_main(void *arg) {
 	uint64_t cur, max;
 	int preoom = mt_cfg.preoom > 0 && !mt_cgroup_usage(&cur, &max, probe, sizeof probe);
 	/* Rise: live host or device bytes this fraction (and 4 MiB) above
-	 * what the writer's last snapshot saw, read every 100 ms, so the
-	 * timeline has the ramp (the peak itself is exact in every snapshot:
-	 * at_peak_bytes). */
+	 * the lowest seen since the writer's last snapshot (after a spike is
+	 * freed, growth counts from where it fell to), read every 100 ms, so
+	 * the timeline has the ramps (the peak itself is exact in every
+	 * snapshot: at_peak_bytes). */
 	uint64_t tick = preoom || mt_cfg.rise > 0 ? 100000000u : 0;
 	int64_t base_host = 0, base_dev = 0;
 	uint64_t next_tick = tick ? mt_now_ns() + tick : 0;
@@ -132,6 +133,8 @@ writer_main(void *arg) {
 			next_tick = now + tick;
 			if (preoom && mt_preoom_check())
 				bits |= MT_REASON_PREOOM;
+			base_host = host < base_host ? host : base_host;
+			base_dev = dev < base_dev ? dev : base_dev;
 			if (mt_cfg.rise > 0 && (risen(host, base_host) || risen(dev, base_dev)))
 				bits |= MT_REASON_RISE;
 		}

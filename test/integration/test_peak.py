@@ -107,6 +107,21 @@ if mt.case('json'):
         mt.check(ht_top and top.group(3) == '_PyUnicode_JoinArray' and abs(join - ht_top) <= 0.01 * ht_top,
                  'json.dumps: at the peak the join buffers hold %d B (encoder.py), heaptrack\'s largest '
                  'peak consumer %s holds %s B (within 1%%)' % (join, top.group(3) if top else None, ht_top))
+if mt.case('demo'):
+    # README's Quick start: scripts/demo_train.py under `memtally run` with
+    # no options names the spike's line at the peak and the leak's line
+    d = os.path.join(OUT, 'demo')
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'scripts', 'demo_train.py')
+    subprocess.run([MT, 'run', '--out', d, '--', '/usr/bin/python3', script], capture_output=True)
+    rep = subprocess.run([MT, 'report', d], capture_output=True, text=True).stdout
+    lk = subprocess.run([MT, 'leaks', d], capture_output=True, text=True).stdout
+    peak = re.search(r'at peak    live now kind      where\n\s+([\d.]+ MiB)\s+0 B heap\s+(\S+ \(\S+\))', rep)
+    leak = re.search(r'^\s+1 .* heap\s+(\S+ \(demo_train\.py:\d+\))', lk, re.M)
+    mt.check(peak and peak.groups() == ('64.0 MiB', 'train_step (demo_train.py:16)'),
+             'demo_train.py, no options: at the peak, 64 MiB at the spike\'s line (%s)' % (peak.groups() if peak else None,))
+    mt.check(leak and leak.group(1) == 'train_step (demo_train.py:13)',
+             'demo_train.py, no options: leaks names the leak\'s line (%s)' % (leak.group(1) if leak else lk[-300:]))
+
 if mt.case('rise'):
     # a ramp: 8 MiB every 50 ms for 2 s; with no options the timeline has
     # it (snapshots when live bytes rise 25% and 4 MiB above the last)
