@@ -28,6 +28,7 @@ int cmd_torch(struct opts *o);
 int cmd_flame(struct opts *o);
 int cmd_html(struct opts *o);
 int cmd_pprof(struct opts *o);
+int cmd_functions(struct opts *o);
 int cmd_run(int argc, char **argv);
 void usage_exit(const char *msg) __attribute__((noreturn));
 /* Run fn on every file of r; with --json, their objects go out as

@@ -17,6 +17,7 @@ static const char usage[] =
 	"  run [options] -- CMD ARGS   run CMD with the shim preloaded (memtally run --help)\n"
 	"  report   per process: timeline of RSS, heap, mmap; top call sites at the end and at the peak\n"
 	"  leaks    call sites ranked by sustained growth (robust slope, fit, share of growth)\n"
+	"  functions live bytes per function, inclusive and self (--snapshot N|peak)\n"
 	"  diff A B change per call site between two files, runs, or snapshots (FILE@SEQ)\n"
 	"  ranks    the same figures per rank side by side; outlier ranks named\n"
 	"  oom      what was live at an OOM dump, by call site and segment, and the events before it\n"
@@ -36,7 +37,7 @@ static const char usage[] =
 	"  --warmup F    leaks: ignore the first fraction F of each run (default 0.2)\n"
 	"  -o FILE       output file (flame, html, torch, pprof; flame --folded: stdout without)\n"
 	"  --metric M    flame: live (default), allocs or alloc_bytes\n"
-	"  --snapshot N  flame, pprof: that snapshot (seq), or `peak`, instead of the last\n"
+	"  --snapshot N  flame, pprof, functions: that snapshot (seq), or `peak`, instead of the last\n"
 	"  --merge       pprof: one profile of every process, labelled pid, rank, host\n"
 	"\n"
 	"exit status: 0 ok, 1 bad input, 2 usage\n";
@@ -186,6 +187,7 @@ main(int argc, char **argv) {
 		{"report", cmd_report}, {"leaks", cmd_leaks}, {"diff", cmd_diff},
 		{"ranks", cmd_ranks},   {"oom", cmd_oom},     {"torch", cmd_torch},
 		{"flame", cmd_flame},   {"html", cmd_html},   {"pprof", cmd_pprof},
+		{"functions", cmd_functions},
 	};
 	int (*fn)(struct opts *) = NULL;
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -182,6 +182,37 @@ if mt.case('pprof'):
         srv.kill()
         srv.wait()
 
+# --- memtally functions: inclusive and self, per function ---
+if mt.case('functions'):
+    for name, src in (('C program', cfile), ('Python process', pyfile)):
+        peak = name == 'Python process'  # (at exit the interpreter freed the script's data)
+        d = json.loads(sh([MT, 'functions', '--json', '--top', '1000000'] + (['--snapshot', 'peak'] if peak else [])
+                          + [src]).stdout)['processes'][0]
+        self_by = {}
+        for fn in d['functions']:
+            if fn['self_bytes']:
+                self_by[fn['function']] = self_by.get(fn['function'], 0) + fn['self_bytes']
+        want = report_by_function(src)
+        if peak:
+            rp = json.loads(sh([MT, 'report', '--json', '--top', '1000000', src]).stdout)['processes'][0]
+            want = {}
+            for c in rp['at_peak']['callsites']:
+                want[c['function']] = want.get(c['function'], 0) + c['at_peak_bytes']
+        total = sum(want.values())
+        top = d['functions'][0]
+        # report names a site by its function; functions keys a function by
+        # name and file, and drops C++ parameter lists: compare the totals
+        # and the largest self rows
+        outer_ok = top['inclusive_bytes'] == total if name == 'C program' else True
+        mt.check(d['total_bytes'] == total and sum(self_by.values()) == total and outer_ok,
+                 'functions %s: self sums to the total (%d)%s' % (name, total, ', the outermost function includes '
+                 'it all (%s %d)' % (top['function'], top['inclusive_bytes']) if name == 'C program' else ''))
+        # the program's own functions: self as report names them
+        own = {fn['function'] for fn in d['functions'] if fn['where'] in ('prog_trainer.c', 'grow.py')}
+        diff = {f: (self_by.get(f), want.get(f)) for f in own if self_by.get(f, 0) != want.get(f, 0)}
+        mt.check(own and not diff, 'functions %s: self of the program\'s own functions = report\'s (%s; differ: %s)'
+                 % (name, sorted(own), diff))
+
 # --- PyTorch 1.13's own _memory_viz ---
 if mt.case('torch113') and dump:
     pk = os.path.join(OUT, 'dump113.pickle')

@@ -32,6 +32,8 @@ CASES = [
     ('report-80', ['report', R0]),  # a terminal of 80 columns (COLUMNS=80)
     ('report-kind-heap', ['report', '--kind', 'heap', R0]),  # the peak by heap alone
     ('flame-folded', ['flame', '--folded', '--snapshot', 'peak', IN]),
+    ('functions', ['functions', IN]),
+    ('functions-json', ['functions', '--json', R0]),
 ]
 
 for name, args in CASES:

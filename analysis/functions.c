@@ -1,0 +1,211 @@
+/* functions.c — `memtally functions`: live bytes summed per function, as
+ * heaptrack's "merged per function" view: inclusive (every call site with
+ * the function anywhere in its stack, counted once a site) and self (the
+ * sites named by it, as `report` names them).  A function that allocates
+ * through many call sites, none large alone, shows here: a C++ library's
+ * static constructors under Python's import machinery, a dispatcher that
+ * registers names from everywhere.  Hybrid stacks (Python frames where
+ * the interpreter ran them) keep the native frames under the innermost
+ * Python frame, so the native cause of a Python row is here without
+ * --native.  A call site named by a frame without a symbol counts, as its
+ * self, under that frame's module ("[python3.11]"); unnamed frames are
+ * not summed inclusively (the interpreter's own would top every list). */
+#include "cmd.h"
+#include "sites.h"
+#include "symbolize.h"
+#include "util.h"
+#include <stdlib.h>
+#include <string.h>
+
+struct fn {
+	char *name;      /* the function as shown */
+	char *where;     /* its file (Python, or with debug info) or module */
+	int64_t incl, self, incl_count, self_count;
+	uint32_t last_site; /* the last site counted in incl, + 1 */
+};
+
+struct fntab {
+	struct fn *v;
+	size_t n, cap;
+	size_t *ix, ixcap; /* open addressing on name + where: index + 1 */
+};
+
+static uint64_t
+hash2(const char *a, const char *b) {
+	uint64_t h = 1469598103934665603ull;
+	for (const char *p = a; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	h = (h ^ 0xff) * 1099511628211ull;
+	for (const char *p = b; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	return h;
+}
+
+static struct fn *
+fn_get(struct fntab *t, const char *name, const char *where) {
+	if ((t->n + 1) * 2 > t->ixcap) {
+		size_t cap = t->ixcap ? t->ixcap * 2 : 1024;
+		size_t *ix = xcalloc(cap, sizeof *ix);
+		for (size_t i = 0; i < t->n; i++) {
+			size_t j = (size_t)hash2(t->v[i].name, t->v[i].where) & (cap - 1);
+			while (ix[j])
+				j = (j + 1) & (cap - 1);
+			ix[j] = i + 1;
+		}
+		free(t->ix);
+		t->ix = ix;
+		t->ixcap = cap;
+	}
+	size_t j = (size_t)hash2(name, where) & (t->ixcap - 1);
+	while (t->ix[j]) {
+		struct fn *f = &t->v[t->ix[j] - 1];
+		if (!strcmp(f->name, name) && !strcmp(f->where, where))
+			return f;
+		j = (j + 1) & (t->ixcap - 1);
+	}
+	t->v = xgrow(t->v, t->n + 1, &t->cap, sizeof *t->v);
+	struct fn *f = &t->v[t->n];
+	memset(f, 0, sizeof *f);
+	f->name = xstrdup(name);
+	f->where = xstrdup(where);
+	t->ix[j] = ++t->n;
+	return f;
+}
+
+/* A frame's function and where it is, as this view groups them. */
+static void
+frame_key(const struct frame *fr, char *name, size_t nn, char *where, size_t wn) {
+	const char *mod = fr->module ? fr->module : "?";
+	const char *mb = strrchr(mod, '/') ? strrchr(mod, '/') + 1 : mod;
+	if (fr->python == 2) { /* the "[no Python frame]" mark */
+		snprintf(name, nn, "%s", fr->func);
+		snprintf(where, wn, "%s", "");
+	} else if (fr->func) {
+		char sf[512];
+		snprintf(name, nn, "%s", site_short_func(fr->func, sf, sizeof sf));
+		const char *file = fr->file;
+		if (file) {
+			const char *b = strrchr(file, '/');
+			snprintf(where, wn, "%s", b ? b + 1 : file);
+		} else {
+			snprintf(where, wn, "%s", mb);
+		}
+	} else { /* no symbol: its module stands for it */
+		snprintf(name, nn, "[%s]", fr->status == SYM_NOMODULE ? "no module" : mb);
+		snprintf(where, wn, "%s", "");
+	}
+}
+
+static int
+cmp_fn(const void *a, const void *b) {
+	const struct fn *x = a, *y = b;
+	if (x->incl != y->incl)
+		return x->incl < y->incl ? 1 : -1;
+	if (x->self != y->self)
+		return x->self < y->self ? 1 : -1;
+	return strcmp(x->name, y->name);
+}
+
+static void
+one_file(struct mfile *f, struct opts *o, struct sb *j, int first) {
+	/* at the peak: each site's bytes when its kind was at its high-water
+	 * mark, as the last snapshot has them; a file without them (older
+	 * shims): the snapshot that held the most */
+	const struct snap *s = pick_snapshot(f, o->snapshot == SNAP_PEAK ? SNAP_LAST : o->snapshot,
+					     o->kind);
+	size_t n;
+	struct site *v = snap_sites(f, s, &n);
+	int at_peak = o->snapshot == SNAP_PEAK && n && v[0].at_peak_bytes >= 0;
+	if (o->snapshot == SNAP_PEAK && !at_peak) {
+		free(v);
+		s = pick_snapshot(f, SNAP_PEAK, o->kind);
+		v = snap_sites(f, s, &n);
+	}
+	struct fntab t = {0};
+	int64_t total = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (o->kind >= 0 && v[i].kind != o->kind)
+			continue;
+		int64_t bytes = at_peak ? v[i].at_peak_bytes : v[i].live_bytes;
+		int64_t count = at_peak ? 0 : v[i].live_count;
+		if (bytes <= 0)
+			continue;
+		total += bytes;
+		struct frame fr[256];
+		int nf = site_frames(f, v[i].stack, fr, 256);
+		int first_inf = nf ? site_first_informative(fr, nf) : 0;
+		/* inclusive from the innermost frame: the native frames under a
+		 * Python frame are the native cause; the allocator's, libc's and
+		 * the C++ runtime's own are left out, as everywhere */
+		for (int k = 0; k < nf; k++) {
+			if (k != first_inf && (sym_boring(&fr[k]) || (!fr[k].func && !fr[k].python)))
+				continue; /* an unnamed frame is no function to sum */
+			char name[512], where[512];
+			frame_key(&fr[k], name, sizeof name, where, sizeof where);
+			struct fn *fn = fn_get(&t, name, where);
+			if (k == first_inf) {
+				fn->self += bytes;
+				fn->self_count += count;
+			}
+			if (fn->last_site != i + 1) { /* once a site (recursion) */
+				fn->last_site = (uint32_t)(i + 1);
+				fn->incl += bytes;
+				fn->incl_count += count;
+			}
+		}
+	}
+	free(v);
+	xqsort(t.v, t.n, sizeof *t.v, cmp_fn);
+	char a[16], b[16];
+	if (o->json) {
+		if (!first)
+			sb_putc(j, ',');
+		file_json_head(j, f);
+		sb_printf(j, ",\"seq\":%lld,\"at\":\"%s\",\"total_bytes\":%lld,\"functions\":[",
+			  (long long)s->seq, at_peak ? "peak" : "snapshot", (long long)total);
+		for (size_t i = 0; i < t.n && (int)i < o->top; i++) {
+			if (i)
+				sb_putc(j, ',');
+			sb_puts(j, "{\"function\":");
+			sb_json_str(j, t.v[i].name);
+			sb_puts(j, ",\"where\":");
+			sb_json_str(j, t.v[i].where);
+			sb_printf(j, ",\"inclusive_bytes\":%lld,\"self_bytes\":%lld}",
+				  (long long)t.v[i].incl, (long long)t.v[i].self);
+		}
+		sb_puts(j, "]}");
+	} else {
+		file_title(f);
+		if (at_peak)
+			printf("  live bytes per function at the peak (each kind at its high-water mark), "
+			       "%s in all:\n", human(total, a));
+		else
+			printf("  live bytes per function at snapshot %lld (%s), %s in all:\n",
+			       (long long)s->seq, s->reason, human(total, a));
+		printf("  %11s %6s %11s  %s\n", "inclusive", "", "self", "function");
+		for (size_t i = 0; i < t.n && (int)i < o->top; i++) {
+			char line[1100];
+			snprintf(line, sizeof line, "%s (%s)", t.v[i].name, t.v[i].where);
+			if (!t.v[i].where[0])
+				snprintf(line, sizeof line, "%s", t.v[i].name);
+			site_fit(line, 34);
+			printf("  %11s %5.1f%% %11s  %s\n", human(t.v[i].incl, a),
+			       total ? 100.0 * (double)t.v[i].incl / (double)total : 0.0,
+			       human(t.v[i].self, b), line);
+		}
+		if (!t.n)
+			printf("  (nothing live)\n");
+		printf("\n");
+	}
+	for (size_t i = 0; i < t.n; i++)
+		free(t.v[i].name), free(t.v[i].where);
+	free(t.v);
+	free(t.ix);
+}
+
+int
+cmd_functions(struct opts *o) {
+	struct run r;
+	run_load(&r, o->paths, o->npaths);
+	return each_file(&r, o, "processes", one_file);
+}
