@@ -60,6 +60,13 @@ flame_add(struct fnode *root, struct mfile *f, const struct snap *s, const char 
 	  const char *label, int kind_filter) {
 	size_t n;
 	struct site *v = snap_sites(f, s, &n);
+	flame_add_sites(root, f, v, n, metric, label, kind_filter);
+	free(v);
+}
+
+void
+flame_add_sites(struct fnode *root, struct mfile *f, const struct site *v, size_t n,
+		const char *metric, const char *label, int kind_filter) {
 	for (size_t i = 0; i < n; i++) {
 		int64_t val = metric_of(&v[i], metric);
 		if (val <= 0 || (kind_filter >= 0 && v[i].kind != kind_filter))
@@ -94,7 +101,6 @@ flame_add(struct fnode *root, struct mfile *f, const struct snap *s, const char 
 			cur->value += val;
 		}
 	}
-	free(v);
 }
 
 static int
@@ -360,16 +366,30 @@ cmd_flame(struct opts *o) {
 	run_load(&r, o->paths, o->npaths);
 	struct fnode *root = flame_new();
 	char lab[128], title[256];
-	for (size_t i = 0; i < r.nfiles; i++)
-		flame_add(root, &r.files[i], pick_snapshot(&r.files[i], o->snapshot, o->kind), o->metric,
-			  r.nfiles > 1 ? file_label(&r.files[i], lab, sizeof lab) : NULL, o->kind);
+	/* No --snapshot and live bytes: the peak, exact where the file keeps
+	 * each site's bytes at it (a default run's only snapshot is at exit,
+	 * after the program let go of what it held); --snapshot last: exit. */
+	long seq = o->snapshot == SNAP_DEFAULT && !strcmp(o->metric, "live") ? SNAP_PEAK : o->snapshot;
+	int peak = 0;
+	for (size_t i = 0; i < r.nfiles; i++) {
+		const struct snap *s;
+		int at_peak;
+		size_t n;
+		struct site *v = sites_for(&r.files[i], seq, o->kind, &s, &at_peak, &n);
+		peak |= at_peak;
+		flame_add_sites(root, &r.files[i], v, n, o->metric,
+				r.nfiles > 1 ? file_label(&r.files[i], lab, sizeof lab) : NULL, o->kind);
+		free(v);
+	}
 	if (r.nfiles == 1)
 		snprintf(title, sizeof title, "%s: %s", file_label(&r.files[0], lab, sizeof lab),
-			 !strcmp(o->metric, "live") ? "live memory by call site"
+			 !strcmp(o->metric, "live") ? (peak ? "live memory by call site at the peak"
+							    : "live memory by call site")
 			 : !strcmp(o->metric, "allocs") ? "allocations by call site"
 							  : "bytes allocated by call site");
 	else
-		snprintf(title, sizeof title, "%zu processes: %s by call site", r.nfiles, o->metric);
+		snprintf(title, sizeof title, "%zu processes: %s by call site%s", r.nfiles, o->metric,
+			 peak ? " at the peak" : "");
 	struct sb s = {0};
 	if (o->folded) { /* flamegraph.pl, inferno, speedscope: frame;frame bytes */
 		flame_folded(&s, root);

@@ -13,6 +13,9 @@ struct fnode *flame_new(void);
  * (NULL: none). */
 void flame_add(struct fnode *root, struct mfile *f, const struct snap *s, const char *metric,
 	       const char *label, int kind);
+/* The same from a set of call sites (sites_for). */
+void flame_add_sites(struct fnode *root, struct mfile *f, const struct site *v, size_t n,
+		     const char *metric, const char *label, int kind);
 /* The <svg> element; script: with its own zoom/search script (a file),
  * else the page calls mtFlameInit(svg) from flame_js. */
 void flame_svg(struct sb *out, struct fnode *root, const char *title, const char *metric,

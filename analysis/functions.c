@@ -108,26 +108,16 @@ cmp_fn(const void *a, const void *b) {
 
 static void
 one_file(struct mfile *f, struct opts *o, struct sb *j, int first) {
-	/* at the peak: each site's bytes when its kind was at its high-water
-	 * mark, as the last snapshot has them; a file without them (older
-	 * shims): the snapshot that held the most */
-	const struct snap *s = pick_snapshot(f, o->snapshot == SNAP_PEAK ? SNAP_LAST : o->snapshot,
-					     o->kind);
+	const struct snap *s;
 	size_t n;
-	struct site *v = snap_sites(f, s, &n);
-	int at_peak = o->snapshot == SNAP_PEAK && n && v[0].at_peak_bytes >= 0;
-	if (o->snapshot == SNAP_PEAK && !at_peak) {
-		free(v);
-		s = pick_snapshot(f, SNAP_PEAK, o->kind);
-		v = snap_sites(f, s, &n);
-	}
+	int at_peak;
+	struct site *v = sites_for(f, o->snapshot, o->kind, &s, &at_peak, &n);
 	struct fntab t = {0};
 	int64_t total = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (o->kind >= 0 && v[i].kind != o->kind)
 			continue;
-		int64_t bytes = at_peak ? v[i].at_peak_bytes : v[i].live_bytes;
-		int64_t count = at_peak ? 0 : v[i].live_count;
+		int64_t bytes = v[i].live_bytes, count = v[i].live_count;
 		if (bytes <= 0)
 			continue;
 		total += bytes;

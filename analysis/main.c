@@ -37,7 +37,8 @@ static const char usage[] =
 	"  --warmup F    leaks: ignore the first fraction F of each run (default 0.2)\n"
 	"  -o FILE       output file (flame, html, torch, pprof; flame --folded: stdout without)\n"
 	"  --metric M    flame: live (default), allocs or alloc_bytes\n"
-	"  --snapshot N  flame, pprof, functions: that snapshot (seq), or `peak`, instead of the last\n"
+	"  --snapshot N  flame, pprof, functions: that snapshot (seq), `peak` or `last`\n"
+	"                (flame's default: the peak; the others': the last)\n"
 	"  --merge       pprof: one profile of every process, labelled pid, rank, host\n"
 	"\n"
 	"exit status: 0 ok, 1 bad input, 2 usage\n";
@@ -110,7 +111,7 @@ main(int argc, char **argv) {
 	}
 	if (!strcmp(cmd, "run"))
 		return cmd_run(argc - 2, argv + 2);
-	struct opts o = {.top = 10, .kind = -1, .warmup = 0.2, .metric = "live", .snapshot = SNAP_LAST,
+	struct opts o = {.top = 10, .kind = -1, .warmup = 0.2, .metric = "live", .snapshot = SNAP_DEFAULT,
 			 .torch_version = 2};
 	o.paths = xcalloc((size_t)argc, sizeof *o.paths);
 	for (int i = 2; i < argc; i++) {
@@ -145,11 +146,13 @@ main(int argc, char **argv) {
 					usage_exit("--format takes 2 (PyTorch 2's viewer, the default) or 1.13");
 			} else if (!strcmp(v, "peak")) {
 				o.snapshot = SNAP_PEAK;
+			} else if (!strcmp(v, "last")) {
+				o.snapshot = SNAP_LAST;
 			} else {
 				char *e;
 				o.snapshot = strtol(v, &e, 10);
 				if (*e || o.snapshot < 0)
-					usage_exit("--snapshot takes a snapshot number (seq) or peak");
+					usage_exit("--snapshot takes a snapshot number (seq), peak or last");
 			}
 		} else if (!strcmp(a, "--top") || !strcmp(a, "--kind") || !strcmp(a, "--warmup")) {
 			if (i + 1 >= argc)

@@ -135,7 +135,7 @@ pick_snapshot(const struct mfile *f, long seq, int kind) {
 		die(EXIT_BAD_INPUT, "%s: no snapshots", f->path);
 	if (seq == SNAP_PEAK)
 		return file_peak(f, kind);
-	if (seq < 0)
+	if (seq < 0) /* SNAP_LAST, SNAP_DEFAULT */
 		return &f->snaps[f->nsnaps - 1];
 	for (size_t i = 0; i < f->nsnaps; i++)
 		if (f->snaps[i].seq == seq)
@@ -152,4 +152,29 @@ file_json_head(struct sb *j, const struct mfile *f) {
 		sb_printf(j, "%lld", (long long)f->rank);
 	else
 		sb_puts(j, "null");
+}
+
+struct site *
+sites_for(struct mfile *f, long seq, int kind, const struct snap **s, int *at_peak, size_t *n) {
+	*at_peak = 0;
+	if (seq != SNAP_PEAK) {
+		*s = pick_snapshot(f, seq, kind);
+		return snap_sites(f, *s, n);
+	}
+	*s = pick_snapshot(f, SNAP_LAST, kind);
+	struct site *v = snap_sites(f, *s, n);
+	int have = 0;
+	for (size_t i = 0; i < *n && !have; i++)
+		have = v[i].at_peak_bytes >= 0;
+	if (!have) {
+		free(v);
+		*s = pick_snapshot(f, SNAP_PEAK, kind);
+		return snap_sites(f, *s, n);
+	}
+	for (size_t i = 0; i < *n; i++) {
+		v[i].live_bytes = v[i].at_peak_bytes > 0 ? v[i].at_peak_bytes : 0;
+		v[i].live_count = 0;
+	}
+	*at_peak = 1;
+	return v;
 }

@@ -160,7 +160,15 @@ struct site *snap_sites(struct mfile *f, const struct snap *s, size_t *n);
  * 1 naming the file when there is none. */
 #define SNAP_LAST (-1)
 #define SNAP_PEAK (-2)
+#define SNAP_DEFAULT (-3) /* none given: the last, or where a command says */
 const struct snap *pick_snapshot(const struct mfile *f, long seq, int kind);
+/* The call sites --snapshot asks for (a seq, SNAP_LAST, SNAP_PEAK): for
+ * the peak, each site's bytes at its kind's high-water mark as the last
+ * snapshot records them (live_bytes replaced; live_count 0: not kept;
+ * *at_peak set), or, in a file without them, the snapshot with the most
+ * live bytes.  *s: the snapshot they come from.  Caller frees. */
+struct site *sites_for(struct mfile *f, long seq, int kind, const struct snap **s,
+		       int *at_peak, size_t *n);
 /* A snapshot's figure for a kind, summed over kinds when kind < 0. */
 int64_t snap_live(const struct snap *s, int kind);
 /* The snapshot with the most live bytes of kind (kind < 0: heap + mmap). */

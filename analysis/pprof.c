@@ -109,22 +109,24 @@ str_ix(struct prof *P, const char *s) {
 }
 
 static void
-prof_init(struct prof *P) {
+prof_init(struct prof *P, int peak) {
 	memset(P, 0, sizeof *P);
 	perftools__profiles__profile__init(&P->p);
 	P->p.string_table = xgrow(NULL, 1, &P->cap_str, sizeof(char *));
 	P->p.string_table[0] = xstrdup("");
 	P->p.n_string_table = 1;
+	/* at the peak only the bytes are kept (at_peak_bytes): one type */
 	static const char *const types[4][2] = {{"alloc_objects", "count"}, {"alloc_space", "bytes"},
 						{"inuse_objects", "count"}, {"inuse_space", "bytes"}};
-	P->p.n_sample_type = 4;
+	int first = peak ? 3 : 0;
+	P->p.n_sample_type = (size_t)(4 - first);
 	P->p.sample_type = xcalloc(4, sizeof *P->p.sample_type);
-	for (int i = 0; i < 4; i++) {
+	for (int i = first; i < 4; i++) {
 		Perftools__Profiles__ValueType *vt = xmalloc(sizeof *vt);
 		perftools__profiles__value_type__init(vt);
 		vt->type = str_ix(P, types[i][0]);
 		vt->unit = str_ix(P, types[i][1]);
-		P->p.sample_type[i] = vt;
+		P->p.sample_type[i - first] = vt;
 	}
 	P->p.default_sample_type = str_ix(P, "inuse_space");
 	P->p.period_type = xmalloc(sizeof *P->p.period_type);
@@ -276,16 +278,19 @@ label(struct prof *P, const char *key, const char *str, int64_t num) {
 	return l;
 }
 
-/* Every call site of snapshot s of file f as samples. */
+/* Every call site --snapshot asks for of file f as samples (at the peak:
+ * inuse_space only). */
 static void
-add_file(struct prof *P, struct mfile *f, const struct snap *s, int kind) {
+add_file(struct prof *P, struct mfile *f, long seq, int kind, int peak) {
 	size_t n;
-	struct site *v = snap_sites(f, s, &n);
+	const struct snap *s;
+	int at_peak;
+	struct site *v = sites_for(f, seq, kind, &s, &at_peak, &n);
 	for (size_t i = 0; i < n; i++) {
 		const struct site *t = &v[i];
 		if (kind >= 0 && t->kind != kind)
 			continue;
-		if (!t->live_bytes && !t->live_count && !t->allocs && !t->alloc_bytes)
+		if (peak ? !t->live_bytes : !t->live_bytes && !t->live_count && !t->allocs && !t->alloc_bytes)
 			continue;
 		struct frame fr[256];
 		int nf = site_frames(f, t->stack, fr, 256);
@@ -301,12 +306,17 @@ add_file(struct prof *P, struct mfile *f, const struct snap *s, int kind) {
 			sm->location_id[sm->n_location_id++] = location_id(P, f, fr + k, e - k);
 			k = e;
 		}
-		sm->n_value = 4;
 		sm->value = xcalloc(4, sizeof *sm->value);
-		sm->value[0] = t->allocs;
-		sm->value[1] = t->alloc_bytes;
-		sm->value[2] = t->live_count;
-		sm->value[3] = t->live_bytes;
+		if (peak) {
+			sm->n_value = 1;
+			sm->value[0] = t->live_bytes; /* sites_for: the bytes at the peak */
+		} else {
+			sm->n_value = 4;
+			sm->value[0] = t->allocs;
+			sm->value[1] = t->alloc_bytes;
+			sm->value[2] = t->live_count;
+			sm->value[3] = t->live_bytes;
+		}
 		sm->label = xcalloc(4, sizeof *sm->label);
 		sm->label[sm->n_label++] = label(P, "kind", kind_names[t->kind], 0);
 		sm->label[sm->n_label++] = label(P, "pid", NULL, f->pid);
@@ -324,8 +334,13 @@ add_file(struct prof *P, struct mfile *f, const struct snap *s, int kind) {
 	if (s->elapsed_ms * 1000000 > P->p.duration_nanos)
 		P->p.duration_nanos = s->elapsed_ms * 1000000;
 	char lab[128];
-	comment(P, "memtally: %s, snapshot %lld (%s) at %.3f s", file_label(f, lab, sizeof lab),
-		(long long)s->seq, s->reason, (double)s->elapsed_ms / 1000);
+	if (at_peak)
+		comment(P, "memtally: %s, each call site's live bytes when its kind was at its peak "
+			   "(as of snapshot %lld at %.3f s)", file_label(f, lab, sizeof lab),
+			(long long)s->seq, (double)s->elapsed_ms / 1000);
+	else
+		comment(P, "memtally: %s, snapshot %lld (%s) at %.3f s", file_label(f, lab, sizeof lab),
+			(long long)s->seq, s->reason, (double)s->elapsed_ms / 1000);
 	if (f->sample_bytes > 0) {
 		comment(P, "%s: sampled about every %lld bytes: each value is an unbiased estimate",
 			lab, (long long)f->sample_bytes);
@@ -420,9 +435,9 @@ cmd_pprof(struct opts *o) {
 	run_load(&r, o->paths, o->npaths);
 	if (r.nfiles == 1 || o->merge) {
 		struct prof P;
-		prof_init(&P);
+		prof_init(&P, o->snapshot == SNAP_PEAK);
 		for (size_t i = 0; i < r.nfiles; i++)
-			add_file(&P, &r.files[i], pick_snapshot(&r.files[i], o->snapshot, o->kind), o->kind);
+			add_file(&P, &r.files[i], o->snapshot, o->kind, o->snapshot == SNAP_PEAK);
 		comment(&P, "stacks start at the frame memtally names a call site by%s",
 			sites_native_only ? " (native frames only)" : "");
 		prof_write(&P, o->out);
@@ -431,8 +446,8 @@ cmd_pprof(struct opts *o) {
 	}
 	for (size_t i = 0; i < r.nfiles; i++) {
 		struct prof P;
-		prof_init(&P);
-		add_file(&P, &r.files[i], pick_snapshot(&r.files[i], o->snapshot, o->kind), o->kind);
+		prof_init(&P, o->snapshot == SNAP_PEAK);
+		add_file(&P, &r.files[i], o->snapshot, o->kind, o->snapshot == SNAP_PEAK);
 		comment(&P, "stacks start at the frame memtally names a call site by%s",
 			sites_native_only ? " (native frames only)" : "");
 		char *path = per_process_name(o->out, &r.files[i]);

@@ -1,5 +1,5 @@
 """demo_train.py -- a Python training loop in miniature for `make demo` and
-README's Quick start: 100 steps; each keeps 256 KiB it never frees (the
+README's Quick start: 200 steps; each keeps 256 KiB it never frees (the
 leak, line 13), and steps 10-15 hold a 64 MiB evaluation buffer (the
 spike, line 16).  Run it under `memtally run` with no options."""
 import time
@@ -18,5 +18,5 @@ def train_step(step):
         del cache                        # ...freed soon after
     time.sleep(0.02)
 
-for step in range(100):
+for step in range(200):
     train_step(step)

@@ -51,7 +51,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv) {
 static void
 one_opt(int (*cmd)(struct opts *), const char *path, const char *out, int folded, int v113) {
 	char *paths[1] = {(char *)path};
-	struct opts o = {.top = 10, .kind = -1, .warmup = 0.2, .metric = "live", .snapshot = -1,
+	struct opts o = {.top = 10, .kind = -1, .warmup = 0.2, .metric = "live", .snapshot = SNAP_DEFAULT,
 			 .out = out, .paths = paths, .npaths = 1, .folded = folded,
 			 .torch_version = v113 ? 113 : 2};
 	jmp_buf jb;
@@ -390,7 +390,7 @@ captured(int (*cmd)(struct opts *), char **paths, int npaths, int json, const ch
 	int saved = dup(1);
 	dup2(cap, 1);
 	lseek(cap, 0, SEEK_SET);
-	struct opts o = {.top = 10, .kind = -1, .warmup = 0.2, .metric = "live", .snapshot = -1,
+	struct opts o = {.top = 10, .kind = -1, .warmup = 0.2, .metric = "live", .snapshot = SNAP_DEFAULT,
 			 .out = out, .paths = paths, .npaths = npaths, .json = json};
 	jmp_buf jb;
 	int rc = -1;

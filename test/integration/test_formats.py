@@ -251,13 +251,13 @@ if mt.case('torch113') and dump:
 if mt.case('folded'):
     line_re = re.compile(r'^(.*)\s+?(\d+(?:\.\d*)?)$')  # flamegraph.pl's own
     for name, src in (('C program', cfile), ('Python process', pyfile), ('OOM dump', dump)):
-        r = sh([MT, 'flame', '--folded', src])
+        r = sh([MT, 'flame', '--folded', '--snapshot', 'last', src])
         lines = r.stdout.splitlines()
         parsed = [line_re.match(l) for l in lines]
         total = sum(int(m.group(2)) for m in parsed if m)
         want = sum(report_by_function(src).values())
         svg = os.path.join(OUT, 'f.svg')
-        sh([MT, 'flame', src, '-o', svg])
+        sh([MT, 'flame', '--snapshot', 'last', src, '-o', svg])
         svgtext = open(svg).read()
         # the SVG leaves out frames too narrow to draw: those of 1% or more
         big = [m for m in parsed if m and int(m.group(2)) * 100 >= total]
@@ -272,7 +272,17 @@ if mt.case('folded'):
     want = sum(s['allocs'] for s in json.loads(sh([MT, 'report', '--json', '--top', '1000000', cfile]).stdout)
                ['processes'][0]['last']['callsites'])
     mt.eq(allocs, want, 'flame --folded --metric allocs: the allocation count')
-    r = sh([MT, 'flame', '--folded', '--snapshot', 'peak', cfile, '-o', os.path.join(OUT, 'peak.folded')])
-    mt.check(r.returncode == 0 and os.path.getsize(os.path.join(OUT, 'peak.folded')) > 0,
-             'flame --folded --snapshot peak -o FILE writes the peak\'s stacks')
+    # no --snapshot: the peak (each site's bytes at its kind's high-water
+    # mark), as report's at_peak section has them
+    for name, src in (('C program', cfile), ('Python process', pyfile)):
+        r = sh([MT, 'flame', '--folded', src, '-o', os.path.join(OUT, 'peak.folded')])
+        total = sum(int(l.rsplit(' ', 1)[1]) for l in open(os.path.join(OUT, 'peak.folded')))
+        rp = json.loads(sh([MT, 'report', '--json', '--top', '1000000', src]).stdout)['processes'][0]
+        want = sum(c['at_peak_bytes'] for c in rp['at_peak']['callsites'])
+        mt.check(r.returncode == 0 and total == want,
+                 'flame --folded %s with no --snapshot: the peak, %d bytes = report\'s at_peak %d' % (name, total, want))
+    r = sh([MT, 'pprof', '--snapshot', 'peak', pyfile, '-o', os.path.join(OUT, 'peak.pb.gz')])
+    got, total = pprof_top(os.path.join(OUT, 'peak.pb.gz'))
+    mt.check(r.returncode == 0 and total == want,
+             'pprof --snapshot peak: inuse_space at the peak, %s bytes = report\'s at_peak %d' % (total, want))
 mt.done()
