@@ -105,21 +105,25 @@ one(struct mfile *f, struct opts *o, struct sb *j, int first) {
 		printf("  live at the OOM: %s in %zu allocation%s%s\n", human(live, c), nlive,
 		       nlive == 1 ? "" : "s", m->sampled ? " (heap sampled: estimates)" : "");
 		printf("  by call site:\n  %11s %9s %-12s %s\n", "live", "count", "kind", "where");
+		/* the failing side's sites; rows that print alike are one */
+		struct site *w = xmalloc((ns ? ns : 1) * sizeof *w);
+		size_t nw = 0;
+		for (size_t q = 0; q < ns; q++)
+			if (((v[q].kind >= K_CUDA) == cuda || !strcmp(m->kind, "preoom")) && v[q].live_bytes)
+				w[nw++] = v[q];
+		size_t nr;
+		struct site_row *r = site_rows(f, w, nw, -1, o->stacks, 4 * o->top + 64, 0, &nr);
 		int shown = 0;
-		for (size_t i = 0; i < ns && shown < o->top; i++) {
-			if ((v[i].kind >= K_CUDA) != cuda && strcmp(m->kind, "preoom"))
-				continue;
-			if (!v[i].live_bytes)
-				break;
-			site_name(f, v[i].stack, 2, name, sizeof name);
-			if (!o->stacks)
-				site_fit(name, 37);
-			printf("  %11s %9lld %-12s %s\n", human(v[i].live_bytes, a),
-			       (long long)v[i].live_count, kind_names[v[i].kind], name);
+		for (size_t q = 0; q < nr && shown < o->top; q++) {
+			site_row_name(&r[q], 37, o->stacks, name, sizeof name);
+			printf("  %11s %9lld %-12s %s\n", human(r[q].v[0], a), (long long)r[q].v[1],
+			       kind_names[r[q].kind], name);
 			if (o->stacks)
-				site_print_stack(stdout, f, v[i].stack, "        ");
+				site_print_stack(stdout, f, r[q].stack, "        ");
 			shown++;
 		}
+		site_rows_free(r, nr);
+		free(w);
 		printf("  largest segments:\n  %-18s %11s %-12s %4s %s\n", "address", "size", "kind",
 		       "dev", "allocated by");
 		for (size_t i = 0; i < f->nsegs && (int)i < o->top; i++) {

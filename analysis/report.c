@@ -31,31 +31,28 @@ timeline_text(const struct mfile *f) {
 
 static void
 sites_text(struct mfile *f, const struct snap *s, struct opts *o, const char *title) {
-	size_t n;
+	size_t n, nr;
 	struct site *v = sites_sorted(f, s, &n);
-	char a[16], b[16], name[512];
+	struct site_row *r = site_rows(f, v, n, o->kind, o->stacks, 4 * o->top + 64, 0, &nr);
+	char a[16], b[16], name[1100];
 	printf("  top call sites by live bytes %s (snapshot %lld, %s):\n", title, (long long)s->seq,
 	       s->reason);
 	printf("  %11s %9s %9s %11s %-9s %s\n", "live", "count", "allocs", "allocated", "kind",
 	       "where");
 	int shown = 0;
-	for (size_t i = 0; i < n && shown < o->top; i++) {
-		if (o->kind >= 0 && v[i].kind != o->kind)
-			continue;
-		if (!v[i].live_bytes && shown)
+	for (size_t i = 0; i < nr && shown < o->top; i++) {
+		if (!r[i].v[0] && shown)
 			break;
-		site_name(f, v[i].stack, 2, name, sizeof name);
-		if (!o->stacks)
-			site_fit(name, 56);
-		printf("  %11s %9lld %9lld %11s %-9s %s\n", human(v[i].live_bytes, a),
-		       (long long)v[i].live_count, (long long)v[i].allocs,
-		       human(v[i].alloc_bytes, b), kind_names[v[i].kind], name);
+		site_row_name(&r[i], 56, o->stacks, name, sizeof name);
+		printf("  %11s %9lld %9lld %11s %-9s %s\n", human(r[i].v[0], a), (long long)r[i].v[1],
+		       (long long)r[i].v[2], human(r[i].v[3], b), kind_names[r[i].kind], name);
 		if (o->stacks)
-			site_print_stack(stdout, f, v[i].stack, "        ");
+			site_print_stack(stdout, f, r[i].stack, "        ");
 		shown++;
 	}
 	if (!shown)
 		printf("  (no call sites)\n");
+	site_rows_free(r, nr);
 	free(v);
 }
 
@@ -114,7 +111,7 @@ at_peak_sites(struct mfile *f, const struct snap *s, size_t *n) {
 static void
 at_peak_text(struct mfile *f, const struct snap *s, const struct site *v, size_t n,
 	     struct opts *o) {
-	char a[16], b[16], name[512];
+	char a[16], b[16], name[1100];
 	struct sb h = {0};
 	for (int k = 0; k < NKINDS; k++)
 		if ((o->kind < 0 || o->kind == k) && s->tot[k].present && s->tot[k].peak_bytes > 0)
@@ -124,21 +121,20 @@ at_peak_text(struct mfile *f, const struct snap *s, const struct site *v, size_t
 	       h.len ? h.p : "none");
 	sb_free(&h);
 	printf("  %11s %11s %-9s %s\n", "at peak", "live now", "kind", "where");
+	size_t nr;
+	struct site_row *r = site_rows(f, v, n, o->kind, o->stacks, 4 * o->top + 64, 1, &nr);
 	int shown = 0;
-	for (size_t i = 0; i < n && shown < o->top; i++) {
-		if ((o->kind >= 0 && v[i].kind != o->kind) || v[i].at_peak_bytes <= 0)
-			continue;
-		site_name(f, v[i].stack, 2, name, sizeof name);
-		if (!o->stacks)
-			site_fit(name, 36);
-		printf("  %11s %11s %-9s %s\n", human(v[i].at_peak_bytes, a), human(v[i].live_bytes, b),
-		       kind_names[v[i].kind], name);
+	for (size_t i = 0; i < nr && shown < o->top; i++) {
+		site_row_name(&r[i], 36, o->stacks, name, sizeof name);
+		printf("  %11s %11s %-9s %s\n", human(r[i].v[0], a), human(r[i].v[1], b),
+		       kind_names[r[i].kind], name);
 		if (o->stacks)
-			site_print_stack(stdout, f, v[i].stack, "        ");
+			site_print_stack(stdout, f, r[i].stack, "        ");
 		shown++;
 	}
 	if (!shown)
 		printf("  (no call sites)\n");
+	site_rows_free(r, nr);
 }
 
 static void

@@ -327,3 +327,69 @@ site_json_names(struct sb *j, const struct mfile *f, uint32_t stack) {
 	sb_puts(j, ",\"frames\":");
 	site_json_stack(j, f, stack);
 }
+
+static int
+cmp_row(const void *a, const void *b) {
+	const struct site_row *x = a, *y = b;
+	if (x->v[0] != y->v[0])
+		return x->v[0] < y->v[0] ? 1 : -1;
+	return strcmp(x->name, y->name);
+}
+
+struct site_row *
+site_rows(const struct mfile *f, const struct site *v, size_t n, int kind, int apart, int limit,
+	  int at_peak, size_t *nr) {
+	struct site_row *r = NULL;
+	size_t m = 0, cap = 0;
+	for (size_t i = 0; i < n && (int)m < limit; i++) {
+		if (kind >= 0 && v[i].kind != kind)
+			continue;
+		if (at_peak && v[i].at_peak_bytes <= 0)
+			continue;
+		char name[1024];
+		site_name(f, v[i].stack, 2, name, sizeof name);
+		size_t k = 0;
+		if (!apart)
+			for (; k < m; k++)
+				if (r[k].kind == v[i].kind && !strcmp(r[k].name, name))
+					break;
+		if (apart || k == m) {
+			r = xgrow(r, m + 1, &cap, sizeof *r);
+			memset(&r[m], 0, sizeof r[m]);
+			r[m].name = xstrdup(name);
+			r[m].kind = v[i].kind;
+			r[m].stack = v[i].stack;
+			k = m++;
+		}
+		r[k].nsites++;
+		if (at_peak) {
+			r[k].v[0] += v[i].at_peak_bytes;
+			r[k].v[1] += v[i].live_bytes;
+		} else {
+			r[k].v[0] += v[i].live_bytes;
+			r[k].v[1] += v[i].live_count;
+			r[k].v[2] += v[i].allocs;
+			r[k].v[3] += v[i].alloc_bytes;
+		}
+	}
+	xqsort(r, m, sizeof *r, cmp_row);
+	*nr = m;
+	return r;
+}
+
+void
+site_row_name(const struct site_row *r, int col, int whole, char *out, size_t n) {
+	if (r->nsites > 1)
+		snprintf(out, n, "%s [%d sites]", r->name, r->nsites);
+	else
+		snprintf(out, n, "%s", r->name);
+	if (!whole)
+		site_fit(out, col);
+}
+
+void
+site_rows_free(struct site_row *r, size_t n) {
+	for (size_t i = 0; i < n; i++)
+		free(r[i].name);
+	free(r);
+}

@@ -41,6 +41,26 @@ void site_json_stack(struct sb *s, const struct mfile *f, uint32_t stack);
 /* `"function":...,"where":...,"frames":[...]` of a stack (--json rows). */
 void site_json_names(struct sb *j, const struct mfile *f, uint32_t stack);
 
+/* Rows that print alike are one row: sites with the same name and kind
+ * (cc1's "xmalloc < et_new_tree < calculate_dominance_info", reached by
+ * three return addresses; two calls of one function from main) are
+ * summed, and the row says how many there were.  From sites v[0..n)
+ * (sorted largest first), of kind (< 0: all), up to limit rows, each
+ * site its own row when apart (--stacks: the stacks tell them apart).
+ * v[0..3]: live, count, allocs, allocated; at_peak: at the peak, live
+ * now (sites without bytes at the peak left out).  Sorted by v[0]. */
+struct site_row {
+	char *name;
+	int kind, nsites;
+	uint32_t stack; /* the first site's, for --stacks */
+	int64_t v[4];
+};
+struct site_row *site_rows(const struct mfile *f, const struct site *v, size_t n, int kind,
+			   int apart, int limit, int at_peak, size_t *nr);
+/* The row's name, with "[N sites]" when merged, fitted after column col
+ * unless whole. */
+void site_row_name(const struct site_row *r, int col, int whole, char *out, size_t n);
+void site_rows_free(struct site_row *r, size_t n);
 /* Sort sites (copied) by live bytes, largest first. */
 struct site *sites_sorted(struct mfile *f, const struct snap *s, size_t *n);
 

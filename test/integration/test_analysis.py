@@ -62,6 +62,19 @@ r100 = subprocess.run([MT, 'report', known], capture_output=True, text=True,
                       env=dict(os.environ, COLUMNS='100'))
 mt.check(max(len(l) for l in r100.stdout.splitlines()) <= 100, 'report: text fits a terminal of 100 columns')
 
+# Rows that print alike are one row, which says how many sites it holds
+# (two calls of alloc_weights from main read the same twice); --stacks
+# keeps them apart, each with its stack.
+alike = os.path.join(OUT, 'alike')
+subprocess.run([MT, 'run', '--out', alike, '--', os.path.join(B, 'test', 'prog_alike')], capture_output=True)
+r = memtally('report', alike)
+rows = [l for l in r.stdout.splitlines() if 'alloc_weights (prog_alike.c:' in l]
+mt.check(len(rows) == 2 and all('16.0 MiB' in l and l.endswith('< main < _start [2 sites]') for l in rows),
+         'report: two sites that print alike are one row of 16 MiB, "[2 sites]", at exit and at the peak: %s' % rows)
+r = memtally('report', '--stacks', alike)
+rows = [l for l in r.stdout.splitlines() if 'alloc_weights (prog_alike.c:' in l and 'MiB' in l]
+mt.check(len(rows) == 4 and all('8.00 MiB' in l for l in rows), 'report --stacks: each site its own row (%d)' % len(rows))
+
 # leaks: planted leak among churn, an LRU cache and mmap checkpoints
 r, leak = traced('leak', [os.path.join(T, 'prog_trainer'), 'leak'])
 r, noleak = traced('noleak', [os.path.join(T, 'prog_trainer'), 'noleak'])
