@@ -194,9 +194,13 @@ process_json(struct sb *j, struct mfile *f) {
 			rest += v[i].live_bytes;
 			continue;
 		}
-		sb_printf(j, "%s{\"live\":%lld,\"count\":%lld,\"allocs\":%lld,\"abytes\":%lld,\"kind\":\"%s\",\"where\":",
-			  i ? "," : "", (long long)v[i].live_bytes, (long long)v[i].live_count,
-			  (long long)v[i].allocs, (long long)v[i].alloc_bytes, kind_names[v[i].kind]);
+		/* peak: its bytes at its kind's high-water mark (-1: the file
+		 * does not keep them) */
+		sb_printf(j, "%s{\"live\":%lld,\"peak\":%lld,\"count\":%lld,\"allocs\":%lld,"
+			     "\"abytes\":%lld,\"kind\":\"%s\",\"where\":",
+			  i ? "," : "", (long long)v[i].live_bytes, (long long)v[i].at_peak_bytes,
+			  (long long)v[i].live_count, (long long)v[i].allocs, (long long)v[i].alloc_bytes,
+			  kind_names[v[i].kind]);
 		sb_json_str(j, site_name(f, v[i].stack, 2, name, sizeof name));
 		sb_puts(j, ",\"frames\":[");
 		struct frame fr[256];

@@ -33,15 +33,15 @@ function timeline(p,box){box.innerHTML='';var S=p.snapshots,W=1100,H=260,L=70,B=
  if(p.downsampled)h('div',{'class':'note'},'Showing '+S.t.length+' of '+p.nsnaps+' snapshots (evenly spaced; the first, the last and the peak kept).',box);
  if(p.marks_start)h('div',{'class':'note'},p.marks_start,box);}
 function table(p,box){box.innerHTML='';var q=h('input',{type:'search',placeholder:'filter call sites',id:'filter'},null,box);
- var t=h('table',{id:'sites'},null,box),hd=h('tr',{},null,t);var cols=[['live','live'],['count','count'],['allocs','allocs'],['abytes','allocated'],['kind','kind'],['where','where']];
+ var t=h('table',{id:'sites'},null,box),hd=h('tr',{},null,t);var cols=[['live','live'],['peak','at peak'],['count','count'],['allocs','allocs'],['abytes','allocated'],['kind','kind'],['where','where']];
  var rows=p.sites.slice(),key='live',dir=-1;
  cols.forEach(function(c){var th=h('th',{},c[1],hd);th.addEventListener('click',function(){if(key===c[0])dir=-dir;else{key=c[0];dir=-1;}draw();});});
  var body=h('tbody',{},null,t);
  function draw(){rows.sort(function(a,b){var x=a[key],y=b[key];return (x<y?-1:x>y?1:0)*dir;});body.innerHTML='';var f=q.value.toLowerCase();
   rows.forEach(function(r){if(f&&r.where.toLowerCase().indexOf(f)<0&&r.frames.join(' ').toLowerCase().indexOf(f)<0)return;
-   var tr=h('tr',{'class':'site'},null,body);[hb(r.live),r.count,r.allocs,hb(r.abytes),r.kind].forEach(function(v){h('td',{},v,tr);});
+   var tr=h('tr',{'class':'site'},null,body);[hb(r.live),r.peak>=0?hb(r.peak):'-',r.count,r.allocs,hb(r.abytes),r.kind].forEach(function(v){h('td',{},v,tr);});
    h('td',{'class':'w',title:r.where},r.where,tr);var st=null;tr.addEventListener('click',function(){if(st){st.remove();st=null;return;}
-   st=document.createElement('tr');st.className='stack';var td=h('td',{colspan:6},r.frames.join('\n'),st);tr.after(st);});});}
+   st=document.createElement('tr');st.className='stack';var td=h('td',{colspan:7},r.frames.join('\n'),st);tr.after(st);});});}
  q.addEventListener('input',draw);draw();
  if(p.sites_total>p.sites.length)h('div',{'class':'note'},'Showing the '+p.sites.length+' largest of '+p.sites_total+' call sites; the rest hold '+hb(p.sites_rest)+'.',box);}
 function flame(p,box){box.innerHTML=p.flame;var s=box.querySelector('svg');if(s)mtFlameInit(s);}

@@ -42,6 +42,14 @@ if mt.case('exact'):
     rows = {c['function']: c['at_peak_bytes'] for c in ap.get('callsites', [])}
     mt.check(rows.get('site_a') == 10 * MIB and rows.get('site_b') == 10 * MIB and 'site_c' not in rows,
              'report --json at_peak: site_a and site_b 10 MiB each, site_c not there (%s)' % rows)
+    # the HTML page's call-site table has the column, as Chromium draws it
+    page = os.path.join(OUT, 'peak.html')
+    subprocess.run([MT, 'html', d, '-o', page], capture_output=True)
+    dom = subprocess.run(['chromium', '--headless', '--no-sandbox', '--disable-gpu', '--virtual-time-budget=3000',
+                          '--dump-dom', 'file://' + page], capture_output=True, text=True, timeout=120).stdout
+    row = re.search(r'<tr class="site"><td>0 B</td><td>10\.0 MiB</td>.*?site_a', dom)
+    mt.check('<th>at peak</th>' in dom and row,
+             'html: the call-site table shows each site at the peak (site_a: 0 B live, 10.0 MiB at peak)')
 
 if mt.case('python'):
     d = os.path.join(OUT, 'py')
