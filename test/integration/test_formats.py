@@ -220,17 +220,31 @@ if mt.case('torch113') and dump:
     oomj = json.loads(sh([MT, 'oom', '--json', dump]).stdout)['dumps'][0]
     cuda_live = sum(s['size'] for s in oomj['segments'] if s['kind'] == 'cuda')
     # its CLI pipes the folded lines to /tmp/<uid>_flamegraph.pl (downloaded
-    # when missing): a private /tmp holds a stand-in that passes them through
+    # when missing; nothing is reachable here): in a private mount namespace
+    # a stand-in that passes them through is bound over that path (a file
+    # there, of the user's, is left as it was; an empty one made for the
+    # mount is removed)
+    stub = os.path.join(OUT, 'flamegraph-cat.sh')
+    with open(stub, 'w') as fh:
+        fh.write('#!/bin/sh\ncat\n')
+    os.chmod(stub, 0o755)
+    fg = '/tmp/%d_flamegraph.pl' % os.getuid()
+    made = not os.path.exists(fg)
+    if made:
+        open(fg, 'w').close()
     outs = {}
-    for view in ('memory', 'segments'):
-        o = os.path.join(OUT, '113-%s.txt' % view)
-        cmd = ('mount -t tmpfs tmpfs /tmp && printf "#!/bin/sh\\ncat\\n" > /tmp/%d_flamegraph.pl && '
-               'chmod +x /tmp/%d_flamegraph.pl && /usr/bin/python3 -m torch.cuda._memory_viz %s %s -o %s'
-               % (os.getuid(), os.getuid(), view, pk, o))
-        r2 = sh(['unshare', '-m', 'sh', '-c', cmd])
-        outs[view] = open(o).read() if r2.returncode == 0 and os.path.exists(o) else ''
-        if r2.returncode:
-            print('    %s: %s' % (view, r2.stderr.strip()[-300:]))
+    try:
+        for view in ('memory', 'segments'):
+            o = os.path.join(OUT, '113-%s.txt' % view)
+            cmd = ('mount --bind %s %s && /usr/bin/python3 -m torch.cuda._memory_viz %s %s -o %s'
+                   % (stub, fg, view, pk, o))
+            r2 = sh(['unshare', '-m', '--propagation', 'private', 'sh', '-c', cmd])
+            outs[view] = open(o).read() if r2.returncode == 0 and os.path.exists(o) else ''
+            if r2.returncode:
+                print('    %s: %s' % (view, r2.stderr.strip()[-300:]))
+    finally:
+        if made:
+            os.unlink(fg)
     for view, text in outs.items():
         lines = [l for l in text.splitlines() if l.strip()]
         total = sum(int(l.rsplit(' ', 1)[1]) for l in lines)

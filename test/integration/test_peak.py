@@ -65,6 +65,9 @@ if mt.case('python'):
     rep = subprocess.run([MT, 'report', d], capture_output=True, text=True).stdout
     m = re.search(r'top call sites at the peak \(each kind at its high-water mark: heap ([\d.]+) MiB', rep)
     row = re.search(r'^\s+([\d.]+) MiB\s+\S+ \S+\s+heap\s+(load\.<locals>\.)?<listcomp> \(hold\.py:2\) < load < <module>', rep, re.M)
+    cnt = re.search(r'^  (\d+) (snapshots?) over ', rep, re.M)
+    mt.check(cnt and (cnt.group(2) == 'snapshot') == (cnt.group(1) == '1'),
+             'the count of snapshots reads right: "%s"' % (cnt.group(0).strip() if cnt else None))
     mt.check(r.stdout.strip() == str(4096 * 16384) and m and float(m.group(1)) >= 64 and row and
              float(row.group(1)) >= 64,
              'a default run (one snapshot, at exit) shows the 64 MiB peak at the script\'s line: %s; %s'
@@ -112,6 +115,12 @@ if mt.case('json'):
         mt.check(len(wheres) == 2 and '(jd.py:3)' in wheres[0] and '(jd.py:4)' in wheres[1],
                  'json.dumps: the two join buffers\' rows name the script\'s own lines, which tell '
                  'them apart: %s' % wheres)
+        # the native cause under the Python rows, per function, without --native
+        fj = json.loads(subprocess.run([MT, 'functions', '--json', '--snapshot', 'peak', '--top', '100000', d],
+                                       capture_output=True, text=True).stdout)['processes'][0]['functions']
+        jf = [x['inclusive_bytes'] for x in fj if x['function'] == '_PyUnicode_JoinArray']
+        mt.check(jf == [join], 'json.dumps: functions --snapshot peak sums _PyUnicode_JoinArray (native, under '
+                 'JSONEncoder.encode) inclusively to the join buffers\' %d B (%s)' % (join, jf))
         mt.check(ht_top and top.group(3) == '_PyUnicode_JoinArray' and abs(join - ht_top) <= 0.01 * ht_top,
                  'json.dumps: at the peak the join buffers hold %d B (encoder.py), heaptrack\'s largest '
                  'peak consumer %s holds %s B (within 1%%)' % (join, top.group(3) if top else None, ht_top))
