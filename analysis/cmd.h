@@ -15,6 +15,8 @@ struct opts {
 	int merge;         /* --merge (pprof): one profile of all processes */
 	int folded;        /* --folded (flame): folded stacks, not an SVG */
 	int torch_version; /* --format (torch): 2 (default) or 113 (PyTorch 1.13) */
+	double interval;   /* --interval S (top): seconds between refreshes */
+	int once;          /* --once (top): one frame, then exit */
 	char **paths;      /* positional */
 	int npaths;
 };
@@ -29,6 +31,16 @@ int cmd_flame(struct opts *o);
 int cmd_html(struct opts *o);
 int cmd_pprof(struct opts *o);
 int cmd_functions(struct opts *o);
+int cmd_top(struct opts *o);
+/* leaks' suspects of one file, ranked as `leaks` ranks them (up to max);
+ * per_step NAN without a step mark. */
+struct leak_row {
+	uint32_t stack;
+	int kind;
+	double per_hour, per_step;
+	int64_t live, window_ms;
+};
+size_t leak_suspects(struct mfile *f, struct opts *o, struct leak_row *out, size_t max);
 int cmd_run(int argc, char **argv);
 void usage_exit(const char *msg) __attribute__((noreturn));
 /* Run fn on every file of r; with --json, their objects go out as

@@ -126,8 +126,11 @@ rate_text(double per_hour, int64_t window_ms, int say_window, char *buf, size_t 
 	return buf;
 }
 
-static void
-analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
+/* collect: rank the suspects into it (up to max) and print nothing
+ * (memtally top); else print them (text or --json). */
+static size_t
+analyse_into(struct mfile *f, struct opts *o, struct sb *j, int first, struct leak_row *collect,
+	     size_t max) {
 	char a[16], b[16], c[16], name[512];
 	const struct snap *pts[MAXPTS];
 	size_t npts = 0, warm = 0, tear = 0;
@@ -235,6 +238,18 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 		free(m.slot);
 		if (nsus)
 			xqsort(sus, nsus, sizeof *sus, cmp_suspect);
+	}
+	if (collect) {
+		size_t k = 0;
+		for (; k < nsus && k < max; k++)
+			collect[k] = (struct leak_row){.stack = sus[k].stack, .kind = sus[k].kind,
+						       .per_hour = sus[k].per_hour,
+						       .per_step = sus[k].per_step, .live = sus[k].live,
+						       .window_ms = npts ? pts[npts - 1]->elapsed_ms -
+										  sus[k].from_ms
+									 : 0};
+		free(sus);
+		return k;
 	}
 	/* The process over the top suspect's window: the suspects' growth
 	 * beside the tracked total's and RSS's (Theil-Sen), to tell how much
@@ -354,6 +369,17 @@ analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
 		}
 	}
 	free(sus);
+	return 0;
+}
+
+static void
+analyse(struct mfile *f, struct opts *o, struct sb *j, int first) {
+	analyse_into(f, o, j, first, NULL, 0);
+}
+
+size_t
+leak_suspects(struct mfile *f, struct opts *o, struct leak_row *out, size_t max) {
+	return analyse_into(f, o, NULL, 1, out, max);
 }
 
 int

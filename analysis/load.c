@@ -357,6 +357,7 @@ snapshot(struct ctx *c, struct jv *o) {
 	s->vms_bytes = json_int(c->d, p, "vms_bytes", -1);
 	s->pss_bytes = json_int(c->d, p, "pss_bytes", -1);
 	s->cg_current = json_int(c->d, json_get(c->d, o, "cgroup"), "current_bytes", -1);
+	s->cg_max = json_int(c->d, json_get(c->d, o, "cgroup"), "max_bytes", -1); /* null: no limit */
 	/* the allocator's footprint: glibc's arenas plus its mmapped
 	 * blocks, or jemalloc's resident bytes */
 	struct jv *al = json_get(c->d, o, "allocator");
@@ -668,6 +669,100 @@ load_file(struct mfile *f, const char *path) {
 	json_free(&d);
 	if (!f->version)
 		die(EXIT_BAD_INPUT, "%s:1: not a memtally file (no header record)", path);
+}
+
+/* ---- following a file as it grows (memtally top) -------------------- */
+
+struct follow {
+	struct mfile f;
+	struct jdoc d;
+	int fd, line;
+	char *buf;
+	size_t cap, have;
+	uint64_t off; /* bytes read so far */
+};
+
+struct follow *
+follow_open(const char *path) {
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return NULL;
+	struct stat st;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return NULL;
+	}
+	struct follow *w = xcalloc(1, sizeof *w);
+	w->f.path = xstrdup(path);
+	w->f.rank = w->f.pid = -1;
+	w->f.cur_idx = -1;
+	w->fd = fd;
+	w->cap = 1 << 20;
+	w->buf = xmalloc(w->cap + 1);
+	return w;
+}
+
+struct mfile *
+follow_file(struct follow *w) {
+	return &w->f;
+}
+
+/* Whole lines only: a line still being written (no newline yet) waits in
+ * the buffer for the rest; at most `budget` bytes are read a call, so one
+ * huge file does not hold up a refresh for long.  Reads only what was
+ * appended since the last call: never the whole file again. */
+long
+follow_poll(struct follow *w, size_t budget) {
+	struct ctx c = {&w->f, &w->d, w->line};
+	long lines = 0;
+	size_t got = 0;
+	while (got < budget) {
+		if (w->have == w->cap) { /* a line longer than the buffer */
+			w->cap *= 2;
+			w->buf = xrealloc(w->buf, w->cap + 1);
+		}
+		ssize_t r = read(w->fd, w->buf + w->have, w->cap - w->have);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+		w->off += (uint64_t)r;
+		w->have += (size_t)r;
+		char *p = w->buf, *end = w->buf + w->have;
+		for (;;) {
+			char *nl = memchr(p, '\n', (size_t)(end - p));
+			if (!nl)
+				break;
+			c.line++;
+			if (nl > p)
+				record(&c, p, (size_t)(nl - p), 0);
+			lines++;
+			p = nl + 1;
+		}
+		w->have = (size_t)(end - p);
+		if (w->have)
+			memmove(w->buf, p, w->have);
+	}
+	w->line = c.line;
+	return lines;
+}
+
+uint64_t
+follow_pending(struct follow *w, uint64_t *size) {
+	struct stat st;
+	uint64_t n = !fstat(w->fd, &st) ? (uint64_t)st.st_size : w->off;
+	if (size)
+		*size = n;
+	return n > w->off ? n - w->off : 0;
+}
+
+void
+follow_close(struct follow *w) {
+	close(w->fd);
+	free(w->buf);
+	json_free(&w->d);
+	free(w);
 }
 
 static int

@@ -18,6 +18,7 @@ static const char usage[] =
 	"  report   per process: timeline of RSS, heap, mmap; top call sites at the end and at the peak\n"
 	"  leaks    call sites ranked by sustained growth (robust slope, fit, share of growth)\n"
 	"  functions live bytes per function, inclusive and self (--snapshot N|peak)\n"
+	"  top      a live view of a running job's files (--interval S, --once; keys: q s n p x)\n"
 	"  diff A B change per call site between two files, runs, or snapshots (FILE@SEQ)\n"
 	"  ranks    the same figures per rank side by side; outlier ranks named\n"
 	"  oom      what was live at an OOM dump, by call site and segment, and the events before it\n"
@@ -111,7 +112,7 @@ main(int argc, char **argv) {
 	}
 	if (!strcmp(cmd, "run"))
 		return cmd_run(argc - 2, argv + 2);
-	struct opts o = {.top = 10, .kind = -1, .warmup = 0.2, .metric = "live", .snapshot = SNAP_DEFAULT,
+	struct opts o = {.top = 10, .kind = -1, .warmup = 0.2, .metric = "live", .snapshot = SNAP_DEFAULT, .interval = 2,
 			 .torch_version = 2};
 	o.paths = xcalloc((size_t)argc, sizeof *o.paths);
 	for (int i = 2; i < argc; i++) {
@@ -154,6 +155,15 @@ main(int argc, char **argv) {
 				if (*e || o.snapshot < 0)
 					usage_exit("--snapshot takes a snapshot number (seq), peak or last");
 			}
+		} else if (!strcmp(a, "--once")) {
+			o.once = 1;
+		} else if (!strcmp(a, "--interval")) {
+			if (i + 1 >= argc)
+				usage_exit("option needs a value");
+			char *e;
+			o.interval = strtod(argv[++i], &e);
+			if (*e || !(o.interval >= 0.1 && o.interval <= 3600))
+				usage_exit("--interval takes seconds from 0.1 to 3600");
 		} else if (!strcmp(a, "--top") || !strcmp(a, "--kind") || !strcmp(a, "--warmup")) {
 			if (i + 1 >= argc)
 				usage_exit("option needs a value");
@@ -190,7 +200,7 @@ main(int argc, char **argv) {
 		{"report", cmd_report}, {"leaks", cmd_leaks}, {"diff", cmd_diff},
 		{"ranks", cmd_ranks},   {"oom", cmd_oom},     {"torch", cmd_torch},
 		{"flame", cmd_flame},   {"html", cmd_html},   {"pprof", cmd_pprof},
-		{"functions", cmd_functions},
+		{"functions", cmd_functions}, {"top", cmd_top},
 	};
 	int (*fn)(struct opts *) = NULL;
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -34,6 +34,7 @@ struct snap {
 	int64_t wall_ns, mono_ns, elapsed_ms;
 	int64_t rss_bytes, vms_bytes;   /* -1 when absent */
 	int64_t pss_bytes, cg_current;  /* -1 when absent */
+	int64_t cg_max;                 /* -1 when absent or no limit */
 	int64_t alloc_footprint;        /* allocator's own footprint, -1 when absent */
 #define MAX_DEVS 16
 	int64_t dev_live[MAX_DEVS];     /* per CUDA device, -1 when absent */
@@ -162,6 +163,17 @@ struct site *snap_sites(struct mfile *f, const struct snap *s, size_t *n);
 #define SNAP_PEAK (-2)
 #define SNAP_DEFAULT (-3) /* none given: the last, or where a command says */
 const struct snap *pick_snapshot(const struct mfile *f, long seq, int kind);
+/* A file followed as it grows (memtally top): follow_poll reads what was
+ * appended since the last call (at most budget bytes), whole lines into
+ * the model, and returns how many lines it took; a line still being
+ * written waits.  NULL from follow_open: not a regular file. */
+struct follow;
+struct follow *follow_open(const char *path);
+long follow_poll(struct follow *w, size_t budget);
+struct mfile *follow_file(struct follow *w);
+/* Bytes written to the file and not read yet (*size: its size). */
+uint64_t follow_pending(struct follow *w, uint64_t *size);
+void follow_close(struct follow *w);
 /* The call sites --snapshot asks for (a seq, SNAP_LAST, SNAP_PEAK): for
  * the peak, each site's bytes at its kind's high-water mark as the last
  * snapshot records them (live_bytes replaced; live_count 0: not kept;

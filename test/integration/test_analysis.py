@@ -98,7 +98,10 @@ pairs = json.loads(r.stdout)['pairs']
 top = pairs[0]['callsites'][0]
 mt.eq((top['function'], top['change_bytes']), ('leak_history', 200 * 10240), 'diff: the leak is the change')
 f = mt.files(leak)[0]
-r = memtally('diff', '--json', '%s@20' % f.path, '%s@30' % f.path)
+# the requested snapshots of steps 105 and 155, by their step mark (rise
+# snapshots may fall between them, so not by seq)
+at = {s['marks']['step']: s['seq'] for s in f.snapshots if s['reason'] == 'request' and 'marks' in s}
+r = memtally('diff', '--json', '%s@%d' % (f.path, at[105]), '%s@%d' % (f.path, at[155]))
 top = json.loads(r.stdout)['pairs'][0]['callsites'][0]
 mt.eq((top['function'], top['change_bytes']), ('leak_history', 50 * 10240),
       'diff: between two snapshots of one file (steps 105 and 155)')

@@ -1,0 +1,467 @@
+/* top.c — `memtally top DIR|FILE...`: a live view of a running job.
+ *
+ * Files are followed as they grow (follow_poll: only what was appended
+ * since the last refresh, whole lines; a line still being written waits),
+ * new ranks' and workers' files are picked up as they appear, and OOM
+ * dumps are listed as they are written.  A frame shows, per process, the
+ * last snapshot's RSS, PSS, heap, mmap, device bytes and the cgroup's
+ * usage against its limit, with the live total's trend over the run and
+ * over the last minute (per step when steps are marked); then, for the
+ * selected process, its top call sites by live bytes or by growth over
+ * the last minute, named as `report` names them, and its leak suspects as
+ * `leaks` ranks them.
+ *
+ * Keys (a terminal): q quit, s sort by live / growth, n / p next and
+ * previous process, x the top call site's stack.  Plain ANSI (clear and
+ * home), so it works over SSH without a terminfo database.  With --once,
+ * or when stdout is not a terminal, one frame is printed and it exits. */
+#include "cmd.h"
+#include "sites.h"
+#include "util.h"
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#define READ_STEP (8u << 20) /* bytes read from a file at a time */
+
+struct proc {
+	char *path;
+	struct follow *w;
+	long lines;
+};
+
+struct view {
+	struct proc *p;
+	size_t n, cap;
+	char **dumps;
+	size_t ndumps, capd;
+	size_t sel;
+	int by_growth, show_stack;
+	uint64_t polled_bytes;
+};
+
+static int
+known(struct view *v, const char *path) {
+	for (size_t i = 0; i < v->n; i++)
+		if (!strcmp(v->p[i].path, path))
+			return 1;
+	return 0;
+}
+
+static void
+add_file(struct view *v, const char *path) {
+	if (known(v, path))
+		return;
+	struct follow *w = follow_open(path);
+	if (!w)
+		return;
+	v->p = xgrow(v->p, v->n + 1, &v->cap, sizeof *v->p);
+	v->p[v->n++] = (struct proc){xstrdup(path), w, 0};
+}
+
+static int
+is_dump(const char *name) {
+	return strstr(name, ".oom") != NULL;
+}
+
+/* New files in the directories named (new ranks, forked workers), dumps. */
+static void
+discover(struct view *v, struct opts *o) {
+	for (int i = 0; i < o->npaths; i++) {
+		struct stat st;
+		if (stat(o->paths[i], &st))
+			continue;
+		if (!S_ISDIR(st.st_mode)) {
+			add_file(v, o->paths[i]);
+			continue;
+		}
+		DIR *d = opendir(o->paths[i]);
+		if (!d)
+			continue;
+		struct dirent *e;
+		while ((e = readdir(d))) {
+			size_t n = strlen(e->d_name);
+			if (strncmp(e->d_name, "memtally.", 9) || n < 7 || strcmp(e->d_name + n - 6, ".jsonl"))
+				continue;
+			struct sb p = {0};
+			sb_printf(&p, "%s/%s", o->paths[i], e->d_name);
+			if (is_dump(e->d_name)) {
+				int seen = 0;
+				for (size_t k = 0; k < v->ndumps && !seen; k++)
+					seen = !strcmp(v->dumps[k], p.p);
+				if (!seen) {
+					v->dumps = xgrow(v->dumps, v->ndumps + 1, &v->capd, sizeof *v->dumps);
+					v->dumps[v->ndumps++] = xstrdup(p.p);
+				}
+			} else {
+				add_file(v, p.p);
+			}
+			sb_free(&p);
+		}
+		closedir(d);
+	}
+}
+
+static int64_t
+host_of(const struct snap *s) {
+	return s->tot[K_HEAP].live_bytes + s->tot[K_MMAP].live_bytes;
+}
+
+static int64_t
+dev_of(const struct snap *s) {
+	return s->tot[K_CUDA].live_bytes + s->tot[K_CUDA_MANAGED].live_bytes +
+	       s->tot[K_CUDA_VMM].live_bytes;
+}
+
+/* The snapshot a minute before the last; in a run shorter than two
+ * minutes, the one half-way (what happens now, not start-up). */
+static const struct snap *
+minute_ago(const struct mfile *f) {
+	const struct snap *last = &f->snaps[f->nsnaps - 1];
+	int64_t span = last->elapsed_ms - f->snaps[0].elapsed_ms;
+	int64_t back = span < 120000 ? span / 2 : 60000;
+	for (size_t i = f->nsnaps; i-- > 0;)
+		if (f->snaps[i].elapsed_ms <= last->elapsed_ms - back)
+			return &f->snaps[i];
+	return &f->snaps[0];
+}
+
+static double
+step_of(const struct snap *s, const char *mark) {
+	for (int k = 0; mark && k < s->nmarks; k++)
+		if (!strcmp(s->marks[k].name, mark))
+			return s->marks[k].value;
+	return NAN;
+}
+
+/* The change of the live total from a to b: per step when both carry
+ * the step mark and it moved, per hour over an hour or more, else what
+ * it came to ("+12.0 MiB in 40.0s"). */
+static const char *
+trend(const struct snap *a, const struct snap *b, const char *mark, char *buf, size_t n) {
+	char x[16], t[16];
+	int64_t d = host_of(b) + dev_of(b) - host_of(a) - dev_of(a);
+	int64_t ms = b->elapsed_ms - a->elapsed_ms;
+	double sa = step_of(a, mark), sb = step_of(b, mark);
+	if (a == b || ms <= 0)
+		snprintf(buf, n, "-");
+	else if (!isnan(sa) && !isnan(sb) && sb > sa)
+		snprintf(buf, n, "%s%s/step", d < 0 ? "-" : "+", human((int64_t)llabs(d) / (int64_t)(sb - sa), x));
+	else if (ms >= 3600000)
+		snprintf(buf, n, "%s%s/h", d < 0 ? "-" : "+", human((int64_t)(llabs(d) * 3600000.0 / (double)ms), x));
+	else
+		snprintf(buf, n, "%s%s in %s", d < 0 ? "-" : "+", human(llabs(d), x), human_ms(ms, t));
+	return buf;
+}
+
+static const char *
+opt_bytes(int64_t v, char *buf) {
+	if (v < 0)
+		return "-";
+	return human(v, buf);
+}
+
+struct grow {
+	struct site s;
+	int64_t growth;
+};
+
+static int
+cmp_grow(const void *a, const void *b) {
+	const struct grow *x = a, *y = b;
+	if (x->growth != y->growth)
+		return x->growth < y->growth ? 1 : -1;
+	return (x->s.stack > y->s.stack) - (x->s.stack < y->s.stack);
+}
+
+static int
+cmp_live(const void *a, const void *b) {
+	const struct grow *x = a, *y = b;
+	if (x->s.live_bytes != y->s.live_bytes)
+		return x->s.live_bytes < y->s.live_bytes ? 1 : -1;
+	return (x->s.stack > y->s.stack) - (x->s.stack < y->s.stack);
+}
+
+/* The selected process's call sites, by live bytes or by growth over the
+ * last minute. */
+static void
+sites_frame(struct sb *o, struct mfile *f, struct view *v, struct opts *op, int width) {
+	const struct snap *last = &f->snaps[f->nsnaps - 1], *ago = minute_ago(f);
+	size_t n, na;
+	struct site *now = snap_sites(f, last, &n);
+	struct site *then = snap_sites(f, ago, &na);
+	struct grow *g = xmalloc((n ? n : 1) * sizeof *g);
+	for (size_t i = 0; i < n; i++) {
+		int64_t before = 0;
+		for (size_t k = 0; k < na; k++) /* (a few hundred sites: fine) */
+			if (then[k].stack == now[i].stack && then[k].kind == now[i].kind) {
+				before = then[k].live_bytes;
+				break;
+			}
+		g[i] = (struct grow){now[i], now[i].live_bytes - before};
+	}
+	xqsort(g, n, sizeof *g, v->by_growth ? cmp_grow : cmp_live);
+	char a[16], b[16], t[16], name[1024];
+	sb_printf(o, "\n  top call sites by %s (growth over the last %s)   [s] sort  [x] stack\n",
+		  v->by_growth ? "growth" : "live bytes", human_ms(last->elapsed_ms - ago->elapsed_ms, t));
+	sb_printf(o, "  %11s %11s %-9s %s\n", "live", "growth", "kind", "where");
+	int shown = 0;
+	for (size_t i = 0; i < n && shown < op->top; i++) {
+		if (op->kind >= 0 && g[i].s.kind != op->kind)
+			continue;
+		if (!g[i].s.live_bytes && !g[i].growth)
+			continue;
+		site_name(f, g[i].s.stack, 2, name, sizeof name);
+		if (width)
+			site_fit(name, 37);
+		char gr[24];
+		snprintf(gr, sizeof gr, "%s%s", g[i].growth < 0 ? "-" : g[i].growth ? "+" : "",
+			 human(llabs(g[i].growth), b));
+		sb_printf(o, "  %11s %11s %-9s %s\n", human(g[i].s.live_bytes, a), gr,
+			  kind_names[g[i].s.kind], name);
+		if (v->show_stack && !shown) {
+			struct frame fr[256];
+			int nf = site_frames(f, g[i].s.stack, fr, 256);
+			for (int k = 0; k < nf; k++)
+				sb_printf(o, "        %s\n", sym_text(&fr[k], name, sizeof name, 0));
+		}
+		shown++;
+	}
+	if (!shown)
+		sb_puts(o, "  (no call sites yet)\n");
+	free(g);
+	free(now);
+	free(then);
+	/* the leak suspects, ranked as `leaks` ranks them */
+	struct leak_row lr[5];
+	size_t ns = f->nsnaps >= 3 ? leak_suspects(f, op, lr, 5) : 0;
+	sb_puts(o, "\n  leak suspects (as `memtally leaks` ranks them):\n");
+	for (size_t i = 0; i < ns; i++) {
+		site_name(f, lr[i].stack, 2, name, sizeof name);
+		if (width)
+			site_fit(name, 40);
+		char r[48];
+		if (!isnan(lr[i].per_step))
+			snprintf(r, sizeof r, "%s/step", human((int64_t)llround(lr[i].per_step), a));
+		else if (lr[i].window_ms >= 3600000)
+			snprintf(r, sizeof r, "%s/h", human((int64_t)lr[i].per_hour, a));
+		else
+			snprintf(r, sizeof r, "%s in %s",
+				 human((int64_t)(lr[i].per_hour * (double)lr[i].window_ms / 3.6e6), a),
+				 human_ms(lr[i].window_ms, t));
+		sb_printf(o, "  %2zu %18s %10s %s\n", i + 1, r, human(lr[i].live, b), name);
+	}
+	if (!ns)
+		sb_printf(o, "  (none%s)\n", f->nsnaps < 3 ? ": fewer than 3 snapshots yet" : "");
+}
+
+static int
+cmp_proc(const void *x, const void *y) {
+	const struct proc *a = x, *b = y;
+	const struct mfile *fa = follow_file(a->w), *fb = follow_file(b->w);
+	if (fa->rank != fb->rank)
+		return fa->rank < fb->rank ? -1 : 1;
+	return fa->pid < fb->pid ? -1 : fa->pid > fb->pid;
+}
+
+static void
+frame(struct sb *o, struct view *v, struct opts *op, int width) {
+	char a[16], b[16], c[16], d[16], e[16], g[16], lab[128], t1[48], t2[48];
+	time_t now = time(NULL);
+	char when[32];
+	strftime(when, sizeof when, "%H:%M:%S", localtime(&now));
+	sb_printf(o, "memtally top  %s  %zu process%s, %zu OOM dump%s   [q] quit  [n/p] process\n", when,
+		  v->n, v->n == 1 ? "" : "es", v->ndumps, v->ndumps == 1 ? "" : "s");
+	sb_printf(o, "  %-22s %9s %9s %9s %9s %9s %-17s %-20s %s\n", "process", "rss", "pss", "heap",
+		  "mmap", "device", "cgroup", "trend (run)", "last minute (or half)");
+	for (size_t i = 0; i < v->n; i++) {
+		struct mfile *f = follow_file(v->p[i].w);
+		file_label(f, lab, sizeof lab);
+		if (!f->nsnaps) {
+			sb_printf(o, "%s %-22s (no snapshot yet)\n", i == v->sel ? ">" : " ", lab);
+			continue;
+		}
+		const struct snap *s = &f->snaps[f->nsnaps - 1];
+		const char *mark = s->nmarks ? s->marks[0].name : NULL;
+		char cg[48];
+		if (s->cg_current >= 0 && s->cg_max > 0)
+			snprintf(cg, sizeof cg, "%s/%s", human(s->cg_current, e), human(s->cg_max, g));
+		else
+			snprintf(cg, sizeof cg, "%s", opt_bytes(s->cg_current, e));
+		sb_printf(o, "%s %-22s %9s %9s %9s %9s %9s %-17s %-20s %s\n", i == v->sel ? ">" : " ", lab,
+			  opt_bytes(s->rss_bytes, a), opt_bytes(s->pss_bytes, b),
+			  human(s->tot[K_HEAP].live_bytes, c), human(s->tot[K_MMAP].live_bytes, d),
+			  human(dev_of(s), g), cg, trend(&f->snaps[0], s, mark, t1, sizeof t1),
+			  trend(minute_ago(f), s, mark, t2, sizeof t2));
+	}
+	if (!v->n)
+		sb_puts(o, "  (no memtally files yet)\n");
+	if (v->n && v->sel < v->n) {
+		struct mfile *f = follow_file(v->p[v->sel].w);
+		if (f->nsnaps) {
+			char cmd[256];
+			snprintf(cmd, sizeof cmd, "%s", f->argv ? f->argv : "?");
+			sb_printf(o, "\n%s  %s  snapshot %lld (%s) at %s\n", file_label(f, lab, sizeof lab), cmd,
+				  (long long)f->snaps[f->nsnaps - 1].seq, f->snaps[f->nsnaps - 1].reason,
+				  human_ms(f->snaps[f->nsnaps - 1].elapsed_ms, a));
+			sites_frame(o, f, v, op, width);
+		}
+	}
+	uint64_t left = 0, all = 0;
+	for (size_t i = 0; i < v->n; i++) {
+		uint64_t size;
+		left += follow_pending(v->p[i].w, &size);
+		all += size;
+	}
+	if (left)
+		sb_printf(o, "\n  (reading: %s of %s not read yet)\n", human((int64_t)left, a),
+			  human((int64_t)all, b));
+	if (v->ndumps) {
+		sb_puts(o, "\n  OOM dumps (memtally oom FILE):\n");
+		for (size_t i = v->ndumps > 5 ? v->ndumps - 5 : 0; i < v->ndumps; i++)
+			sb_printf(o, "    %s\n", v->dumps[i]);
+	}
+}
+
+/* ---- the terminal ---- */
+
+static struct termios saved_tio;
+static int raw_on;
+
+static void
+restore_tty(void) {
+	if (raw_on) {
+		tcsetattr(0, TCSANOW, &saved_tio);
+		raw_on = 0;
+	}
+}
+
+static void
+on_signal(int sig) {
+	restore_tty();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void
+raw_tty(void) {
+	if (!isatty(0) || tcgetattr(0, &saved_tio))
+		return;
+	struct termios t = saved_tio;
+	t.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+	t.c_cc[VMIN] = 0;
+	t.c_cc[VTIME] = 0;
+	if (tcsetattr(0, TCSANOW, &t))
+		return;
+	raw_on = 1;
+	atexit(restore_tty);
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGHUP, on_signal);
+}
+
+static uint64_t
+now_ms(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+/* Read what the files gained, a step from each in turn, until all are
+ * read or the time for a refresh is spent (then the frame says how much
+ * is left; the next refresh goes on): keys stay answered however much a
+ * job writes.  until_ms 0: read everything (--once). */
+static void
+refresh(struct view *v, struct opts *o, uint64_t until_ms) {
+	size_t before = v->n;
+	discover(v, o);
+	for (int more = 1; more;) {
+		more = 0;
+		for (size_t i = 0; i < v->n; i++)
+			if (follow_pending(v->p[i].w, NULL)) {
+				v->p[i].lines += follow_poll(v->p[i].w, READ_STEP);
+				more |= follow_pending(v->p[i].w, NULL) > 0;
+			}
+		if (until_ms && now_ms() >= until_ms)
+			break;
+	}
+	/* keep the selection on the same process when new ones sort before it */
+	const char *selpath = before && v->sel < before ? v->p[v->sel].path : NULL;
+	xqsort(v->p, v->n, sizeof *v->p, cmp_proc);
+	for (size_t i = 0; selpath && i < v->n; i++)
+		if (v->p[i].path == selpath)
+			v->sel = i;
+}
+
+/* A frame to the terminal: its text through text_escape (names from the
+ * files may hold control characters), the screen control written as it
+ * is (main.c's stdout filter would have escaped it too). */
+static void
+show(struct sb *s, int clear) {
+	struct textesc t = {0};
+	struct sb e = {0};
+	text_escape(&t, s->p ? s->p : "", s->len, &e);
+	fflush(stdout);
+	if (clear)
+		write_all(1, "\x1b[H\x1b[2J", 7); /* home, clear */
+	if (e.len)
+		write_all(1, e.p, e.len);
+	sb_free(&e);
+}
+
+int
+cmd_top(struct opts *o) {
+	struct view v = {0};
+	int live = !o->once && isatty(1);
+	int width = live ? term_width() : 0;
+	uint64_t budget = (uint64_t)(o->interval * 700); /* ms of a refresh for reading */
+	refresh(&v, o, live ? now_ms() + budget : 0);
+	if (!live) {
+		struct sb s = {0};
+		frame(&s, &v, o, width);
+		show(&s, 0);
+		sb_free(&s);
+		return 0;
+	}
+	raw_tty();
+	for (;;) {
+		struct sb s = {0};
+		frame(&s, &v, o, width);
+		show(&s, 1);
+		sb_free(&s);
+		struct pollfd pf = {.fd = 0, .events = POLLIN};
+		int r = poll(&pf, 1, (int)(o->interval * 1000));
+		if (r > 0) {
+			char k;
+			if (read(0, &k, 1) == 1) {
+				if (k == 'q' || k == 'Q')
+					break;
+				if (k == 's')
+					v.by_growth = !v.by_growth;
+				if (k == 'x')
+					v.show_stack = !v.show_stack;
+				if ((k == 'n' || k == 'j') && v.sel + 1 < v.n)
+					v.sel++;
+				if ((k == 'p' || k == 'k') && v.sel > 0)
+					v.sel--;
+			} else if (!isatty(0)) {
+				/* stdin at its end (not a terminal): refresh on the timer */
+				poll(NULL, 0, (int)(o->interval * 1000));
+			}
+			continue; /* redraw at once after a key */
+		}
+		refresh(&v, o, now_ms() + budget);
+	}
+	restore_tty();
+	write_all(1, "\n", 1);
+	return 0;
+}
