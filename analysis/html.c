@@ -118,8 +118,107 @@ growth_start(struct sb *j, const struct mfile *f) {
 				sb_puts(j, ",\"marks_start\":");
 				sb_json_str(j, t.p);
 				sb_free(&t);
+				sb_puts(j, ",\"growth_step\":");
+				sb_json_num(j, "%g", f->snaps[i].marks[k].value);
 				return;
 			}
+}
+
+/* The timeline by call site: live bytes of the sites that held the most
+ * at any kept snapshot (STACK_SITES of them), the rest as "other", at
+ * each kept snapshot; leak suspects (as `leaks` ranks them) marked. */
+#define STACK_SITES 12
+struct stk { uint32_t stack; int kind; int64_t max; };
+
+static void
+stack_json(struct sb *j, struct mfile *f, const size_t *idx, size_t m) {
+	struct stk top[STACK_SITES];
+	size_t nt = 0;
+	/* pass 1: each site's most live bytes over the kept snapshots (the
+	 * replay goes forward, so this is one pass over the file's deltas) */
+	struct stk *all = NULL;
+	size_t na = 0, cap = 0;
+	for (size_t q = 0; q < m; q++) {
+		size_t n;
+		struct site *v = snap_sites(f, &f->snaps[idx[q]], &n);
+		for (size_t i = 0; i < n; i++) {
+			size_t k = 0;
+			/* sites come back in the replay's stable order: look up by
+			 * (stack, kind) from where the last snapshot had it */
+			if (i < na && all[i].stack == v[i].stack && all[i].kind == v[i].kind)
+				k = i;
+			else
+				for (k = 0; k < na; k++)
+					if (all[k].stack == v[i].stack && all[k].kind == v[i].kind)
+						break;
+			if (k == na) {
+				all = xgrow(all, na + 1, &cap, sizeof *all);
+				all[na++] = (struct stk){v[i].stack, v[i].kind, 0};
+			}
+			if (v[i].live_bytes > all[k].max)
+				all[k].max = v[i].live_bytes;
+		}
+		free(v);
+	}
+	for (size_t k = 0; k < na; k++) { /* the STACK_SITES largest */
+		if (all[k].max <= 0)
+			continue;
+		size_t at = nt < STACK_SITES ? nt++ : STACK_SITES;
+		if (at == STACK_SITES) {
+			if (all[k].max <= top[STACK_SITES - 1].max)
+				continue;
+			at = STACK_SITES - 1;
+		}
+		top[at] = all[k];
+		while (at > 0 && top[at].max > top[at - 1].max) {
+			struct stk x = top[at];
+			top[at] = top[at - 1];
+			top[--at] = x;
+		}
+	}
+	free(all);
+	struct opts o = {.top = 10, .kind = -1, .warmup = 0.2, .metric = "live", .snapshot = SNAP_DEFAULT};
+	struct leak_row lr[10];
+	size_t nl = f->nsnaps >= 3 ? leak_suspects(f, &o, lr, 10) : 0;
+	/* pass 2: the series */
+	int64_t *y = xcalloc((nt + 1) * (m ? m : 1), sizeof *y);
+	for (size_t q = 0; q < m; q++) {
+		size_t n;
+		struct site *v = snap_sites(f, &f->snaps[idx[q]], &n);
+		for (size_t i = 0; i < n; i++) {
+			size_t k = 0;
+			while (k < nt && !(top[k].stack == v[i].stack && top[k].kind == v[i].kind))
+				k++;
+			y[k * m + q] += v[i].live_bytes > 0 ? v[i].live_bytes : 0; /* k == nt: other */
+		}
+		free(v);
+	}
+	char name[512];
+	sb_puts(j, ",\"stack\":{\"sites\":[");
+	for (size_t k = 0; k <= nt; k++) {
+		if (k)
+			sb_putc(j, ',');
+		int suspect = 0;
+		for (size_t l = 0; l < nl && k < nt; l++)
+			suspect |= lr[l].stack == top[k].stack && lr[l].kind == top[k].kind;
+		sb_puts(j, "{\"where\":");
+		sb_json_str(j, k < nt ? site_name(f, top[k].stack, 2, name, sizeof name) : "other");
+		sb_printf(j, ",\"kind\":\"%s\",\"suspect\":%s,\"frames\":[", k < nt ? kind_names[top[k].kind] : "",
+			  suspect ? "true" : "false");
+		struct frame fr[256];
+		int nf = k < nt ? site_frames(f, top[k].stack, fr, 256) : 0;
+		for (int q = 0; q < nf; q++) {
+			if (q)
+				sb_putc(j, ',');
+			sb_json_str(j, sym_text(&fr[q], name, sizeof name, 1));
+		}
+		sb_puts(j, "],\"y\":[");
+		for (size_t q = 0; q < m; q++)
+			sb_printf(j, "%s%lld", q ? "," : "", (long long)y[k * m + q]);
+		sb_puts(j, "]}");
+	}
+	sb_puts(j, "]}");
+	free(y);
 }
 
 static void
@@ -181,6 +280,7 @@ process_json(struct sb *j, struct mfile *f) {
 		sb_putc(j, ']');
 	}
 	sb_puts(j, "}}");
+	stack_json(j, f, idx, m);
 	free(idx);
 	growth_start(j, f);
 	/* call sites at the last snapshot */
@@ -300,6 +400,9 @@ cmd_html(struct opts *o) {
 	sb_puts(&page, html_css);
 	sb_puts(&page, "</style></head><body>\n<h1>memtally report</h1>\n<pre id=\"errors\"></pre>\n"
 		       "<select id=\"proc\"></select>\n<h2>Timeline</h2><div id=\"timeline\"></div>\n"
+		       "<h2>Live memory by call site</h2><div class=\"note\">Stacked: the call sites "
+		       "that held the most, the rest as other; leak suspects outlined in red. Hover "
+		       "for the site and bytes, click for its stack.</div><div id=\"stacked\"></div>\n"
 		       "<h2>Call sites at the last snapshot</h2><div class=\"note\">Click a row for its "
 		       "stack, a column header to sort.</div><div id=\"table\"></div>\n"
 		       "<h2>Flame graph</h2><div class=\"note\">Click a frame to zoom; Search "

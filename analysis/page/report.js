@@ -32,6 +32,27 @@ function timeline(p,box){box.innerHTML='';var S=p.snapshots,W=1100,H=260,L=70,B=
  var lg=h('div',{'class':'legend'},null,box);series.forEach(function(s){var sp=h('span',{},null,lg);h('i',{style:'background:'+s[2]},null,sp);sp.appendChild(document.createTextNode(s[0]));});
  if(p.downsampled)h('div',{'class':'note'},'Showing '+S.t.length+' of '+p.nsnaps+' snapshots (evenly spaced; the first, the last and the peak kept).',box);
  if(p.marks_start)h('div',{'class':'note'},p.marks_start,box);}
+function stacked(p,box){box.innerHTML='';var K=p.stack;if(!K||!K.sites.length)return;var S=p.snapshots,W=1100,H=300,L=70,B=30,n=S.t.length;
+ var steps=S.mark.length&&S.mark.every(function(v){return v!=null;})&&S.mark[n-1]>S.mark[0];
+ var xs=steps?S.mark:S.t,x0=xs[0],x1=Math.max(xs[n-1],x0+1),tot=[],vmax=1;
+ for(var i=0;i<n;i++){var t=0;K.sites.forEach(function(s){t+=s.y[i];});tot.push(t);if(t>vmax)vmax=t;}
+ function X(v){return L+(W-L-10)*(v-x0)/(x1-x0);}function Y(v){return H-B-(H-B-10)*v/vmax;}
+ var svg=el('svg',{width:W,height:H+10,'class':'stacked'},box),base=new Array(n).fill(0);
+ var tip=h('div',{'class':'note',id:'stacked-tip'},'\u00a0',box),stk=h('pre',{'class':'stack',id:'stacked-stack'},null,box);
+ K.sites.forEach(function(s,k){var top=[],bot=[];for(var i=0;i<n;i++){top.push(X(xs[i])+','+Y(base[i]+s.y[i]));bot.unshift(X(xs[i])+','+Y(base[i]));base[i]+=s.y[i];}
+  var other=s.where==='other',c=other?'#ccc':col(s.where);
+  var poly=el('polygon',{points:top.concat(bot).join(' '),fill:c,'fill-opacity':0.8,stroke:s.suspect?'#d62728':'#fff','stroke-width':s.suspect?2:0.5,'class':'band'+(s.suspect?' suspect':''),'data-where':s.where},svg);
+  var last=s.y[n-1],peak=Math.max.apply(null,s.y);
+  el('title',{},poly).textContent=s.where+(s.kind?' ['+s.kind+']':'')+': '+hb(last)+' at the end, '+hb(peak)+' at most'+(s.suspect?' (leak suspect)':'');
+  poly.addEventListener('mousemove',function(ev){var r=svg.getBoundingClientRect(),v=x0+(ev.clientX-r.left-L)/(W-L-10)*(x1-x0),i=0;while(i<n-1&&xs[i+1]<=v)i++;
+   tip.textContent=s.where+(s.kind?' ['+s.kind+']':'')+': '+hb(s.y[i])+' at '+(steps?'step '+xs[i]:(xs[i]/1000).toFixed(2)+' s')+(s.suspect?' (leak suspect)':'');});
+  poly.addEventListener('click',function(){stk.textContent=s.where+'\n'+(s.frames.length?s.frames.join('\n'):'(the rest of the call sites)');});});
+ el('line',{x1:L,y1:H-B,x2:W-10,y2:H-B,stroke:'#999'},svg);el('line',{x1:L,y1:10,x2:L,y2:H-B,stroke:'#999'},svg);
+ for(var q=0;q<=4;q++){var v=vmax*q/4;el('text',{x:2,y:Y(v)+4},svg).textContent=hb(v);}
+ el('text',{x:W-160,y:H-8},svg).textContent=steps?'step '+x1:(x1/1000).toFixed(1)+' s';
+ if(p.growth_step!=null&&steps){var gx=X(p.growth_step);el('line',{x1:gx,x2:gx,y1:10,y2:H-B,stroke:'#d62728','stroke-dasharray':'4,3','class':'growth-start'},svg);
+  el('text',{x:gx+4,y:22,fill:'#d62728'},svg).textContent='growth starts at step '+p.growth_step;}
+ var lg=h('div',{'class':'legend'},null,box);K.sites.forEach(function(s){var sp=h('span',{},null,lg);h('i',{style:'background:'+(s.where==='other'?'#ccc':col(s.where))},null,sp);sp.appendChild(document.createTextNode((s.suspect?'\u26a0 ':'')+s.where));});}
 function table(p,box){box.innerHTML='';var q=h('input',{type:'search',placeholder:'filter call sites',id:'filter'},null,box);
  var t=h('table',{id:'sites'},null,box),hd=h('tr',{},null,t);var cols=[['live','live'],['peak','at peak'],['count','count'],['allocs','allocs'],['abytes','allocated'],['kind','kind'],['where','where']];
  var rows=p.sites.slice(),key='live',dir=-1;
@@ -62,6 +83,7 @@ function dumps(box){box.innerHTML='';if(!D.dumps.length){h('p',{'class':'note'},
   ev.forEach(function(e){if(e.op==='oom'){var c=el('circle',{cx:X(e.t),cy:10,r:5,fill:'red','class':'oomev'},svg2);el('title',{},c).textContent='OOM: '+hb(e.size)+' requested';}});
   el('text',{x:2,y:14},svg2).textContent='+'+hb(mx);el('text',{x:L,y:H+14},svg2).textContent='the last '+ev.length+' events (window: '+((t1-t0)/1000).toFixed(2)+' s), live bytes they add up to';});}
 var sel=document.getElementById('proc');D.processes.forEach(function(p,i){h('option',{value:i},p.label+'  '+p.argv,sel);});
-function show(){var p=D.processes[+sel.value||0];if(!p)return;timeline(p,document.getElementById('timeline'));table(p,document.getElementById('table'));flame(p,document.getElementById('flame'));}
+function show(){var p=D.processes[+sel.value||0];if(!p)return;var t0=performance.now();timeline(p,document.getElementById('timeline'));stacked(p,document.getElementById('stacked'));table(p,document.getElementById('table'));flame(p,document.getElementById('flame'));
+ document.body.setAttribute('data-render-ms',(performance.now()-t0).toFixed(1));} /* measured by test_pictures */
 sel.addEventListener('change',show);if(D.processes.length<2)sel.style.display='none';show();dumps(document.getElementById('dumps'));
 document.body.setAttribute('data-ready','1');})();

@@ -130,6 +130,48 @@ try:
 except ImportError as e:
     mt.check(False, 'python3-torch is not installed (%s)' % e)
 
+# The timeline by call site (issue 18): bands of the sites that held the
+# most, the rest as "other", the leak suspect outlined, the x axis in
+# steps with the growth start on it; a run of 1000 snapshots and 100
+# call sites (a leaking one, a spike) renders in Chromium, timed by the
+# page itself (data-render-ms; the figure is printed, not asserted).
+if CHROME:
+    big = os.path.join(OUT, 'big')
+    os.makedirs(big, exist_ok=True)
+    src = os.path.join(big, 'memtally.node1.r0.p7.jsonl')
+    with open(src, 'w') as f:
+        f.write(json.dumps({"type": "header", "version": 2, "pid": 7, "ppid": 1, "rank": 0, "local_rank": 0,
+                            "world_size": 1, "host": "node1", "exe": "/x", "argv": ["train"],
+                            "start_wall_ns": 0, "start_mono_ns": 0, "sample_bytes": 0}) + '\n')
+        for sid in range(1, 101):
+            f.write('{"type":"stack","id":%d,"pcs":["0x%x"]}\n' % (sid, 0x1000 + sid))
+        for i in range(1000):
+            sites = []
+            for sid in range(1, 101):
+                live = 10000 * sid if sid != 50 else 4096 * i      # site 50 leaks
+                if sid == 7 and 300 <= i < 320:
+                    live = 64 << 20                                  # a spike
+                sites.append('{"stack":%d,"kind":"heap","live_bytes":%d,"live_count":1,"allocs":1,'
+                             '"alloc_bytes":%d,"frees":0,"peak_bytes":%d}' % (sid, live, live, live))
+            total = sum(int(x.split('"live_bytes":')[1].split(',')[0]) for x in sites)
+            f.write('{"type":"snapshot","seq":%d,"reason":"every","elapsed_ms":%d,"marks":{"step":%d},'
+                    '"heap":{"live_bytes":%d},"callsites_mode":"full","callsites":[%s]}\n'
+                    % (i, i * 100, i, total, ','.join(sites)))
+    bigpage = os.path.join(OUT, 'big.html')
+    r = subprocess.run([MT, 'html', big, '-o', bigpage], capture_output=True, text=True)
+    r2 = chrome('file://' + bigpage, '--virtual-time-budget=10000', '--dump-dom')
+    bands = len(re.findall(r'<polygon [^>]*class="band', r2.stdout))
+    sus = re.findall(r'<polygon [^>]*class="band suspect"[^>]*data-where="([^"]*)"', r2.stdout)
+    ms = re.search(r'data-render-ms="([\d.]+)"', r2.stdout)
+    mt.check(r.returncode == 0 and bands == 13 and len(sus) == 1 and 'growth-start' in r2.stdout and
+             'step 999' in r2.stdout and ms,
+             'stacked timeline: 1000 snapshots, 100 sites: %d bands (12 sites and other), suspect %s, the growth '
+             'start and steps on the x axis; the page rendered in %s ms' % (bands, sus, ms.group(1) if ms else None))
+    print('  (render time of the page with 1000 snapshots and 100 call sites: %s ms)' % (ms.group(1) if ms else '?'))
+    chrome('file://' + bigpage, '--virtual-time-budget=10000', '--window-size=1200,1100',
+           '--screenshot=' + os.path.join(OUT, 'stacked.png'))
+    mt.check(os.path.exists(os.path.join(OUT, 'stacked.png')), 'stacked timeline: a screenshot (stacked.png)')
+
 # MEMTALLY_OOM_RENDER=1: the pictures appear next to the dump, after it
 rd = os.path.join(OUT, 'render')
 prog = os.path.join(B, 'test', 'cuda_prog')
