@@ -86,10 +86,13 @@ teardown_end(const double *y, size_t lo, size_t n) {
 	double peak = y[lo];
 	for (size_t i = lo; i < n; i++)
 		peak = y[i] > peak ? y[i] : peak;
-	/* Only a fall that runs to the end is teardown: a spike earlier (an
+	/* Only a fall that runs to the end (a level at its bottom included)
+	 * is teardown: a spike earlier (an
 	 * evaluation buffer, a checkpoint) is followed by more of the run,
 	 * and cutting at it hid every leak after it. */
-	size_t p = n - 1;
+	size_t p = n - 1; /* back over a level at the bottom, then the fall */
+	while (p > lo && y[p - 1] == y[p])
+		p--;
 	while (p > lo && y[p - 1] > y[p])
 		p--;
 	if (p < n - 1 && y[p] - y[n - 1] >= 0.05 * peak)

@@ -13,7 +13,7 @@ double kendall_tau(const double *x, const double *y, size_t n);
  * values away from the median by more than 10% of it get +-1e9. */
 void robust_z(const double *x, size_t n, double *z);
 /* Where a run's teardown starts, for live totals y[lo..n): a trailing run
- * of strictly falling points, to the last, that lost at least 5% of the
+ * of falling points (or level ones after them), to the last, that lost at least 5% of the
  * peak (an interpreter freeing what the program held on its way out: the
  * first thing it frees may be exactly the leak, while the total is still
  * high).  A fall followed by anything else is part of the run (a spike is

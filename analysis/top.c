@@ -430,6 +430,17 @@ cmd_top(struct opts *o) {
 		frame(&s, &v, o, width);
 		show(&s, 0);
 		sb_free(&s);
+		if (getenv("MEMTALLY_TOP_BENCH")) { /* make bench: what a refresh costs once caught up */
+			uint64_t t0 = now_ms();
+			for (int k = 0; k < 3; k++) {
+				struct sb x = {0};
+				refresh(&v, o, now_ms() + budget);
+				frame(&x, &v, o, width);
+				sb_free(&x);
+			}
+			fprintf(stderr, "memtally top: a refresh with nothing new: %.1f ms\n",
+				(double)(now_ms() - t0) / 3);
+		}
 		return 0;
 	}
 	raw_tty();

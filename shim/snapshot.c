@@ -540,6 +540,12 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	W.lines.len = W.out.len = 0;
 	W.lines.overflow = W.out.overflow = 0;
 	W.last_write_ns = mt_now_ns() - t0;
+	/* The exit snapshot is the last: the writer thread, waiting on the
+	 * lock with an interval snapshot, must not write one after it (the
+	 * file then ended at the exit level plus a later one, and the
+	 * teardown was read as part of the run). */
+	if (!strcmp(reason, "exit"))
+		W.closed = 1;
 	mt_unlock(&W.lock);
 }
 

@@ -288,6 +288,11 @@ def main():
     r = subprocess.run(['bash', os.path.join(ROOT, 'test/bench/reader.sh'), '2000', '30' if QUICK else '300', '1' if QUICK else '5'],
                        capture_output=True, text=True)
     md += ['## Analysis', '', table(['what', 'input', 'size', 'median time (min-max)', 'throughput'], []) + r.stdout.strip() + '\n']
+    # memtally top on 8 ranks' files (issue 18): the first frame reads all,
+    # a refresh after it only what was appended (here nothing: the frame)
+    r = subprocess.run(['bash', os.path.join(ROOT, 'test/bench/top.sh'), '20' if QUICK else '500'],
+                       capture_output=True, text=True)
+    md += [table(['what', 'input', 'first frame', 'refresh', 'memory'], []) + r.stdout.strip() + '\n']
     d = os.path.join(TMP, 'sites%d' % (1000 if QUICK else 10000))
     t0 = time.perf_counter()
     subprocess.run([os.path.join(B, 'memtally'), 'report', '--top', '100000', d], capture_output=True, check=True)

@@ -36,4 +36,20 @@ for mode, reasons in (('ok', ['exec']), ('lp', ['exec']), ('le', ['exec']), ('fa
                      '%s: two files, the parent\'s and true\'s, none for the child between (%s)' % (mode, files))
         mt.check(keep.get('live_bytes') == 1 << 20,
                  '%s: its first snapshot holds keep_config\'s 1 MiB (%s)' % (mode, keep.get('live_bytes')))
+# The exit snapshot is the last in a file: the writer thread, waiting on
+# its lock with an interval snapshot while exit wrote, used to write one
+# after it (a leaking PyTorch trainer's file then ended at the exit level,
+# and its teardown was read as part of the run).  Python processes (whose
+# exit snapshot takes a while: thousands of stacks) snapshot every
+# millisecond; every file must end with "exit".
+d = os.path.join(OUT, 'exit-last')
+bad = []
+for i in range(20):
+    subprocess.run(['/usr/bin/python3', '-c', 'import json, email.parser; x = [bytearray(100) for _ in range(1000)]'],
+                   capture_output=True, env=dict(os.environ, LD_PRELOAD=LIB, MEMTALLY_OUT=d, MEMTALLY_INTERVAL='0.001'))
+for f in mt.files(d):
+    if f.snapshots and f.snapshots[-1]['reason'] != 'exit':
+        bad.append([s['reason'] for s in f.snapshots[-3:]])
+mt.check(len(mt.files(d)) == 20 and not bad, 'exit is the last snapshot in all of 20 files (%d end otherwise: %s)'
+         % (len(bad), bad[:2]))
 mt.done()

@@ -119,6 +119,10 @@ TEST(teardown) {
 	 * old rule cut everything below 4/5 of the spike) */
 	double spike[] = {10, 20, 100, 30, 40, 50, 60};
 	EXPECT(teardown_end(spike, 0, 7) == 7);
+	/* the way out, then a level (a snapshot after the exit's): still
+	 * teardown */
+	double level[] = {10, 40, 70, 100, 10, 10};
+	EXPECT(teardown_end(level, 0, 6) == 4);
 	/* a spike, more of the run, then a real way out */
 	double both[] = {10, 100, 30, 40, 50, 35, 20};
 	EXPECT(teardown_end(both, 0, 7) == 5);
