@@ -607,6 +607,29 @@ record(struct ctx *c, char *p, size_t len, int last) {
 	return 0;
 }
 
+/* The whole lines in buf[0..have) into the model; what follows the last
+ * newline (a line not complete yet) is moved to the front; its length
+ * is returned.  *lines (if given) counts the lines taken. */
+static size_t
+whole_lines(struct ctx *c, char *buf, size_t have, long *lines) {
+	char *p = buf, *end = buf + have;
+	for (;;) {
+		char *nl = memchr(p, '\n', (size_t)(end - p));
+		if (!nl)
+			break;
+		c->line++;
+		if (nl > p)
+			record(c, p, (size_t)(nl - p), 0);
+		if (lines)
+			(*lines)++;
+		p = nl + 1;
+	}
+	have = (size_t)(end - p);
+	if (have) /* memmove(NULL, ..., 0) is undefined */
+		memmove(buf, p, have);
+	return have;
+}
+
 /* Lines are read with read(2) into one reused buffer (a private writable
  * mapping would take a copy-on-write fault per page the parser writes,
  * which costs more than the copy) and parsed in place. */
@@ -641,19 +664,7 @@ load_file(struct mfile *f, const char *path) {
 			eof = r == 0;
 			have += (size_t)r;
 		}
-		char *p = buf, *end = buf + have;
-		for (;;) {
-			char *nl = memchr(p, '\n', (size_t)(end - p));
-			if (!nl)
-				break;
-			c.line++;
-			if (nl > p)
-				record(&c, p, (size_t)(nl - p), 0);
-			p = nl + 1;
-		}
-		have = (size_t)(end - p);
-		if (have) /* memmove(NULL, ..., 0) is undefined */
-			memmove(buf, p, have);
+		have = whole_lines(&c, buf, have, NULL);
 		if (eof && have) { /* a last line without a newline */
 			c.line++;
 			if (record(&c, buf, have, 1))
@@ -729,20 +740,7 @@ follow_poll(struct follow *w, size_t budget) {
 		got += (size_t)r;
 		w->off += (uint64_t)r;
 		w->have += (size_t)r;
-		char *p = w->buf, *end = w->buf + w->have;
-		for (;;) {
-			char *nl = memchr(p, '\n', (size_t)(end - p));
-			if (!nl)
-				break;
-			c.line++;
-			if (nl > p)
-				record(&c, p, (size_t)(nl - p), 0);
-			lines++;
-			p = nl + 1;
-		}
-		w->have = (size_t)(end - p);
-		if (w->have)
-			memmove(w->buf, p, w->have);
+		w->have = whole_lines(&c, w->buf, w->have, &lines);
 	}
 	w->line = c.line;
 	return lines;
