@@ -37,6 +37,10 @@ struct proc {
 	char *path;
 	struct follow *w;
 	long lines;
+	/* the leak suspects, computed again only when the file has grown */
+	struct leak_row sus[5];
+	size_t nsus;
+	long sus_lines; /* lines when computed, -1: never */
 };
 
 struct view {
@@ -65,7 +69,7 @@ add_file(struct view *v, const char *path) {
 	if (!w)
 		return;
 	v->p = xgrow(v->p, v->n + 1, &v->cap, sizeof *v->p);
-	v->p[v->n++] = (struct proc){xstrdup(path), w, 0};
+	v->p[v->n++] = (struct proc){.path = xstrdup(path), .w = w, .sus_lines = -1};
 }
 
 static int
@@ -194,7 +198,8 @@ cmp_live(const void *a, const void *b) {
 /* The selected process's call sites, by live bytes or by growth over the
  * last minute. */
 static void
-sites_frame(struct sb *o, struct mfile *f, struct view *v, struct opts *op, int width) {
+sites_frame(struct sb *o, struct proc *pr, struct view *v, struct opts *op, int width) {
+	struct mfile *f = follow_file(pr->w);
 	const struct snap *last = &f->snaps[f->nsnaps - 1], *ago = minute_ago(f);
 	size_t n, na;
 	struct site *now = snap_sites(f, last, &n);
@@ -242,8 +247,12 @@ sites_frame(struct sb *o, struct mfile *f, struct view *v, struct opts *op, int 
 	free(now);
 	free(then);
 	/* the leak suspects, ranked as `leaks` ranks them */
-	struct leak_row lr[5];
-	size_t ns = f->nsnaps >= 3 ? leak_suspects(f, op, lr, 5) : 0;
+	if (pr->sus_lines != pr->lines) {
+		pr->nsus = f->nsnaps >= 3 ? leak_suspects(f, op, pr->sus, 5) : 0;
+		pr->sus_lines = pr->lines;
+	}
+	struct leak_row *lr = pr->sus;
+	size_t ns = pr->nsus;
 	sb_puts(o, "\n  leak suspects (as `memtally leaks` ranks them):\n");
 	for (size_t i = 0; i < ns; i++) {
 		site_name(f, lr[i].stack, 2, name, sizeof name);
@@ -313,7 +322,7 @@ frame(struct sb *o, struct view *v, struct opts *op, int width) {
 			sb_printf(o, "\n%s  %s  snapshot %lld (%s) at %s\n", file_label(f, lab, sizeof lab), cmd,
 				  (long long)f->snaps[f->nsnaps - 1].seq, f->snaps[f->nsnaps - 1].reason,
 				  human_ms(f->snaps[f->nsnaps - 1].elapsed_ms, a));
-			sites_frame(o, f, v, op, width);
+			sites_frame(o, &v->p[v->sel], v, op, width);
 		}
 	}
 	uint64_t left = 0, all = 0;
