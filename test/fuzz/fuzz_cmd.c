@@ -1,8 +1,9 @@
 /* fuzz_cmd.c — libFuzzer harness for the memtally command (issue 9).  Each
  * input is one memtally file, handed to the commands as a memfd; a bad
  * record's die() jumps back here (MT_FUZZ) instead of exiting.
- *   FUZZ_READER:  report, leaks, ranks, oom (the JSONL reader, the replay of
- *                 call-site deltas, the statistics and the text/JSON output)
+ *   FUZZ_READER:  report, leaks, ranks, oom, functions, top (the JSONL
+ *                 reader and the follower, the replay of call-site deltas,
+ *                 the statistics and the text/JSON output)
  *   FUZZ_WRITERS: torch (the pickle writer, both formats), html, flame (the
  *                 page's inline data, the SVG, folded stacks) and pprof
  *   FUZZ_NAMES:   the input is not a file but the strings of one: split at
@@ -501,6 +502,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 	one(cmd_leaks, path, NULL);
 	one(cmd_ranks, path, NULL);
 	one(cmd_oom, path, NULL);
+	one(cmd_functions, path, NULL);
+	one(cmd_top, path, NULL); /* stdout is not a terminal: one frame */
 #endif
 	close(fd);
 	return 0;

@@ -3,7 +3,7 @@
 # bounded time (FUZZ_SECONDS per target, default 60), from seeds the shim
 # writes here: a leaking C program's snapshots, a CUDA OOM dump (fake
 # driver), a Python process's file (pyframe/pystack records).
-#   fuzz_reader:  report, leaks, ranks, oom on each input
+#   fuzz_reader:  report, leaks, ranks, oom, functions, top on each input
 #   fuzz_writers: torch (pickle), html, flame on each input
 #   fuzz_names:   strings with every byte value (argv, host, module path,
 #                 Python names, label, mark, OOM kind/api/error, trace op)
