@@ -110,7 +110,7 @@ if mt.case('torch'):
         def training(t):
             m = re.search(r'\+([\d.]+) MiB\s+heap\s+relu \(functional', t)
             return m and float(m.group(1)) >= 8
-        wait_for(training, 300)
+        wait_for(training, 150)
         tmux('send-keys', '-t', SESSION, 's')  # by growth
         time.sleep(2.5)
         cap = []
