@@ -195,6 +195,14 @@ cmp_live(const void *a, const void *b) {
 	return (x->s.stack > y->s.stack) - (x->s.stack < y->s.stack);
 }
 
+static int
+cmp_key(const void *a, const void *b) {
+	const struct site *x = a, *y = b;
+	if (x->stack != y->stack)
+		return x->stack < y->stack ? -1 : 1;
+	return (x->kind > y->kind) - (x->kind < y->kind);
+}
+
 /* The selected process's call sites, by live bytes or by growth over the
  * last minute. */
 static void
@@ -204,15 +212,13 @@ sites_frame(struct sb *o, struct proc *pr, struct view *v, struct opts *op, int 
 	size_t n, na;
 	struct site *now = snap_sites(f, last, &n);
 	struct site *then = snap_sites(f, ago, &na);
+	/* each site's bytes then, by (stack, kind): sorted once and searched
+	 * (a PyTorch process has hundreds of thousands of sites) */
+	xqsort(then, na, sizeof *then, cmp_key);
 	struct grow *g = xmalloc((n ? n : 1) * sizeof *g);
 	for (size_t i = 0; i < n; i++) {
-		int64_t before = 0;
-		for (size_t k = 0; k < na; k++) /* (a few hundred sites: fine) */
-			if (then[k].stack == now[i].stack && then[k].kind == now[i].kind) {
-				before = then[k].live_bytes;
-				break;
-			}
-		g[i] = (struct grow){now[i], now[i].live_bytes - before};
+		const struct site *was = na ? bsearch(&now[i], then, na, sizeof *then, cmp_key) : NULL;
+		g[i] = (struct grow){now[i], now[i].live_bytes - (was ? was->live_bytes : 0)};
 	}
 	xqsort(g, n, sizeof *g, v->by_growth ? cmp_grow : cmp_live);
 	char a[16], b[16], t[16], name[1024];
