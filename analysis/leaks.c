@@ -110,22 +110,6 @@ step_mark(const struct snap **pts, size_t n, double *steps) {
 	return name;
 }
 
-/* A rate as people read it: per hour over an hour or more; over a shorter
- * window what it came to there ("7.0 MiB in 300ms"), not a per-hour
- * figure a sub-second run cannot stand for. */
-static const char *
-rate_text(double per_hour, int64_t window_ms, int say_window, char *buf, size_t n) {
-	char a[16], t[16];
-	if (isnan(per_hour))
-		snprintf(buf, n, "?");
-	else if (window_ms >= 3600000)
-		snprintf(buf, n, "%s/h", human((int64_t)per_hour, a));
-	else
-		snprintf(buf, n, "%s%s%s", human((int64_t)(per_hour * (double)window_ms / 3.6e6), a),
-			 say_window ? " in " : "", say_window ? human_ms(window_ms, t) : "");
-	return buf;
-}
-
 /* collect: rank the suspects into it (up to max) and print nothing
  * (memtally top); else print them (text or --json). */
 static size_t
@@ -345,7 +329,7 @@ analyse_into(struct mfile *f, struct opts *o, struct sb *j, int first, struct le
 					site_fit(name, 66);
 				char g[48];
 				printf("  %2zu %18s %11s %5.2f %5.1f%% %10s %-5s %s\n", i + 1,
-				       rate_text(t->per_hour, pts[npts - 1]->elapsed_ms - t->from_ms, 1, g, sizeof g),
+				       rate_text(t->per_hour, NAN, pts[npts - 1]->elapsed_ms - t->from_ms, 1, g, sizeof g),
 				       mark ? human((int64_t)llround(t->per_step), b) : "", t->tau,
 				       t->share * 100, human(t->live, c),
 				       t->kind == K_MMAP_FILE ? "mfile" : kind_names[t->kind], name);
@@ -358,10 +342,10 @@ analyse_into(struct mfile *f, struct opts *o, struct sb *j, int first, struct le
 			printf("  over the top suspect's last %s, %s: suspects %s, all tracked %s, "
 			       "allocator footprint %s, RSS %s\n",
 			       human_ms(win_ms, a), win_ms >= 3600000 ? "growth" : "grown",
-			       rate_text(sus_h, win_ms, 0, r1, sizeof r1),
-			       rate_text(tracked_h, win_ms, 0, r2, sizeof r2),
-			       rate_text(foot_h, win_ms, 0, r3, sizeof r3),
-			       rate_text(rss_h, win_ms, 0, r4, sizeof r4));
+			       rate_text(sus_h, NAN, win_ms, 0, r1, sizeof r1),
+			       rate_text(tracked_h, NAN, win_ms, 0, r2, sizeof r2),
+			       rate_text(foot_h, NAN, win_ms, 0, r3, sizeof r3),
+			       rate_text(rss_h, NAN, win_ms, 0, r4, sizeof r4));
 			if (!isnan(foot_h) && foot_h > 1.5 * heap_h && heap_h > 0)
 				printf("  (the allocator's footprint grows %.1fx faster than the heap bytes "
 				       "live in it: fragmentation)\n", foot_h / heap_h);

@@ -20,22 +20,6 @@ struct rk {
 	double window_h;   /* the window growth is measured on, in hours */
 };
 
-/* The growth column: per step when steps are marked; per hour only for a
- * window of an hour or more (a 25 s run extrapolated to 65 GiB/h); else
- * what it grew over the window. */
-static const char *
-growth_text(const struct rk *k, int per_step, char *buf, size_t n) {
-	char a[16], t[32];
-	if (per_step)
-		snprintf(buf, n, "%s/step", human((int64_t)llround(k->per_step), a));
-	else if (k->window_h >= 1)
-		snprintf(buf, n, "%s/h", human((int64_t)k->growth, a));
-	else
-		snprintf(buf, n, "%s in %s", human((int64_t)(k->growth * k->window_h), a),
-			 human_ms((int64_t)(k->window_h * 3.6e6), t));
-	return buf;
-}
-
 static int
 cmp_rank(const void *x, const void *y) {
 	const struct rk *a = x, *b = y;
@@ -174,7 +158,8 @@ cmd_ranks(struct opts *o) {
 			       file_label(k->f, lab, sizeof lab), human((int64_t)k->peak_host, a),
 			       human((int64_t)k->final_host, b), human((int64_t)k->peak_dev, c),
 			       human((int64_t)k->final_dev, d), human((int64_t)k->peak_rss, e),
-			       growth_text(k, per_step, gt, sizeof gt), out ? "<< outlier: " : "", out ? why : "");
+			       rate_text(k->growth, per_step ? k->per_step : NAN,
+					 (int64_t)(k->window_h * 3.6e6), 1, gt, sizeof gt), out ? "<< outlier: " : "", out ? why : "");
 		}
 	}
 	if (o->json) {

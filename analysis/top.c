@@ -265,14 +265,7 @@ sites_frame(struct sb *o, struct proc *pr, struct view *v, struct opts *op, int 
 		if (width)
 			site_fit(name, 40);
 		char r[48];
-		if (!isnan(lr[i].per_step))
-			snprintf(r, sizeof r, "%s/step", human((int64_t)llround(lr[i].per_step), a));
-		else if (lr[i].window_ms >= 3600000)
-			snprintf(r, sizeof r, "%s/h", human((int64_t)lr[i].per_hour, a));
-		else
-			snprintf(r, sizeof r, "%s in %s",
-				 human((int64_t)(lr[i].per_hour * (double)lr[i].window_ms / 3.6e6), a),
-				 human_ms(lr[i].window_ms, t));
+		rate_text(lr[i].per_hour, lr[i].per_step, lr[i].window_ms, 1, r, sizeof r);
 		sb_printf(o, "  %2zu %18s %10s %s\n", i + 1, r, human(lr[i].live, b), name);
 	}
 	if (!ns)

@@ -382,3 +382,18 @@ term_width(void) {
 		w = 0;
 	return w;
 }
+
+const char *
+rate_text(double per_hour, double per_step, int64_t window_ms, int say_window, char *buf, size_t n) {
+	char a[16], t[16];
+	if (!isnan(per_step))
+		snprintf(buf, n, "%s/step", human((int64_t)llround(per_step), a));
+	else if (isnan(per_hour))
+		snprintf(buf, n, "?");
+	else if (window_ms >= 3600000)
+		snprintf(buf, n, "%s/h", human((int64_t)per_hour, a));
+	else
+		snprintf(buf, n, "%s%s%s", human((int64_t)(per_hour * (double)window_ms / 3.6e6), a),
+			 say_window ? " in " : "", say_window ? human_ms(window_ms, t) : "");
+	return buf;
+}

@@ -62,6 +62,13 @@ void text_escape(struct textesc *t, const char *buf, size_t n, struct sb *out);
 const char *human(int64_t bytes, char *buf);
 /* "2m03s", "1.5s" */
 const char *human_ms(int64_t ms, char *buf);
+/* A growth rate as people read it (leaks, ranks, top): per step when
+ * per_step is a number; else per hour over a window of an hour or more;
+ * over a shorter one what it came to there ("7.0 MiB in 300ms" with
+ * say_window, else "7.0 MiB"), not a per-hour figure a sub-second run
+ * cannot stand for; "?" for a NAN rate. */
+const char *rate_text(double per_hour, double per_step, int64_t window_ms, int say_window,
+		      char *buf, size_t n);
 
 /* Robust statistics on doubles (the array is reordered). */
 double median(double *v, size_t n);
