@@ -27,48 +27,23 @@ struct fn {
 struct fntab {
 	struct fn *v;
 	size_t n, cap;
-	size_t *ix, ixcap; /* open addressing on name + where: index + 1 */
+	struct keyix ix; /* name NUL where -> index + 1 */
 };
-
-static uint64_t
-hash2(const char *a, const char *b) {
-	uint64_t h = 1469598103934665603ull;
-	for (const char *p = a; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	h = (h ^ 0xff) * 1099511628211ull;
-	for (const char *p = b; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	return h;
-}
 
 static struct fn *
 fn_get(struct fntab *t, const char *name, const char *where) {
-	if ((t->n + 1) * 2 > t->ixcap) {
-		size_t cap = t->ixcap ? t->ixcap * 2 : 1024;
-		size_t *ix = xcalloc(cap, sizeof *ix);
-		for (size_t i = 0; i < t->n; i++) {
-			size_t j = (size_t)hash2(t->v[i].name, t->v[i].where) & (cap - 1);
-			while (ix[j])
-				j = (j + 1) & (cap - 1);
-			ix[j] = i + 1;
-		}
-		free(t->ix);
-		t->ix = ix;
-		t->ixcap = cap;
-	}
-	size_t j = (size_t)hash2(name, where) & (t->ixcap - 1);
-	while (t->ix[j]) {
-		struct fn *f = &t->v[t->ix[j] - 1];
-		if (!strcmp(f->name, name) && !strcmp(f->where, where))
-			return f;
-		j = (j + 1) & (t->ixcap - 1);
-	}
+	char key[1100];
+	int kn = snprintf(key, sizeof key, "%s%c%s", name, 0, where);
+	int fresh;
+	uint64_t *slot = keyix_slot(&t->ix, key, kn < (int)sizeof key ? (size_t)kn : sizeof key - 1, &fresh);
+	if (!fresh)
+		return &t->v[*slot - 1];
 	t->v = xgrow(t->v, t->n + 1, &t->cap, sizeof *t->v);
 	struct fn *f = &t->v[t->n];
 	memset(f, 0, sizeof *f);
 	f->name = xstrdup(name);
 	f->where = xstrdup(where);
-	t->ix[j] = ++t->n;
+	*slot = ++t->n;
 	return f;
 }
 
@@ -190,7 +165,7 @@ one_file(struct mfile *f, struct opts *o, struct sb *j, int first) {
 	for (size_t i = 0; i < t.n; i++)
 		free(t.v[i].name), free(t.v[i].where);
 	free(t.v);
-	free(t.ix);
+	keyix_free(&t.ix);
 }
 
 int

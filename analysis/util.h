@@ -62,6 +62,17 @@ void text_escape(struct textesc *t, const char *buf, size_t n, struct sb *out);
 const char *human(int64_t bytes, char *buf);
 /* "2m03s", "1.5s" */
 const char *human_ms(int64_t ms, char *buf);
+/* An open-addressing index of byte strings (pprof's tables, functions'
+ * rows): keyix_slot gives the value slot for key k[0..n), the key copied
+ * in and *fresh set when it was not there (its value then 0). */
+struct keyix {
+	char **key;
+	size_t *len;
+	uint64_t *val;
+	size_t cap, n;
+};
+uint64_t *keyix_slot(struct keyix *x, const char *k, size_t n, int *fresh);
+void keyix_free(struct keyix *x);
 /* A growth rate as people read it (leaks, ranks, top): per step when
  * per_step is a number; else per hour over a window of an hour or more;
  * over a shorter one what it came to there ("7.0 MiB in 300ms" with
