@@ -124,9 +124,17 @@ resolve(void) {
 	 mt_cfg.host)
 
 /* The real.* calls below are the allocator the program would have called
- * without us: forwarding is what a hook is for, and the guard set around
- * them sends any allocation they make (or a signal handler's) straight
- * through. */
+ * without us: forwarding is what a hook is for.
+ *  - recursion: the guard set around them (mt_self.guard) sends any
+ *    allocation they make, or a signal handler's, straight through the
+ *    !RECORDING() path, which touches no shim state;
+ *  - deadlock: no shim lock is held across a real.* call (the pointer
+ *    table's shard locks are taken and released inside mt_heap_* before
+ *    or after it), so glibc's own arena locks never nest inside ours;
+ *  - OOM dumps: a dump is written only after the real call has returned
+ *    NULL (OOM() below), never from inside it, and it allocates nothing
+ *    itself; an allocation by anything it calls arrives with the guard
+ *    set and goes straight to real.*. */
 MT_EXPORT void *
 malloc(size_t n) {
 	if (MT_UNLIKELY(!real.malloc)) {
@@ -237,7 +245,10 @@ realloc(void *p, size_t n) {
 	if (MT_UNLIKELY(!real.realloc || in_pool(p))) {
 		if (in_pool(p)) { /* a bootstrap block grows into a real one */
 			/* our own hook (not libc's): it cannot recurse into
-			 * this branch, the new block is not in the pool */
+			 * this branch (the new block is not in the pool), no
+			 * lock is held here, and the pool serves only the
+			 * loader's own calls before the real allocator is
+			 * found, never an OOM dump */
 			void *q = malloc(n);
 			if (q)
 				memcpy(q, p, (size_t)(pool + sizeof pool - (char *)p) < n
