@@ -138,28 +138,33 @@ stack_json(struct sb *j, struct mfile *f, const size_t *idx, size_t m) {
 	 * replay goes forward, so this is one pass over the file's deltas) */
 	struct stk *all = NULL;
 	size_t na = 0, cap = 0;
+	struct keyix ix = {0}; /* (stack, kind) -> index in all + 1 */
 	for (size_t q = 0; q < m; q++) {
 		size_t n;
 		struct site *v = snap_sites(f, &f->snaps[idx[q]], &n);
 		for (size_t i = 0; i < n; i++) {
-			size_t k = 0;
-			/* sites come back in the replay's stable order: look up by
-			 * (stack, kind) from where the last snapshot had it */
-			if (i < na && all[i].stack == v[i].stack && all[i].kind == v[i].kind)
-				k = i;
-			else
-				for (k = 0; k < na; k++)
-					if (all[k].stack == v[i].stack && all[k].kind == v[i].kind)
-						break;
-			if (k == na) {
-				all = xgrow(all, na + 1, &cap, sizeof *all);
-				all[na++] = (struct stk){v[i].stack, v[i].kind, 0};
+			size_t k = i;
+			/* sites come back in the replay's stable order, so the last
+			 * snapshot's position is tried first; else the index (a
+			 * scan of all here was quadratic in a PyTorch process's
+			 * hundreds of thousands of sites) */
+			if (!(i < na && all[i].stack == v[i].stack && all[i].kind == v[i].kind)) {
+				uint32_t key[2] = {v[i].stack, (uint32_t)v[i].kind};
+				int fresh;
+				uint64_t *slot = keyix_slot(&ix, (const char *)key, sizeof key, &fresh);
+				if (fresh) {
+					all = xgrow(all, na + 1, &cap, sizeof *all);
+					all[na++] = (struct stk){v[i].stack, v[i].kind, 0};
+					*slot = na;
+				}
+				k = (size_t)*slot - 1;
 			}
 			if (v[i].live_bytes > all[k].max)
 				all[k].max = v[i].live_bytes;
 		}
 		free(v);
 	}
+	keyix_free(&ix);
 	for (size_t k = 0; k < na; k++) { /* the STACK_SITES largest */
 		if (all[k].max <= 0)
 			continue;
