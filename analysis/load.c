@@ -269,12 +269,35 @@ stack(struct ctx *c, struct jv *o) {
 			s->py = p;
 		}
 	}
-	s->n = (int)pcs->len;
+	/* Format 3: "up" and "keep" say its outer frames are the outermost
+	 * keep frames of an earlier stack record. */
+	int64_t up = opt_int(c, o, "up"), keep = 0;
+	const struct stack *u = NULL;
+	if (up != -1) {
+		uint32_t ui = up > 0 ? idmap_get(&f->stackmap, up) : 0;
+		if (!ui || !f->stacks[ui].pcs || ui == ix)
+			bad(c, "stack %lld: \"up\" names stack %lld, which has no record before it",
+			    (long long)id, (long long)up);
+		u = &f->stacks[ui];
+		keep = need_int(c, o, "keep");
+		if (keep < 0 || keep > u->n)
+			bad(c, "stack %lld: \"keep\" is %lld, stack %lld has %d frames", (long long)id,
+			    (long long)keep, (long long)up, u->n);
+	}
+	/* A shared stack is no deeper than the shim captures, so a line of
+	 * a few bytes cannot stand for more than MT_MAX_DEPTH frames. */
+	if (u && pcs->len + (size_t)keep > MT_MAX_DEPTH)
+		bad(c, "stack %lld has %zu frames; a stack with \"up\" has at most %d", (long long)id,
+		    pcs->len + (size_t)keep, MT_MAX_DEPTH);
+	s = &f->stacks[ix]; /* (u points into the same array: no growth since) */
+	s->n = (int)pcs->len + (int)keep;
 	s->pcs = xmalloc((size_t)s->n * sizeof *s->pcs + 1);
 	int i = 0;
 	for (struct jv *x = json_child(c->d, pcs); x; x = json_next(c->d, x))
 		if (!json_hex(x, &s->pcs[i++]))
 			bad(c, "stack %lld: a pc is not a \"0x...\" address", (long long)id);
+	if (keep)
+		memcpy(s->pcs + i, u->pcs + (u->n - keep), (size_t)keep * sizeof *s->pcs);
 }
 
 static void

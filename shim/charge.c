@@ -93,7 +93,7 @@ should_track(size_t size) {
 
 static uint32_t
 capture(int kind) {
-	uintptr_t pcs[128];
+	uintptr_t pcs[MT_MAX_DEPTH];
 	int n = mt_unwind(pcs, (int)mt_cfg.depth, mt_cfg.unwind);
 	uint32_t py = mt_py_capture();
 	if (py)

@@ -7,6 +7,7 @@
  * under the shim always runs.
  */
 #include "glue.h"
+#include "format.h"
 #include "config.h"
 #include "buf.h"
 #include <signal.h>
@@ -160,7 +161,7 @@ apply(const struct opt *o, const char *s) {
 		if (parse_u64(s, &u, 0))
 			return -1;
 		if (o->off == offsetof(struct mt_config, depth) &&
-		    (u < 1 || u > 128))
+		    (u < 1 || u > MT_MAX_DEPTH))
 			return -1;
 		if (o->off == offsetof(struct mt_config, pydepth) &&
 		    (u < 1 || u > 64))

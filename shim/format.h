@@ -9,7 +9,10 @@
 #include <stddef.h>
 
 /* Bump when a record's layout changes (FORMAT.md says what each has). */
-#define MT_FORMAT_VERSION 2
+#define MT_FORMAT_VERSION 3
+
+/* The most native frames a stack holds (MEMTALLY_DEPTH's bound). */
+#define MT_MAX_DEPTH 128
 
 /* X(ENUM_SUFFIX, "name"), in the order of the kinds' numbers. */
 #define MT_KINDS(X)                                                            \

@@ -2,7 +2,16 @@
  * sites.c — the stack table and the per-(stack, kind) call-site figures.
  *
  * Stacks live in append-only frame arenas (1 MiB each, mapped as needed)
- * and a chunked array of stack headers (chunks.h).  A power-of-two index of ids is probed without a lock; a new stack
+ * and a chunked array of stack headers (chunks.h).  A stack shares its
+ * outer frames with an earlier one (heaptrack's trace tree, flattened):
+ * it stores only its own innermost frames and names the stack ("up")
+ * whose outermost frames are the rest.  Under an interpreter or a
+ * dynamic loader running constructors most stacks differ from the one
+ * before only in their last few frames (PyTorch's import: 21 frames a
+ * stack, 3.6 new), so this keeps a sixth of the frames.  The up chain is
+ * kept short: a stack's up holds fewer shared frames than the stack
+ * itself (an up that would share no more is skipped for its own up), so
+ * rebuilding a stack's frames takes at most one step per frame.  A power-of-two index of ids is probed without a lock; a new stack
  * is added under stack_lock, and when the index grows the new one is
  * published with a release store and the old one is kept (at most the sum
  * of a geometric series, i.e. the final size again), so a reader still
@@ -24,12 +33,17 @@
 const char *const mt_kind_names[MT_NKINDS] = MT_KIND_NAMES;
 
 struct stack {
-	uint64_t hash;      /* of the frames and the kind */
-	uintptr_t *frames;  /* in an arena */
-	uint32_t n;         /* frames */
-	uint16_t kind;      /* enum mt_kind */
+	uint64_t hash;      /* of all the frames, the kind and py */
+	uintptr_t *own;     /* its innermost nown frames, in an arena */
+	uint32_t up;        /* holds the outer n - nown frames; 0 = none */
 	uint32_t py;        /* Python stack id (python.h), 0 = none */
+	uint8_t n;          /* frames in all (depth <= 128) */
+	uint8_t nown;       /* frames of its own */
+	uint16_t kind;      /* enum mt_kind */
 };
+/* The last stack each thread was given: the likeliest to share frames
+ * with its next new one. */
+static MT_TLS uint32_t last_stack;
 
 struct index {
 	uint64_t mask;    /* slots - 1 */
@@ -45,6 +59,7 @@ static uint64_t frames_total, frames_cap, arena_bytes;
 static struct index *cur_index;
 static uint64_t max_stacks;
 static uint32_t nstacks;       /* ids handed out, including 0 */
+static uint32_t last_made;     /* the newest stack (under stack_lock) */
 static mt_lock_t stack_lock;
 static uint64_t index_bytes;
 struct mt_totals mt_totals[MT_NKINDS];
@@ -133,6 +148,31 @@ hash_frames(const uintptr_t *pcs, int n, int kind, uint32_t py) {
 	return h | 1;
 }
 
+/* The frames of s, innermost first: each step takes the frames s holds
+ * of its own beyond those its up supplies, then moves to the up.  With
+ * cmp: 0 at the first frame that differs from cmp[].  With out: copied
+ * there (room for s->n).  Never allocates; reads only published stacks. */
+static int
+walk(const struct stack *s, const uintptr_t *cmp, uintptr_t *out) {
+	int pos = 0, want = s->n;
+	while (want > 0) {
+		int keep = s->n - s->nown;
+		if (want > keep) {
+			int take = want - keep;
+			const uintptr_t *src = s->own + (s->nown - take);
+			if (cmp && memcmp(cmp + pos, src, (size_t)take * sizeof *src))
+				return 0;
+			if (out)
+				memcpy(out + pos, src, (size_t)take * sizeof *src);
+			pos += take;
+			want = keep;
+		}
+		if (want)
+			s = stack_at(s->up);
+	}
+	return 1;
+}
+
 static uint32_t
 probe(const struct index *ix, uint64_t h, const uintptr_t *pcs, int n, int kind,
       uint32_t py, uint64_t *slot_out) {
@@ -145,7 +185,7 @@ probe(const struct index *ix, uint64_t h, const uintptr_t *pcs, int n, int kind,
 		}
 		const struct stack *s = stack_at(id);
 		if (s->hash == h && s->n == (uint32_t)n && s->kind == (uint32_t)kind && s->py == py &&
-		    !memcmp(s->frames, pcs, (size_t)n * sizeof *pcs))
+		    walk(s, pcs, NULL))
 			return id;
 	}
 }
@@ -175,8 +215,10 @@ mt_stack_intern(const uintptr_t *pcs, int n, int kind, uint32_t py) {
 		n = 0;
 	uint64_t h = hash_frames(pcs, n, kind, py);
 	uint32_t id = probe(mt_load(&cur_index), h, pcs, n, kind, py, NULL);
-	if (MT_LIKELY(id))
+	if (MT_LIKELY(id)) {
+		last_stack = id;
 		return id;
+	}
 	mt_lock(&stack_lock);
 	uint64_t slot;
 	struct index *ix = cur_index;
@@ -195,23 +237,45 @@ mt_stack_intern(const uintptr_t *pcs, int n, int kind, uint32_t py) {
 		ix = cur_index;
 		probe(ix, h, pcs, n, kind, py, &slot);
 	}
-	uintptr_t *frames = frames_alloc(n);
-	if (!frames) {
+	/* The outer frames it shares with the thread's last stack (or the
+	 * last made, for a thread's first) are that stack's to hold. */
+	uint32_t up = last_stack >= MT_NKINDS && last_stack < nstacks ? last_stack : last_made;
+	int keep = 0;
+	if (up >= MT_NKINDS) {
+		uintptr_t cf[MT_MAX_DEPTH];
+		int cn = stack_at(up)->n;
+		walk(stack_at(up), NULL, cf);
+		while (keep < n && keep < cn && cf[cn - 1 - keep] == pcs[n - 1 - keep])
+			keep++;
+		/* an up sharing as many of its own outer frames with its up
+		 * passes them on: the chain gets one frame shorter a step */
+		while (keep && keep <= stack_at(up)->n - stack_at(up)->nown)
+			up = stack_at(up)->up;
+	}
+	if (!keep)
+		up = 0;
+	uintptr_t *own = frames_alloc(n - keep);
+	if (!own) {
 		mt_add(&mt_sites_dropped, 1);
 		goto out;
 	}
 	id = nstacks;
 	struct stack *s = stack_at(id);
 	s->hash = h;
-	s->n = (uint32_t)n;
+	s->n = (uint8_t)n;
+	s->nown = (uint8_t)(n - keep);
+	s->up = up;
 	s->kind = (uint16_t)kind;
 	s->py = py;
-	s->frames = frames;
-	memcpy(frames, pcs, (size_t)n * sizeof *pcs);
+	s->own = own;
+	memcpy(own, pcs, (size_t)(n - keep) * sizeof *pcs);
+	last_made = id;
 	mt_store(&nstacks, id + 1);
 	mt_store(&ix->slot[slot], id); /* publish after the frames */
 out:
 	mt_unlock(&stack_lock);
+	if (id >= MT_NKINDS)
+		last_stack = id;
 	return id;
 }
 
@@ -225,14 +289,26 @@ mt_stack_py(uint32_t id) {
 	return id < MT_NKINDS || id >= mt_load(&nstacks) ? 0 : stack_at(id)->py;
 }
 
+int
+mt_stack_frames(uint32_t id, uintptr_t *buf) {
+	if (id < MT_NKINDS || id >= mt_load(&nstacks))
+		return 0;
+	walk(stack_at(id), NULL, buf);
+	return stack_at(id)->n;
+}
+
 const uintptr_t *
-mt_stack_frames(uint32_t id, int *n) {
+mt_stack_own(uint32_t id, int *nown, uint32_t *up, int *keep) {
 	if (id < MT_NKINDS || id >= mt_load(&nstacks)) {
-		*n = 0;
+		*nown = *keep = 0;
+		*up = 0;
 		return NULL;
 	}
-	*n = (int)stack_at(id)->n;
-	return stack_at(id)->frames;
+	const struct stack *s = stack_at(id);
+	*nown = s->nown;
+	*up = s->up;
+	*keep = s->n - s->nown;
+	return s->own;
 }
 
 uint32_t

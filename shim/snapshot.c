@@ -266,14 +266,17 @@ maps_if_changed(struct mt_buf *b, int always) {
 
 static void
 stack_line(struct mt_buf *b, uint32_t id, int mark) {
-	int n;
-	const uintptr_t *pcs = mt_stack_frames(id, &n);
+	int n, keep;
+	uint32_t up;
+	const uintptr_t *pcs = mt_stack_own(id, &n, &up, &keep);
 	uint32_t py = mt_stack_py(id);
 	if (mark) /* its Python records first (a dump has written them all) */
 		mt_py_emit(b, py);
 	mt_buf_printf(b, "{\"type\":\"stack\",\"id\":%u,", id);
 	if (mt_py_on)
 		mt_buf_printf(b, "\"py\":%u,", py);
+	if (up)
+		mt_buf_printf(b, "\"up\":%u,\"keep\":%d,", up, keep);
 	mt_buf_puts(b, "\"pcs\":[");
 	for (int i = 0; i < n; i++) {
 		if (i)
@@ -286,6 +289,26 @@ stack_line(struct mt_buf *b, uint32_t id, int mark) {
 	struct track *t;
 	if (mark && (t = track_at(id)))
 		t->written = 1;
+}
+
+/* Stack id's record, after those of the stacks it takes frames from that
+ * the file lacks (a fork child's file, or an up that made no allocation
+ * since the file began).  The up chain is at most a stack's depth long:
+ * each up shares fewer frames than the stack before it. */
+static void
+stack_line_needed(struct mt_buf *b, uint32_t id) {
+	uint32_t chain[MT_MAX_DEPTH + 1];
+	int k = 0;
+	for (uint32_t u = id; u >= MT_NKINDS && k <= MT_MAX_DEPTH;) {
+		struct track *t = track_at(u);
+		if (t && t->written)
+			break;
+		chain[k++] = u;
+		int nown, keep;
+		mt_stack_own(u, &nown, &u, &keep);
+	}
+	while (k--)
+		stack_line(b, chain[k], 1);
 }
 
 /* Stack ids below this had their records written by pass 1 of the
@@ -513,7 +536,7 @@ mt_snapshot_write(const char *reason, const char *lab) {
 		if (t && t->written)
 			continue;
 		if (__atomic_load_n(&mt_site_get(id, 0)->allocs, __ATOMIC_RELAXED))
-			stack_line(&W.lines, id, 1);
+			stack_line_needed(&W.lines, id);
 	}
 	int err = mt_buf_flush(&W.lines);
 	struct mt_buf *b = &W.out;

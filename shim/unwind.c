@@ -6,6 +6,7 @@
  * count, so inlining and tail calls cannot shift the first frame.
  */
 #include "glue.h"
+#include "format.h"
 #include "unwind.h"
 #include <link.h>
 #include <string.h>
@@ -160,7 +161,7 @@ int
 mt_unwind(uintptr_t *pcs, int max, int fp) {
 	/* Capture a few extra to make room for the shim's own frames. */
 	enum { EXTRA = 8 };
-	uintptr_t tmp[128 + EXTRA];
+	uintptr_t tmp[MT_MAX_DEPTH + EXTRA];
 	int want = max + EXTRA;
 	int n = fp ? fp_walk(tmp, want) : -1;
 	if (n < 0)

@@ -35,7 +35,7 @@ case('notours', b'{"type":"snapshot","seq":0}\n', 1,
 hdr = json.loads(lines[0])
 hdr['version'] = 99
 case('version', join([json.dumps(hdr).encode()] + lines[1:]), 1,
-     'memtally: FILE:1: format version 99; this memtally reads versions 1 to 2')
+     'memtally: FILE:1: format version 99; this memtally reads versions 1 to 3')
 bad = lines[:]
 bad[first_snap] = bad[first_snap][:-40] + b'}'
 case('corrupt', join(bad), 1, 'memtally: FILE:%d: ' % (first_snap + 1))
@@ -44,8 +44,11 @@ case('truncated', trunc, 0, '')
 r = subprocess.run([MT, 'report', os.path.join(OUT, 'memtally.truncated.p1.jsonl')],
                    capture_output=True, text=True)
 mt.check('last line truncated' in r.stdout, 'truncated: report says the last line was cut')
-nostack = lines[:first_stack] + lines[first_stack + 1:]
-sid = json.loads(lines[first_stack])['id']
+# a stack no other stack takes frames from ("up", format 3)
+stk_recs = [(i, json.loads(l)) for i, l in enumerate(lines) if b'"type":"stack"' in l]
+ups = {r.get('up') for _, r in stk_recs}
+drop, sid = next((i, r['id']) for i, r in stk_recs if r['id'] not in ups)
+nostack = lines[:drop] + lines[drop + 1:]
 case('nostack', join(nostack), 1,
      'which has no earlier stack record'.replace('which', 'call site refers to stack %d, which' % sid))
 deep = b'[' * 100 + b']' * 100
@@ -69,6 +72,23 @@ case('py_entry', join([lines[0], pyf, b'{"type":"pystack","id":1,"frames":[1],"e
      'memtally: FILE:3: pystack 1: "frames" and "entry" must be arrays of one length')
 case('py_badframe', join([lines[0], b'{"type":"pyframe","id":1,"file":7,"func":"f","line":3}'] + lines[1:]), 1,
      'memtally: FILE:2: field "file" is not a string')
+# Shared frames (format 3): "up" must name an earlier stack record, "keep"
+# at most its frames, and a shared stack is at most 128 frames deep (a
+# few bytes a line must not stand for unbounded frames).
+s1 = b'{"type":"stack","id":90,"pcs":["0x1","0x2","0x3"]}'
+case('up_ok', join([lines[0], s1, b'{"type":"stack","id":91,"up":90,"keep":2,"pcs":["0x9"]}'] + lines[1:]), 0, '')
+case('up_missing', join([lines[0], b'{"type":"stack","id":91,"up":90,"keep":2,"pcs":["0x9"]}'] + lines[1:]), 1,
+     'memtally: FILE:2: stack 91: "up" names stack 90, which has no record before it')
+case('up_self', join([lines[0], b'{"type":"stack","id":91,"up":91,"keep":0,"pcs":["0x9"]}'] + lines[1:]), 1,
+     'memtally: FILE:2: stack 91: "up" names stack 91, which has no record before it')
+case('up_keep', join([lines[0], s1, b'{"type":"stack","id":91,"up":90,"keep":4,"pcs":["0x9"]}'] + lines[1:]), 1,
+     'memtally: FILE:3: stack 91: "keep" is 4, stack 90 has 3 frames')
+case('up_nokeep', join([lines[0], s1, b'{"type":"stack","id":91,"up":90,"pcs":["0x9"]}'] + lines[1:]), 1,
+     'memtally: FILE:3: missing field "keep"')
+chain = [lines[0], b'{"type":"stack","id":1,"pcs":[' + b','.join([b'"0x1"'] * 100) + b']}']
+chain += [b'{"type":"stack","id":%d,"up":%d,"keep":%d,"pcs":["0x2"]}' % (i + 1, i, 100 + i - 1) for i in range(1, 40)]
+case('up_deep', join(chain + lines[1:]), 1,
+     'memtally: FILE:31: stack 30 has 129 frames; a stack with "up" has at most 128')
 case('unknown', join([lines[0], b'{"type":"from_the_future","x":[1,2,{"y":null}]}'] + lines[1:]), 0, '')
 # Values at the edge of the types (UBSan in `make check` runs this file with
 # the command built with -fsanitize=undefined): live bytes of INT64_MIN (the

@@ -32,7 +32,14 @@ class File:
             elif t == 'maps':
                 self.maps = r['modules']
             elif t == 'stack':
-                self.stacks[r['id']] = [int(x, 16) for x in r['pcs']]
+                pcs = [int(x, 16) for x in r['pcs']]
+                if 'up' in r:  # format 3: the outer frames are an earlier stack's
+                    assert r['up'] in self.stacks, '%s: stack %d used before its record' % (path, r['up'])
+                    up = self.stacks[r['up']]
+                    assert 0 <= r['keep'] <= len(up), '%s: stack %d keeps %d of %d frames' % (
+                        path, r['id'], r['keep'], len(up))
+                    pcs += up[len(up) - r['keep']:]
+                self.stacks[r['id']] = pcs
                 if 'py' in r:
                     assert r['py'] == 0 or r['py'] in self.pystacks, \
                         '%s: pystack %d used before its record' % (path, r['py'])
