@@ -409,6 +409,8 @@ mt_sites_postfork_child(int fresh) {
 }
 
 uint64_t
-mt_sites_memory(void) {
-	return stacks.mapped + sites.mapped + arena_bytes + index_bytes;
+mt_sites_memory(uint64_t *stack_bytes, uint64_t *site_bytes) {
+	*stack_bytes = stacks.mapped + arena_bytes + index_bytes;
+	*site_bytes = sites.mapped;
+	return *stack_bytes + *site_bytes;
 }

@@ -114,7 +114,8 @@ extern uint64_t mt_sites_dropped; /* allocations charged to id 0: table full */
 void mt_sites_prefork(void);
 void mt_sites_postfork_parent(void);
 void mt_sites_postfork_child(int fresh);
-/* Bytes of memory the tables hold (for the snapshot's shim record). */
-uint64_t mt_sites_memory(void);
+/* Bytes of memory the tables hold (for the snapshot's shim record): the
+ * stacks (headers, frames, index) and the call-site figures; the sum. */
+uint64_t mt_sites_memory(uint64_t *stack_bytes, uint64_t *site_bytes);
 
 #endif
