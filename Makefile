@@ -18,12 +18,12 @@ SHIM_CFLAGS := $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden \
 	-ftls-model=initial-exec -fno-omit-frame-pointer \
 	-fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc \
 	-fno-builtin-free -D_GNU_SOURCE -pthread
-SHIM_LIBS := -lunwind -ldl -lm -pthread
+SHIM_LIBS := -lunwind -lzstd -ldl -lm -pthread
 
 AN_SRC := $(sort $(wildcard analysis/*.c))
 AN_OBJ := $(AN_SRC:analysis/%.c=$(B)/analysis/%.o)
 AN_CFLAGS := $(WARN) $(CFLAGS) -D_GNU_SOURCE -fstack-protector-strong -D_FORTIFY_SOURCE=2
-AN_LIBS := -ldw -lelf -lm -lstdc++ -lprotobuf-c -lz
+AN_LIBS := -ldw -lelf -lm -lstdc++ -lprotobuf-c -lz -lzstd
 
 .PHONY: all test check bench demo install clean deps format soak bundle proto
 all: $(B)/libmemtally.so $(B)/memtally $(B)/memtally-config $(B)/demo_trainer

@@ -5,6 +5,7 @@
  * "memtally: FILE:LINE: reason" and exit code 1. */
 #include "model.h"
 #include "json.h"
+#include <zstd.h>
 #include "util.h"
 #include <dirent.h>
 #include <stdarg.h>
@@ -653,6 +654,103 @@ whole_lines(struct ctx *c, char *buf, size_t have, long *lines) {
 	return have;
 }
 
+/* A file's bytes as JSONL: read as they are, or decompressed when the
+ * file begins with zstd's magic (MEMTALLY_COMPRESS=1 writes a frame per
+ * snapshot; any concatenation of frames reads as one stream, and a last
+ * frame cut short gives what it holds). */
+struct src {
+	const char *path;
+	int fd;
+	int mode;             /* 0: not known yet, 1: plain, 2: zstd */
+	ZSTD_DStream *z;
+	char *in;             /* compressed bytes read, in[pos..len) not decoded */
+	size_t len, pos;
+	uint64_t raw;         /* bytes read from the file */
+};
+#define SRC_IN (1u << 20)
+
+static const unsigned char zstd_magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
+
+/* Up to cap bytes of JSONL into dst; 0 when the file has no more now
+ * (or, with wait, too few bytes yet to tell its kind); -1 and errno on a
+ * read error.  A corrupt compressed stream is bad input, named. */
+static ssize_t
+src_read(struct src *s, char *dst, size_t cap, int wait) {
+	if (!s->mode) {
+		unsigned char m[4];
+		ssize_t r = pread(s->fd, m, sizeof m, 0);
+		if (r < 0)
+			return -1;
+		if (r < 4 && wait)
+			return 0;
+		s->mode = r == 4 && !memcmp(m, zstd_magic, 4) ? 2 : 1;
+		if (s->mode == 2) {
+			s->z = ZSTD_createDStream();
+			s->in = xmalloc(SRC_IN);
+			if (!s->z)
+				die(EXIT_BAD_INPUT, "%s: no memory for zstd", s->path);
+		}
+	}
+	if (s->mode == 1) {
+		ssize_t r = read(s->fd, dst, cap);
+		if (r > 0)
+			s->raw += (uint64_t)r;
+		return r;
+	}
+	for (;;) {
+		ZSTD_inBuffer in = {s->in, s->len, s->pos};
+		ZSTD_outBuffer out = {dst, cap, 0};
+		size_t rc = ZSTD_decompressStream(s->z, &out, &in);
+		s->pos = in.pos;
+		if (ZSTD_isError(rc))
+			die(EXIT_BAD_INPUT, "%s: corrupt zstd data near byte %llu: %s", s->path,
+			    (unsigned long long)(s->raw - (s->len - s->pos)), ZSTD_getErrorName(rc));
+		if (out.pos)
+			return (ssize_t)out.pos;
+		if (s->pos < s->len)
+			continue;
+		ssize_t r = read(s->fd, s->in, SRC_IN);
+		if (r <= 0)
+			return r;
+		s->raw += (uint64_t)r;
+		s->len = (size_t)r;
+		s->pos = 0;
+	}
+}
+
+static void
+src_close(struct src *s) {
+	close(s->fd);
+	ZSTD_freeDStream(s->z);
+	free(s->in);
+}
+
+void
+jsonl_cat(const char *path, int out) {
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st))
+		die(EXIT_BAD_INPUT, "%s: %s", path, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		die(EXIT_BAD_INPUT, "%s: not a regular file", path);
+	struct src in = {.path = path, .fd = fd};
+	size_t cap = 1 << 20;
+	char *buf = xmalloc(cap);
+	for (;;) {
+		ssize_t r = src_read(&in, buf, cap, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			die(EXIT_BAD_INPUT, "%s: %s", path, strerror(errno));
+		if (!r)
+			break;
+		if (write_all(out, buf, (size_t)r))
+			die(EXIT_BAD_INPUT, "writing: %s", strerror(errno));
+	}
+	src_close(&in);
+	free(buf);
+}
+
 /* Lines are read with read(2) into one reused buffer (a private writable
  * mapping would take a copy-on-write fault per page the parser writes,
  * which costs more than the copy) and parsed in place. */
@@ -674,12 +772,13 @@ load_file(struct mfile *f, const char *path) {
 		die(EXIT_BAD_INPUT, "%s: empty file (no header record)", path);
 	size_t cap = 8 << 20, have = 0;
 	char *buf = xmalloc(cap + 1);
+	struct src in = {.path = path, .fd = fd};
 	struct jdoc d = {0};
 	struct ctx c = {f, &d, 0};
 	int eof = 0;
 	while (!eof || have) {
 		if (!eof && have < cap) {
-			ssize_t r = read(fd, buf + have, cap - have);
+			ssize_t r = src_read(&in, buf + have, cap - have, 0);
 			if (r < 0 && errno == EINTR)
 				continue;
 			if (r < 0)
@@ -698,7 +797,7 @@ load_file(struct mfile *f, const char *path) {
 			buf = xrealloc(buf, cap + 1);
 		}
 	}
-	close(fd);
+	src_close(&in);
 	free(buf);
 	json_free(&d);
 	if (!f->version)
@@ -710,10 +809,10 @@ load_file(struct mfile *f, const char *path) {
 struct follow {
 	struct mfile f;
 	struct jdoc d;
-	int fd, line;
+	struct src in;
+	int line;
 	char *buf;
 	size_t cap, have;
-	uint64_t off; /* bytes read so far */
 };
 
 struct follow *
@@ -730,7 +829,8 @@ follow_open(const char *path) {
 	w->f.path = xstrdup(path);
 	w->f.rank = w->f.pid = -1;
 	w->f.cur_idx = -1;
-	w->fd = fd;
+	w->in.fd = fd;
+	w->in.path = w->f.path;
 	w->cap = 1 << 20;
 	w->buf = xmalloc(w->cap + 1);
 	return w;
@@ -755,13 +855,13 @@ follow_poll(struct follow *w, size_t budget) {
 			w->cap *= 2;
 			w->buf = xrealloc(w->buf, w->cap + 1);
 		}
-		ssize_t r = read(w->fd, w->buf + w->have, w->cap - w->have);
+		uint64_t raw0 = w->in.raw;
+		ssize_t r = src_read(&w->in, w->buf + w->have, w->cap - w->have, 1);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
 			break;
-		got += (size_t)r;
-		w->off += (uint64_t)r;
+		got += (size_t)(w->in.raw - raw0);
 		w->have += (size_t)r;
 		w->have = whole_lines(&c, w->buf, w->have, &lines);
 	}
@@ -772,15 +872,15 @@ follow_poll(struct follow *w, size_t budget) {
 uint64_t
 follow_pending(struct follow *w, uint64_t *size) {
 	struct stat st;
-	uint64_t n = !fstat(w->fd, &st) ? (uint64_t)st.st_size : w->off;
+	uint64_t n = !fstat(w->in.fd, &st) ? (uint64_t)st.st_size : w->in.raw;
 	if (size)
 		*size = n;
-	return n > w->off ? n - w->off : 0;
+	return n > w->in.raw ? n - w->in.raw : 0;
 }
 
 void
 follow_close(struct follow *w) {
-	close(w->fd);
+	src_close(&w->in);
 	free(w->buf);
 	json_free(&w->d);
 	free(w);
@@ -791,10 +891,19 @@ cmp_str(const void *a, const void *b) {
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+const char *
+jsonl_ext(const char *name) {
+	size_t n = strlen(name);
+	if (n > 6 && !strcmp(name + n - 6, ".jsonl"))
+		return name + n - 6;
+	if (n > 10 && !strcmp(name + n - 10, ".jsonl.zst"))
+		return name + n - 10;
+	return NULL;
+}
+
 static int
 is_snapshot_file(const char *name, int dumps) {
-	size_t n = strlen(name);
-	return !strncmp(name, "memtally.", 9) && n > 6 && !strcmp(name + n - 6, ".jsonl") &&
+	return !strncmp(name, "memtally.", 9) && jsonl_ext(name) &&
 	       (strstr(name, ".oom") != NULL) == dumps;
 }
 
@@ -855,7 +964,7 @@ load_paths(struct run *r, char **paths, int npaths, int dumps, int optional) {
 		closedir(d);
 		if (n == before && !optional)
 			die(EXIT_BAD_INPUT, dumps ? "%s: no OOM dumps (memtally.*.oom*.jsonl) in this directory"
-						  : "%s: no memtally.*.jsonl files in this directory",
+						  : "%s: no memtally.*.jsonl[.zst] files in this directory",
 			    paths[i]);
 		xqsort(list + before, n - before, sizeof *list, cmp_str);
 	}

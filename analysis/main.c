@@ -28,6 +28,7 @@ static const char usage[] =
 	"  torch    a CUDA OOM dump as a PyTorch memory-viewer pickle (-o dump.pickle;\n"
 	"           --format 1.13 for PyTorch 1.13's _memory_viz)\n"
 	"  pprof    a snapshot as a gzipped pprof profile (-o out.pb.gz; --snapshot, --merge)\n"
+	"  cat      a file as JSONL on stdout (decompresses a .jsonl.zst)\n"
 	"\n"
 	"options:\n"
 	"  --json        machine-readable output\n"
@@ -112,6 +113,13 @@ main(int argc, char **argv) {
 	}
 	if (!strcmp(cmd, "run"))
 		return cmd_run(argc - 2, argv + 2);
+	if (!strcmp(cmd, "cat")) { /* raw JSONL: no escaping, no options */
+		if (argc < 3)
+			usage_exit("cat: name a file");
+		for (int i = 2; i < argc; i++)
+			jsonl_cat(argv[i], 1);
+		return 0;
+	}
 	struct opts o = {.top = 10, .kind = -1, .warmup = 0.2, .metric = "live", .snapshot = SNAP_DEFAULT, .interval = 2,
 			 .torch_version = 2};
 	o.paths = xcalloc((size_t)argc, sizeof *o.paths);

@@ -149,6 +149,11 @@ struct run {
 
 /* Read the paths (files or directories of memtally.*.jsonl, OOM dumps
  * excluded unless named); a bad record exits 1 with "FILE:LINE: reason". */
+/* The extension of a file the shim writes (".jsonl", or ".jsonl.zst"
+ * with MEMTALLY_COMPRESS=1) at the end of name, or NULL. */
+const char *jsonl_ext(const char *name);
+/* FILE's JSONL (decompressed when it is zstd) to fd; dies on bad input. */
+void jsonl_cat(const char *path, int fd);
 void run_load(struct run *r, char **paths, int npaths);
 /* The same for OOM dumps: directories contribute their *.oom<N>.jsonl. */
 void run_load_dumps(struct run *r, char **paths, int npaths);

@@ -24,7 +24,7 @@ LAYERS = [
     ('capture-charge', ['charge']),
     # readers and writers: the output file, /proc and cgroup figures,
     # snapshot records, dumps
-    ('output-file', ['file']),
+    ('output-file', ['file', 'zout']),
     ('output-procstat', ['procstat']),
     ('output-records', ['snapshot']),
     ('output-dumps', ['oom']),

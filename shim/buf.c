@@ -19,6 +19,7 @@ mt_buf_fixed(struct mt_buf *b, char *mem, size_t cap) {
 	b->overflow = 0;
 	b->flush_fd = 0;
 	b->flush_err = 0;
+	b->sink = NULL;
 }
 
 void
@@ -30,7 +31,8 @@ mt_buf_stream(struct mt_buf *b, char *mem, size_t cap, int fd) {
 int
 mt_buf_flush(struct mt_buf *b) {
 	if (b->flush_fd > 0 && b->len) {
-		int err = mt_write_all(b->flush_fd, b->p, b->len);
+		int err = b->sink ? b->sink(b->flush_fd, b->p, b->len)
+				  : mt_write_all(b->flush_fd, b->p, b->len);
 		if (err && !b->flush_err)
 			b->flush_err = err;
 		b->len = 0;
@@ -48,6 +50,7 @@ mt_buf_init(struct mt_buf *b, size_t cap) {
 	b->overflow = b->p == NULL;
 	b->flush_fd = 0;
 	b->flush_err = 0;
+	b->sink = NULL;
 	return b->p ? 0 : ENOMEM;
 }
 

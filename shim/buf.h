@@ -20,6 +20,8 @@ struct mt_buf {
 	int overflow; /* a fixed buffer ran out: output truncated */
 	int flush_fd; /* > 0: a streaming buffer, written to this fd when full */
 	int flush_err; /* errno of a failed flush */
+	/* set: flushes go through it (zout.c's compressor), else write(2) */
+	int (*sink)(int fd, const void *s, size_t n);
 };
 
 /* A fixed buffer over caller storage.  Never allocates. */

@@ -24,6 +24,7 @@
 	X(pydepth, PYDEPTH, U64, "16", "max Python frames per stack (1-64)") \
 	X(pynative, PYNATIVE, BOOL, "0", "under Python, keep the native frames outside the interpreter's innermost eval loop too (0: the Python stack stands for them)") \
 	X(unwind, UNWIND, UNWIND, "libunwind", "stack walker: libunwind or fp (frame pointers)") \
+	X(compress, COMPRESS, BOOL, "1", "write the file zstd-compressed, a frame per snapshot (.jsonl.zst: memtally reads it; `memtally cat` or `zstd -dc` gives JSONL); 0: plain .jsonl") \
 	X(top, TOP, U64, "0", "call sites per snapshot, largest live first (0 = all)") \
 	X(trace, TRACE, U64, "100000", "events kept in the ring that OOM dumps carry (mmaps, large heap blocks, failures)") \
 	X(oom_dumps, OOM_DUMPS, U64, "3", "max OOM and pre-OOM dumps per process") \
@@ -56,6 +57,7 @@ struct mt_config {
 	uint64_t pydepth;    /* frames */
 	int pynative;        /* bool */
 	int unwind;          /* 0 libunwind, 1 fp */
+	int compress;        /* bool */
 	uint64_t top;        /* call sites, 0 = all */
 	uint64_t trace;      /* events */
 	uint64_t oom_dumps;  /* dumps */

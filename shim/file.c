@@ -66,7 +66,8 @@ name(char *dst, size_t n, const char *fmt, unsigned x) {
 
 static void
 make_path_x(unsigned x) {
-	name(path, sizeof path, x ? ".x%u.jsonl" : ".jsonl", x);
+	name(path, sizeof path,
+	     mt_cfg.compress ? (x ? ".x%u.jsonl.zst" : ".jsonl.zst") : (x ? ".x%u.jsonl" : ".jsonl"), x);
 	path_x = x;
 }
 

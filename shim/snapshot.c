@@ -23,6 +23,7 @@
 #include "events.h"
 #include "marks.h"
 #include "file.h"
+#include "zout.h"
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
@@ -102,6 +103,10 @@ mt_snapshot_init(char **argv, char **envp) {
 	long r;
 	if (mt_buf_init(&W.out, 1 << 20) || mt_buf_init(&W.lines, 1 << 20))
 		return ENOMEM;
+	if (mt_cfg.compress && mt_zout_init()) {
+		mt_warn("no memory for zstd's context: writing plain JSONL (MEMTALLY_COMPRESS ignored)");
+		mt_cfg.compress = 0;
+	}
 	mt_file_init();
 	r = mt_sys(SYS_readlink, "/proc/self/exe", W.exe, sizeof W.exe - 1, 0, 0, 0);
 	W.exe[r > 0 ? r : 0] = 0;
@@ -482,7 +487,7 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 	mt_py_stats(&pystacks, &pyframes, &pyretired, &pydropped, &pybytes);
 	uint64_t stack_mem, site_mem, sites_mem = mt_sites_memory(&stack_mem, &site_mem);
 	uint64_t live_mem = mt_ptrtab_memory() + mt_maptab_memory();
-	uint64_t writer_mem = W.out.cap + W.lines.cap + W.track.mapped;
+	uint64_t writer_mem = W.out.cap + W.lines.cap + W.track.mapped + mt_zout_memory();
 	mt_buf_printf(b,
 		      ",\"shim\":{\"memory_bytes\":%lu,\"memory\":{\"stacks\":%lu,"
 		      "\"sites\":%lu,\"live\":%lu,\"writer\":%lu,\"python\":%lu},"
@@ -538,6 +543,7 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	int fd = mt_file_fd();
 	long off0 = mt_sys(SYS_lseek, fd, 0, 2 /* SEEK_END */, 0, 0, 0);
 	W.lines.flush_fd = W.out.flush_fd = fd;
+	W.lines.sink = W.out.sink = mt_cfg.compress ? mt_zout_write : NULL;
 	W.lines.flush_err = W.out.flush_err = 0;
 	maps_if_changed(&W.lines, 0);
 	W.pass_stacks = mt_stack_count();
@@ -556,12 +562,15 @@ mt_snapshot_write(const char *reason, const char *lab) {
 		snapshot_record(b, W.seq++, reason, lab, 0, W.scratch, sizeof W.scratch);
 		err = mt_buf_flush(b);
 	}
+	if (!err && mt_cfg.compress) /* one frame a snapshot */
+		err = mt_zout_end(fd);
 	if (err) {
 		if (!W.write_warned++)
 			mt_warn("writing %s failed (errno %d); snapshots are dropped while it "
 				"fails (the next one written counts them)", mt_file_path(), err);
 		if (off0 >= 0)
 			mt_sys(SYS_ftruncate, fd, off0, 0, 0, 0, 0);
+		mt_zout_reset(); /* the next snapshot begins a frame of its own */
 		W.dropped_snaps++;
 	}
 	W.lines.flush_fd = W.out.flush_fd = 0;
@@ -626,6 +635,7 @@ mt_snapshot_postfork_child(int follow) {
 	 * records: forget which were written. */
 	mt_chunk_reset(&W.track);
 	mt_py_forget_written();
+	mt_zout_reset();
 	W.out.len = W.lines.len = 0;
 }
 

@@ -10,11 +10,12 @@ trap 'rm -rf "$out"' EXIT
 LD_PRELOAD=$PWD/build/libmemtally.so MEMTALLY_OUT=$out MEMTALLY_INTERVAL=2 \
 	build/test/prog_stress 16 6250000 0 >"$out/result.json"
 /usr/bin/python3 - "$out" <<'PY'
-import glob, json, os, sys
+import glob, json, os, subprocess, sys
 d = sys.argv[1]
 res = json.load(open(os.path.join(d, 'result.json')))
-f = [p for p in glob.glob(os.path.join(d, 'memtally.*.jsonl'))][0]
-mem = [(r['elapsed_ms'], r['shim']['memory_bytes'], r['shim']['live_entries']) for r in map(json.loads, open(f))
+f = [p for p in glob.glob(os.path.join(d, 'memtally.*.jsonl*'))][0]
+lines = subprocess.run(['build/memtally', 'cat', f], capture_output=True, text=True, check=True).stdout.splitlines()
+mem = [(r['elapsed_ms'], r['shim']['memory_bytes'], r['shim']['live_entries']) for r in map(json.loads, lines)
        if r.get('type') == 'snapshot']
 ops = 16 * 6250000
 print('operations: %d (%d allocations)' % (ops, res['allocs']))

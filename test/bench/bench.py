@@ -79,6 +79,12 @@ def written(env_add):
             tot += sum(os.path.getsize(os.path.join(v, f)) for f in os.listdir(v))
     return tot
 
+def jsonl_lines(path):
+    """A file the shim wrote as JSONL lines (memtally cat decompresses
+    .jsonl.zst, the default)."""
+    return subprocess.run([os.path.join(B, 'memtally'), 'cat', path], capture_output=True, text=True,
+                          check=True).stdout.splitlines()
+
 def med(xs):
     return statistics.median(xs) if xs else float('nan')
 
@@ -216,15 +222,25 @@ def main():
                         '/usr/bin/python3', os.path.join(ROOT, 'test/integration/torch_train.py'), 'noleak',
                         '/dev/null', n], check=True, capture_output=True)
         main_f = max((os.path.join(d, x) for x in os.listdir(d)), key=os.path.getsize)
-        last = [json.loads(l) for l in open(main_f) if l.startswith('{"type":"snapshot"')][-1]
-        nstk = sum(1 for l in open(main_f) if l.startswith('{"type":"stack"'))
+        lines = jsonl_lines(main_f)
+        snaps_t = [json.loads(l) for l in lines if l.startswith('{"type":"snapshot"')]
+        last = snaps_t[-1]
+        stk = [json.loads(l) for l in lines if l.startswith('{"type":"stack"')]
+        frames_w = sum(len(x['pcs']) for x in stk)
+        mem = last['shim'].get('memory', {})
         md += ['## The trainer at real scale (standing row)', '',
                '`memtally run --interval 0.5 -- python3 test/integration/torch_train.py noleak /dev/null %s` '
-               '(%d steps, exact mode, 2 DataLoader workers); the main process:' % (n, int(n) // 32), '',
-               table(['file', 'stack records', 'Python stacks', 'shim memory at the end', 'snapshots'],
-                     [['%.1f MB' % (os.path.getsize(main_f) / 1e6), nstk, last['shim'].get('pystacks', 0),
-                       '%.1f MiB' % (last['shim']['memory_bytes'] / 2**20),
-                       sum(1 for l in open(main_f) if l.startswith('{"type":"snapshot"'))]]), '']
+               '(%d steps, exact mode, 2 DataLoader workers); the main process. File: as written (zstd, the '
+               'default) and as JSONL (`memtally cat`); frames: as written in stack records (a stack stores '
+               'the frames it does not share with an earlier one, format 3); shim memory by use at the end '
+               '(stacks, sites, live-block tables, writer, Python).' % (n, int(n) // 32), '',
+               table(['file', 'as JSONL', 'stack records', 'frames written', 'Python stacks', 'shim memory at the end',
+                      'stacks / sites / live / writer / Python', 'snapshots'],
+                     [['%.1f MB' % (os.path.getsize(main_f) / 1e6), '%.1f MB' % (sum(len(l) + 1 for l in lines) / 1e6),
+                       len(stk), '%d (%.1f a stack)' % (frames_w, frames_w / max(1, len(stk))),
+                       last['shim'].get('pystacks', 0), '%.1f MiB' % (last['shim']['memory_bytes'] / 2**20),
+                       ' / '.join('%.1f' % (mem.get(k, 0) / 2**20) for k in ('stacks', 'sites', 'live', 'writer', 'python'))
+                       + ' MiB', len(snaps_t)]]), '']
     # (d) Python frames: what capturing them costs per allocation
     R = '300' if QUICK else '20000'
     wl = lambda n: ['env', 'PYTHONMALLOC=malloc', '/usr/bin/python3', os.path.join(ROOT, 'test/bench/pyalloc.py'), R]
@@ -233,7 +249,7 @@ def main():
     ext4 = lambda out: {'loop': float(re.search(r'loop_s ([0-9.]+)', out).group(1))} if 'loop_s' in out else {}
     res4 = side_by_side('pyframes', wl, names4, ext4, ROUNDS)
     d = os.path.join(TMP, 'out-exact')
-    snaps = {s.get('label'): s for s in (json.loads(l) for fn in os.listdir(d) for l in open(os.path.join(d, fn))
+    snaps = {s.get('label'): s for s in (json.loads(l) for fn in os.listdir(d) for l in jsonl_lines(os.path.join(d, fn))
                                          if '"type":"snapshot"' in l)}
     allocs = snaps['loop1']['heap']['allocs'] - snaps['loop0']['heap']['allocs']
     pyst = snaps['loop1']['shim'].get('pystacks', 0)
@@ -263,14 +279,14 @@ def main():
         shutil.rmtree(d, ignore_errors=True)
         subprocess.run([os.path.join(TMP, 'sitesbench'), str(n)], env=dict(os.environ, LD_PRELOAD=SHIM, MEMTALLY_OUT=d),
                        check=True)
-        snap = [json.loads(l) for l in open(os.path.join(d, os.listdir(d)[0])) if '"label":"measured"' in l][0]
+        snap = [json.loads(l) for l in jsonl_lines(os.path.join(d, os.listdir(d)[0])) if '"label":"measured"' in l][0]
         rows.append([n, '%.1f ms' % (snap['shim']['last_write_ns'] / 1e6), '%.1f MiB' % (snap['shim']['memory_bytes'] / 2**20)])
     md += [table(['call sites', 'first snapshot write (with every stack record)', 'shim memory'], rows)]
     n = 100000 if QUICK else 1000000
     d = os.path.join(TMP, 'live')
     subprocess.run([os.path.join(TMP, 'sitesbench'), str(n), 'live'], env=dict(os.environ, LD_PRELOAD=SHIM, MEMTALLY_OUT=d),
                    check=True)
-    snap = [json.loads(l) for l in open(os.path.join(d, os.listdir(d)[0])) if '"label":"measured"' in l][0]
+    snap = [json.loads(l) for l in jsonl_lines(os.path.join(d, os.listdir(d)[0])) if '"label":"measured"' in l][0]
     md += ['Shim memory with %d live tracked blocks: %.1f MiB (%.0f bytes per live block, tables included).' %
            (n, snap['shim']['memory_bytes'] / 2**20, snap['shim']['memory_bytes'] / n), '']
     # OOM dump time with many live device allocations (fake driver)

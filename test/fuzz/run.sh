@@ -25,16 +25,19 @@ for t in reader writers names; do
 	clang -g -O1 -std=c11 -D_GNU_SOURCE -DMT_FUZZ -DFUZZ_$(echo $t | tr a-z A-Z) \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		-Ianalysis -o "$F/fuzz_$t" test/fuzz/fuzz_cmd.c $SRC \
-		-x c analysis/main.c -Dmain=memtally_main -ldw -lelf -lm -lprotobuf-c -lz
+		-x c analysis/main.c -Dmain=memtally_main -ldw -lelf -lm -lprotobuf-c -lz -lzstd
 done
-# seeds
+# seeds: plain JSONL (the parser is what is fuzzed), and one compressed
+# file (the zstd reader)
+export MEMTALLY_COMPRESS=0
+MEMTALLY_COMPRESS=1 MEMTALLY_OUT=$F/s4 MEMTALLY_EVERY=500 LD_PRELOAD=$B/libmemtally.so $B/test/prog_trainer leak 10 >/dev/null
 MEMTALLY_OUT=$F/s1 MEMTALLY_EVERY=200 LD_PRELOAD=$B/libmemtally.so $B/test/prog_trainer leak 20 >/dev/null
 LD_LIBRARY_PATH=$B/test/fakecuda FAKE_CUDA_MEM=$((64 << 20)) MEMTALLY_OUT=$F/s2 LD_PRELOAD=$B/libmemtally.so \
 	$B/test/cuda_prog rt oom "$F/s2" >/dev/null 2>&1 || true
 MEMTALLY_OUT=$F/s3 LD_PRELOAD=$B/libmemtally.so /usr/bin/python3 -S -c \
 	'import ctypes; x = [bytearray(5000) for _ in range(50)]; ctypes.CDLL(None).memtally_snapshot(b"s")'
 n=0
-for f in "$F"/s*/*.jsonl; do
+for f in "$F"/s*/*.jsonl "$F"/s*/*.jsonl.zst; do
 	cp "$f" "$F/seeds/seed$n.$(basename "$f")"
 	n=$((n + 1))
 done

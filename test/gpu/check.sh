@@ -25,13 +25,15 @@ for conf in "" "expandable_segments:True"; do
 	res=$(PYTORCH_CUDA_ALLOC_CONF=$conf LD_PRELOAD=$bundle/libmemtally.so MEMTALLY_OUT=$d \
 		timeout 300 $PY test/gpu/torch_check.py 2>"$d/stderr") || { echo "run failed ($conf)"; tail -5 "$d/stderr"; status=1; continue; }
 	echo "$res" >"$d/result.json"
-	$PY - "$d" <<'PYEOF' || status=1
-import glob, json, os, sys
+	$PY - "$d" "$bundle" <<'PYEOF' || status=1
+import glob, json, os, subprocess, sys
 d = sys.argv[1]
 res = json.load(open(os.path.join(d, 'result.json')))
-f = [p for p in glob.glob(os.path.join(d, 'memtally.*.jsonl')) if '.oom' not in p][0]
+f = [p for p in glob.glob(os.path.join(d, 'memtally.*.jsonl*')) if '.oom' not in p][0]
 snaps, frames, pystacks, stack_py = {}, {}, {}, {}
-for line in open(f):
+# the bundle's own reader: that machine has no zstd command
+for line in subprocess.run([os.path.join(sys.argv[2], 'memtally'), 'cat', f], capture_output=True,
+                           text=True, check=True).stdout.splitlines():
     try:
         r = json.loads(line)
     except ValueError:

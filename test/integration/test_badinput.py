@@ -12,7 +12,7 @@ good_dir = os.path.join(OUT, 'good')
 subprocess.run([MT, 'run', '--out', good_dir, '--', os.path.join(B, 'test', 'prog_trainer'),
                 'leak', '20'], capture_output=True, check=True)
 good = mt.files(good_dir)[0].path
-lines = open(good, 'rb').read().split(b'\n')[:-1]
+lines = mt.raw(good).split(b'\n')[:-1]
 first_snap = next(i for i, l in enumerate(lines) if b'"type":"snapshot"' in l)
 first_stack = next(i for i, l in enumerate(lines) if b'"type":"stack"' in l)
 

@@ -33,5 +33,5 @@ cat "$log"
 check "the system's libunwind is hidden (the plain build cannot load)" "grep -q 'plain shim:.*libunwind.so.8: file too short' '$log'"
 check "the bundle's libraries come from its own lib/" "[ \$(grep -cE '=> $PWD/build/bundle/lib/' '$log') -ge 3 ]"
 check "the program ran under the bundle's shim" "grep -q '^python ran' '$log' && grep -q '^rc=0' '$log'"
-check "the bundle's command reports the file" "grep -q 'heap' '$log' && ls $out/memtally.*.jsonl >/dev/null"
+check "the bundle's command reports the file" "grep -q 'heap' '$log' && ls $out/memtally.*.jsonl* >/dev/null"
 exit $fail

@@ -50,8 +50,9 @@ elif case == 'dump-repeat':
     assert libc.malloc(1 << 62) is None
 elif case == 'reopen-link':
     snap(b'first')
-    os.unlink(base + '.jsonl')
-    os.symlink(os.path.join(out, 'victim'), base + '.jsonl')
+    ext = '.jsonl' if os.environ.get('MEMTALLY_COMPRESS') == '0' else '.jsonl.zst'
+    os.unlink(base + ext)
+    os.symlink(os.path.join(out, 'victim'), base + ext)
     x = [bytearray(100) for _ in range(1000)]
     snap(b'second')
 print('ran')
@@ -70,7 +71,7 @@ def run(case):
     return d
 
 def records(p):
-    return [json.loads(l) for l in open(p) if l.strip()]
+    return [json.loads(l) for l in mt.lines(p) if l.strip()]
 
 if mt.case('dump-link'):
     d = run('dump-link')
@@ -85,7 +86,7 @@ if mt.case('dump-repeat'):
     mt.eq(len(glob.glob(d + '/*.x1.oom1.jsonl')), 1, 'dump-repeat: the new dump beside it')
 if mt.case('reopen-link'):
     d = run('reopen-link')
-    files = [p for p in glob.glob(d + '/memtally.*.jsonl') if not os.path.islink(p)]
+    files = [p for p in mt.jsonl(d) if not os.path.islink(p)]
     mt.check(len(files) == 1 and '.x1.jsonl' in files[0], 'reopen-link: a new file: %s'
              % [os.path.basename(p) for p in files])
     if files:
@@ -128,7 +129,7 @@ if mt.case('out-device'):
     if os.path.lexists(node):
         os.unlink(node)
     os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
-    src = [p for p in glob.glob(run('dump-link') + '/memtally.*.jsonl')
+    src = [p for p in mt.jsonl(run('dump-link'))
            if not os.path.islink(p) and '.oom' not in p][0]
     MT = os.path.join(B, 'memtally')
     r = subprocess.run([MT, 'flame', src, '-o', node], capture_output=True, text=True)
@@ -159,7 +160,7 @@ if mt.case('modes'):
     r = subprocess.run([os.path.join(B, 'test', 'prog_known')], capture_output=True,
                        env=dict(os.environ, LD_PRELOAD=SHIM, MEMTALLY_OUT=d))
     os.umask(old)
-    files = glob.glob(d + '/memtally.*.jsonl')
+    files = mt.jsonl(d)
     mt.eq((r.returncode, oct(os.stat(d).st_mode & 0o777), [oct(os.stat(p).st_mode & 0o777) for p in files]),
           (0, '0o750', ['0o640']), 'modes: directory 0750, file 0640 (umask 022)')
     page = os.path.join(OUT, 'modes', 'r.html')

@@ -25,7 +25,7 @@ def case(name, tried, argv, extra=None, out=None, check_file=True, compare_stder
         same = same and [l for l in shim.stderr.splitlines() if not l.startswith('memtally:')] == \
             plain.stderr.splitlines()
     readable = True
-    files = glob.glob(os.path.join(out, '*.jsonl')) if os.path.isdir(out) else []
+    files = mt.jsonl(out, '*') if os.path.isdir(out) else []
     if check_file and files:
         readable = subprocess.run([MT, 'report', out], capture_output=True).returncode == 0
         # an empty file (an image that exec'd before its first line) is skipped with a note
@@ -60,7 +60,7 @@ shutil.rmtree(d, ignore_errors=True)
 o, e = p.communicate(timeout=60)
 ok = p.returncode == 0 and o == 'grew 60 MiB\n'
 mt.check(ok, 'deleted mid-run: the program finishes as usual')
-files = glob.glob(os.path.join(d, '*.jsonl'))
+files = mt.jsonl(d, '*')
 mt.check(len(files) == 1 and subprocess.run([MT, 'report', d], capture_output=True).returncode == 0,
          'deleted mid-run: the file is made again and reads back')
 rows.append(('output deleted mid-run', 'rm -rf of MEMTALLY_OUT while snapshots are written',

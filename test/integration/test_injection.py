@@ -200,8 +200,8 @@ r = subprocess.run([b'/usr/bin/python3', b'-c', prog, bad_arg],
 mt.eq(r.returncode, 0, 'shim: the program ran (%r)' % r.stderr[-200:])
 ok, why = True, ''
 recs = []
-for p in glob.glob(d4 + '/*.jsonl'):
-    for i, l in enumerate(open(p, 'rb').read().split(b'\n')):
+for p in mt.jsonl(d4):
+    for i, l in enumerate(mt.raw(p).split(b'\n')):
         if not l:
             continue
         try:

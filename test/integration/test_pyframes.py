@@ -127,7 +127,7 @@ for name, py in pythons:
 # The command: hybrid stacks by default, --native on demand (Debian's 3.11).
 out = os.path.join(OUT, 'sites-debian-3.11')
 lines = site_lines('py_sites.py')
-parent = [p for p in glob.glob(out + '/*.jsonl') if any('"label":"end"' in l for l in open(p))][0]
+parent = [p for p in mt.jsonl(out) if '"label":"end"' in mt.text(p)][0]
 r = subprocess.run([MT, 'report', '--json', '--stacks', parent], capture_output=True, text=True)
 mt.eq(r.returncode, 0, 'report --json exit code')
 top = json.loads(r.stdout)['processes'][0]['peak']['callsites'][0]
@@ -153,7 +153,7 @@ mt.check(with_py and ends >= 0.9 * len(with_py),
          'stacks under Python end at the eval loop: %d of %d' % (ends, len(with_py)))
 full = os.path.join(OUT, 'pynative')
 run('/usr/bin/python3', 'py_sites.py', full, env_extra={'MEMTALLY_PYNATIVE': '1'})
-g = [mt.File(p) for p in glob.glob(full + '/*.jsonl') if any('"label":"end"' in l for l in open(p))][0]
+g = [mt.File(p) for p in mt.jsonl(full) if '"label":"end"' in mt.text(p)][0]
 deeper = sum(len(g.stacks[st]) for st, ps in g.stack_py.items() if ps) / max(1, sum(1 for ps in g.stack_py.values() if ps))
 cut = sum(len(f.stacks[st]) for st in with_py) / max(1, len(with_py))
 mt.check(deeper > cut + 2, 'MEMTALLY_PYNATIVE=1 keeps the frames outside: %.1f frames a stack, %.1f cut' % (deeper, cut))

@@ -27,7 +27,7 @@ if mt.case('tree'):
     mt.eq(r.returncode, 0, 'prog_tree exit code')
     f = mt.files(d)[0]
     mt.eq(f.header['version'], 3, 'header version')
-    recs = [json.loads(l) for l in open(f.path) if l.startswith('{"type":"stack"')]
+    recs = [json.loads(l) for l in mt.lines(f.path) if l.startswith('{"type":"stack"')]
     own = sum(len(x['pcs']) for x in recs)
     whole = sum(len(f.stacks[x['id']]) for x in recs)
     shared = sum(1 for x in recs if 'up' in x)
@@ -92,7 +92,7 @@ if mt.case('v2'):
                        capture_output=True, text=True)
     new_f = mt.files(d)[0]
     mt.eq(new_f.header['version'], 3, 'the run now writes format 3')
-    mt.check(any('"up":' in l for l in open(new_f.path) if l.startswith('{"type":"stack"')),
+    mt.check(any('"up":' in l for l in mt.lines(new_f.path) if l.startswith('{"type":"stack"')),
              'the format-3 file has stacks that share frames')
     mt.eq(answers(new_f.path), old, 'format 3: the same peak and leak as format 2')
 

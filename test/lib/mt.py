@@ -15,8 +15,7 @@ class File:
         self.pystacks = {}
         self.snapshots = []
         state = {}
-        with open(path) as f:
-            lines = f.read().split('\n')
+        lines = text(path).split('\n')
         for i, line in enumerate(lines):
             if not line:
                 continue
@@ -143,9 +142,27 @@ class File:
                 a[k] += c.get(k, 0)
         return agg
 
+def raw(path):
+    """A file the shim wrote, as bytes: .jsonl.zst (MEMTALLY_COMPRESS=1, the
+    default) through zstd's own command, not the memtally reader."""
+    if path.endswith('.zst'):
+        return subprocess.run(['zstd', '-dcq', path], capture_output=True, check=True).stdout
+    with open(path, 'rb') as f:
+        return f.read()
+
+def text(path):
+    return raw(path).decode()
+
+def lines(path):
+    return text(path).splitlines()
+
+def jsonl(outdir, pattern='memtally.*'):
+    """The shim's files in outdir matching pattern: .jsonl or .jsonl.zst."""
+    return sorted(p for p in glob.glob(os.path.join(outdir, pattern))
+                  if p.endswith('.jsonl') or p.endswith('.jsonl.zst'))
+
 def files(outdir):
-    return [File(p) for p in sorted(glob.glob(os.path.join(outdir, 'memtally.*.jsonl')))
-            if '.oom' not in p]
+    return [File(p) for p in jsonl(outdir) if '.oom' not in p]
 
 failures = 0
 
