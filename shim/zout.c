@@ -18,7 +18,7 @@
 #define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
-#define LEVEL 3
+#define LEVEL 1
 #define OUT_BYTES (256u << 10)
 
 static ZSTD_CCtx *cctx;

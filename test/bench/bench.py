@@ -6,7 +6,7 @@ running an object-heavy script and gcc compiling a large generated file;
 (c) a PyTorch CPU training loop (import and steady steps reported apart).
 Configurations alternate A B A B ... after a warm-up round; each figure is
 the median (min-max) over rounds of the ratio to bare glibc measured in the
-same round.  Writes test/bench/RESULTS.md.  BENCH_ROUNDS (default 5) and
+same round.  Writes test/bench/RESULTS.md.  BENCH_ROUNDS (default 3) and
 BENCH_QUICK=1 (a smoke run: tiny sizes, 1 round, no RESULTS.md) adjust it."""
 import json, os, re, shutil, statistics, subprocess, sys, tempfile, time
 
@@ -181,14 +181,31 @@ def main():
         for i in range(n):
             f.write('static int f%d(int x){int s=0;for(int i=0;i<x;i++)s+=i*%d^(s>>3);return s;}\n' % (i, i))
         f.write('int main(void){int s=0;\n' + ''.join('s+=f%d(%d);\n' % (i, i) for i in range(n)) + 'return s&1;}\n')
+    cc1 = subprocess.run(['gcc', '-print-prog-name=cc1'], capture_output=True, text=True).stdout.strip()
+    cc1_cmd = [cc1, '-quiet', '-O2', gen, '-o', os.path.join(TMP, 'gen.s')]
     progs = [('python3 object-heavy script', lambda n: ['/usr/bin/python3', '-c', script]),
              ('gcc -O2 on a %d-function file' % (50 if QUICK else 400),
-              lambda n: ['gcc', '-O2', '-c', '-o', os.path.join(TMP, 'gen.o'), gen])]
+              lambda n: ['gcc', '-O2', '-c', '-o', os.path.join(TMP, 'gen.o'), gen]),
+             # the compiler proper, so heaptrack (which follows only the
+             # driver) and memtally measure the same process
+             ('cc1 -O2 run directly on the same file', lambda n: cc1_cmd)]
     names2 = ['bare glibc', 'bare jemalloc', 'memtally exact', 'memtally sampled', 'heaptrack -r', 'jemalloc prof 19']
     md += ['## Real programs', '', 'Wall time, CPU time and peak RSS of the whole run, as ratios to bare glibc.', '']
     for title, wl in progs:
         res2 = side_by_side(title, wl, names2, lambda out: {}, ROUNDS)
         md += ['### ' + title, '', table(['configuration', 'wall', 'CPU', 'peak RSS'], ratio_rows(res2, ['wall', 'cpu', 'rss']))]
+    # cc1 with a snapshot every 1000 allocations: what the file comes to
+    sizes = []
+    for c in ('0', '1'):
+        d = os.path.join(TMP, 'cc1-every-' + c)
+        shutil.rmtree(d, ignore_errors=True)
+        subprocess.run(cc1_cmd, env=dict(os.environ, LD_PRELOAD=SHIM, MEMTALLY_OUT=d, MEMTALLY_EVERY='1000',
+                                         MEMTALLY_COMPRESS=c), capture_output=True)
+        f = [os.path.join(d, x) for x in os.listdir(d)][0]
+        sizes.append((os.path.getsize(f), sum(1 for l in jsonl_lines(f) if l.startswith('{"type":"snapshot"'))))
+    md += ['cc1 in exact mode with `MEMTALLY_EVERY=1000`: %d snapshots; the file is %.1f MB as JSONL '
+           '(`MEMTALLY_COMPRESS=0`) and %.1f MB as written by default (zstd, a frame per snapshot).'
+           % (sizes[1][1], sizes[0][0] / 1e6, sizes[1][0] / 1e6), '']
     # (c) PyTorch
     try:
         subprocess.run(['/usr/bin/python3', '-c', 'import torch'], check=True, capture_output=True)
