@@ -378,7 +378,6 @@ mt_site_alloc(uint32_t id, int kind, int64_t bytes, int64_t count) {
 	struct mt_site *s = mt_site_get(id, kind);
 	keep_at_peak(s, kind);
 	mt_raise_peak(&s->peak_bytes, mt_add(&s->live_bytes, bytes));
-	mt_add(&s->live_count, count);
 	mt_add(&s->allocs, (uint64_t)count);
 	mt_add(&s->alloc_bytes, (uint64_t)bytes);
 }
@@ -388,7 +387,6 @@ mt_site_free(uint32_t id, int kind, int64_t bytes, int64_t count) {
 	struct mt_site *s = mt_site_get(id, kind);
 	keep_at_peak(s, kind);
 	mt_add(&s->live_bytes, -bytes);
-	mt_add(&s->live_count, -count);
 	mt_add(&s->frees, (uint64_t)count);
 }
 
@@ -397,7 +395,6 @@ mt_site_unfree(uint32_t id, int kind, int64_t bytes, int64_t count) {
 	struct mt_site *s = mt_site_get(id, kind);
 	keep_at_peak(s, kind);
 	mt_add(&s->live_bytes, bytes);
-	mt_add(&s->live_count, count);
 	mt_add(&s->frees, (uint64_t)-count);
 }
 

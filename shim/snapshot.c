@@ -353,7 +353,7 @@ site_json(struct mt_buf *b, uint32_t id, int kind, const struct mt_site *s,
 		      "\"live_count\":%ld,\"allocs\":%lu,\"alloc_bytes\":%lu,"
 		      "\"frees\":%lu,\"peak_bytes\":%ld,\"at_peak_bytes\":%ld}",
 		      mt_stack_public(id), mt_kind_names[kind], (long)s->live_bytes,
-		      (long)s->live_count, (unsigned long)s->allocs,
+		      (long)mt_site_live_count(s), (unsigned long)s->allocs,
 		      (unsigned long)s->alloc_bytes, (unsigned long)s->frees,
 		      (long)s->peak_bytes, (long)mt_site_at_peak(s, kind));
 	return 1;

@@ -50,7 +50,7 @@ TEST(concurrent_tables) {
 	EXPECT(mt_stack_count() == MT_NKINDS + NT * 300);
 	int64_t live = 0, allocs = 0;
 	for (uint32_t id = MT_NKINDS; id < mt_stack_count(); id++) {
-		live += mt_site_get(id, MT_HEAP)->live_count;
+		live += mt_site_live_count(mt_site_get(id, MT_HEAP));
 		allocs += (int64_t)mt_site_get(id, MT_HEAP)->allocs;
 	}
 	/* heap blocks, plus the mappings charged to the same sites */
