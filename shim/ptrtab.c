@@ -2,7 +2,8 @@
  * ptrtab.c — the sharded pointer table (ptrtab.h).  Linear probing with
  * backward-shift deletion (no tombstones, so a long-running process never
  * degrades).  A shard starts empty, is mapped on first insert, doubles at
- * half load up to its share of MEMTALLY_MAX_LIVE, and is never shrunk.
+ * half load up to its share of MEMTALLY_MAX_LIVE, and halves when it
+ * falls to an eighth (shrink_if_sparse).
  * Entries are removed before the real free runs (the caller's order), so
  * another thread cannot be handed the same address while it is still here.
  */
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #define NSHARDS 64
+#define MIN_SLOTS 256
 
 struct shard {
 	mt_lock_t lock;
@@ -43,9 +45,11 @@ shard_of(uint64_t h) {
 	return &shards[h >> 58]; /* top 6 bits: NSHARDS == 64 */
 }
 
+/* Rehash the shard into a table of `slots` (a power of two, room for its
+ * entries at half load).  Under the shard's lock; mmap and munmap are raw
+ * syscalls, never a call out of the shim. */
 static int
-grow(struct shard *s) {
-	uint64_t slots = s->mask ? (s->mask + 1) * 2 : 256;
+resize(struct shard *s, uint64_t slots) {
 	struct mt_ptr *n = mt_sys_mmap(slots * sizeof *n);
 	if (!n)
 		return ENOMEM;
@@ -66,6 +70,26 @@ grow(struct shard *s) {
 	s->slot = n;
 	s->mask = slots - 1;
 	return 0;
+}
+
+static int
+grow(struct shard *s) {
+	return resize(s, s->mask ? (s->mask + 1) * 2 : MIN_SLOTS);
+}
+
+/* A shard that emptied to an eighth of its slots halves until a quarter
+ * are used: a table that grew for a peak (PyTorch's import: hundreds of
+ * thousands of blocks) does not stay that size for the rest of a run.
+ * Between the grow at a half and this there is a factor of two each way,
+ * so a count that moves up and down rehashes rarely (amortised O(1)). */
+static void
+shrink_if_sparse(struct shard *s) {
+	uint64_t slots = s->mask + 1;
+	if (slots <= MIN_SLOTS || s->count * 8 >= slots)
+		return;
+	while (slots > MIN_SLOTS && s->count * 4 <= slots / 2)
+		slots /= 2;
+	resize(s, slots); /* no memory for the smaller one: keep the larger */
 }
 
 int
@@ -132,6 +156,7 @@ mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out) {
 		}
 	}
 	s->slot[i].addr = 0;
+	shrink_if_sparse(s);
 out:
 	mt_unlock(&s->lock);
 	return found;
