@@ -34,7 +34,7 @@ const char *const mt_kind_names[MT_NKINDS] = MT_KIND_NAMES;
 
 struct stack {
 	uint64_t hash;      /* of all the frames, the kind and py */
-	uintptr_t *own;     /* its innermost nown frames, in an arena */
+	uint32_t own;       /* its innermost nown frames: FRAMES_AT(own) */
 	uint32_t up;        /* holds the outer n - nown frames; 0 = none */
 	uint32_t py;        /* Python stack id (python.h), 0 = none */
 	uint8_t n;          /* frames in all (depth <= 128) */
@@ -56,9 +56,16 @@ struct index {
 
 static struct mt_chunked stacks = {.elem = sizeof(struct stack)};
 static struct mt_chunked sites = {.elem = sizeof(struct mt_site)};
-#define ARENA_FRAMES (128u << 10) /* 1 MiB of frames per arena */
-static uintptr_t *arena;       /* the current arena */
-static uint64_t arena_used;    /* frames used in it */
+/* Frames are named by 32 bits (arena, index in it), not a pointer: 24
+ * bytes a stack header instead of 32.  An arena's directory entry is
+ * set before any stack in it is published. */
+#define ARENA_SHIFT 17
+#define ARENA_FRAMES (1u << ARENA_SHIFT) /* 1 MiB of frames per arena */
+#define MAX_ARENAS (1u << (32 - ARENA_SHIFT))
+static uintptr_t *arena_dir[MAX_ARENAS];
+static uint32_t narenas;
+static uint64_t arena_used;    /* frames used in the newest arena */
+#define FRAMES_AT(x) (arena_dir[(x) >> ARENA_SHIFT] + ((x) & (ARENA_FRAMES - 1)))
 static uint64_t frames_total, frames_cap, arena_bytes;
 static struct index *cur_index;
 static uint64_t max_stacks;
@@ -123,21 +130,23 @@ stack_at(uint32_t id) {
 	return mt_chunk_at(&stacks, id);
 }
 
-/* Room for n frames (under stack_lock). */
-static uintptr_t *
-frames_alloc(int n) {
-	if (!arena || arena_used + (uint64_t)n > ARENA_FRAMES) {
+/* Room for n frames (under stack_lock): 0 and *at, or ENOMEM. */
+static int
+frames_alloc(int n, uint32_t *at) {
+	if (!narenas || arena_used + (uint64_t)n > ARENA_FRAMES) {
+		if (narenas == MAX_ARENAS)
+			return ENOMEM;
 		uintptr_t *a = mt_sys_mmap(ARENA_FRAMES * sizeof *a);
 		if (!a)
-			return NULL;
-		arena = a;
+			return ENOMEM;
+		arena_dir[narenas++] = a;
 		arena_used = 0;
 		arena_bytes += ARENA_FRAMES * sizeof *a;
 	}
-	uintptr_t *f = arena + arena_used;
+	*at = (narenas - 1) << ARENA_SHIFT | (uint32_t)arena_used;
 	arena_used += (uint64_t)n;
 	frames_total += (uint64_t)n;
-	return f;
+	return 0;
 }
 
 static uint64_t
@@ -163,7 +172,7 @@ walk(const struct stack *s, const uintptr_t *cmp, uintptr_t *out) {
 		int keep = s->n - s->nown;
 		if (want > keep) {
 			int take = want - keep;
-			const uintptr_t *src = s->own + (s->nown - take);
+			const uintptr_t *src = FRAMES_AT(s->own) + (s->nown - take);
 			if (cmp && memcmp(cmp + pos, src, (size_t)take * sizeof *src))
 				return 0;
 			if (out)
@@ -185,7 +194,7 @@ walk(const struct stack *s, const uintptr_t *cmp, uintptr_t *out) {
  * outside their own frames and share the hash are 2^-64 a lookup. */
 static inline int
 same(const struct stack *s, const uintptr_t *pcs) {
-	return !memcmp(s->own, pcs, (size_t)s->nown * sizeof *pcs);
+	return !memcmp(FRAMES_AT(s->own), pcs, (size_t)s->nown * sizeof *pcs);
 }
 
 /* An index slot holds the id (below 2^22: MT_MAX_CHUNKS * MT_CHUNK_IDS)
@@ -268,7 +277,10 @@ mt_stack_intern(const uintptr_t *pcs, int n, int kind, uint32_t py) {
 		mt_add(&mt_sites_dropped, 1); /* full: the caller charges id 0 */
 		goto out;
 	}
-	if ((uint64_t)nstacks * 2 > ix->mask) {
+	/* grown at three quarters full: the slots' hash bits let a probe
+	 * pass the longer runs without touching a stack (4 bytes a slot,
+	 * where half load cost a PyTorch process 8 MiB more) */
+	if ((uint64_t)nstacks * 4 > (ix->mask + 1) * 3) {
 		if (grow_index())
 			goto out;
 		ix = cur_index;
@@ -291,8 +303,8 @@ mt_stack_intern(const uintptr_t *pcs, int n, int kind, uint32_t py) {
 	}
 	if (!keep)
 		up = 0;
-	uintptr_t *own = frames_alloc(n - keep);
-	if (!own) {
+	uint32_t own;
+	if (frames_alloc(n - keep, &own)) {
 		mt_add(&mt_sites_dropped, 1);
 		goto out;
 	}
@@ -305,7 +317,7 @@ mt_stack_intern(const uintptr_t *pcs, int n, int kind, uint32_t py) {
 	s->kind = (uint16_t)kind;
 	s->py = py;
 	s->own = own;
-	memcpy(own, pcs, (size_t)(n - keep) * sizeof *pcs);
+	memcpy(FRAMES_AT(own), pcs, (size_t)(n - keep) * sizeof *pcs);
 	last_made = id;
 	mt_store(&nstacks, id + 1);
 	mt_store(&ix->slot[slot], SLOT(id, h)); /* publish after the frames */
@@ -345,7 +357,7 @@ mt_stack_own(uint32_t id, int *nown, uint32_t *up, int *keep) {
 	*nown = s->nown;
 	*up = s->up;
 	*keep = s->n - s->nown;
-	return s->own;
+	return FRAMES_AT(s->own);
 }
 
 uint32_t
