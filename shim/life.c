@@ -60,6 +60,8 @@ static int init_charge(void) { mt_charge_init(); return 0; }
 static int init_procstat(void) { mt_procstat_init(); return 0; }
 static int init_cuda(void) { mt_cuda_init(); return 0; }
 static int init_python(void) { mt_py_init(); return 0; }
+static void loader_parent(void) { mt_loader_postfork(0); }
+static void loader_child(int follow) { (void)follow; mt_loader_postfork(1); }
 
 static const struct module {
 	const char *name;
@@ -68,6 +70,8 @@ static const struct module {
 	void (*parent)(void);
 	void (*child)(int follow);
 } modules[] = {
+	/* first: the loader's lock is free before fork takes the shim's */
+	{"loader", NULL, mt_loader_prefork, loader_parent, loader_child},
 	{"trigger", NULL, mt_trigger_prefork, mt_trigger_postfork_parent, mt_trigger_postfork_child},
 	{"python", init_python, mt_py_prefork, mt_py_postfork_parent, mt_py_postfork_child},
 	{"snapshot", init_snapshot, mt_snapshot_prefork, mt_snapshot_postfork_parent,

@@ -34,6 +34,7 @@
  * never across a call out; fork handlers take it.
  */
 #include "glue.h"
+#include "unwind.h"
 #include "dl.h"
 #include "buf.h"
 #include "chunks.h"
@@ -555,13 +556,16 @@ mt_py_init(void) {
 	 * writer thread, every second, only when objects were loaded) */
 	static struct find f;
 	f.scanning = 0;
-	if (dl_iterate_phdr(find_libpython, &f) != 1)
-		return;
-	void *h = dlopen(f.name, RTLD_LAZY | RTLD_NOLOAD);
-	if (h) {
-		setup(h);
-		dlclose(h); /* NOLOAD took a reference */
+	/* the loader's locks are taken below: not across a fork (unwind.h) */
+	mt_loader_enter();
+	if (dl_iterate_phdr(find_libpython, &f) == 1) {
+		void *h = dlopen(f.name, RTLD_LAZY | RTLD_NOLOAD);
+		if (h) {
+			setup(h);
+			dlclose(h); /* NOLOAD took a reference */
+		}
 	}
+	mt_loader_leave();
 }
 
 /* ---- records ---------------------------------------------------------- */

@@ -157,6 +157,55 @@ fp_walk(uintptr_t *pcs, int max) {
 	return n;
 }
 
+#define GATE_SLOTS 64
+/* threads inside, per slot: a thread's own line, shared past 64 threads */
+static struct {
+	uint32_t n;
+	char pad[60];
+} inside[GATE_SLOTS] __attribute__((aligned(64)));
+static uint32_t forking, next_slot;
+static MT_TLS int gate_slot = -1;
+
+void
+mt_loader_enter(void) {
+	if (MT_UNLIKELY(gate_slot < 0))
+		gate_slot = (int)(__atomic_fetch_add(&next_slot, 1, __ATOMIC_RELAXED) % GATE_SLOTS);
+	uint32_t *n = &inside[gate_slot].n;
+	for (;;) {
+		/* Dekker with mt_loader_prefork: either we see forking, or it
+		 * sees us inside and waits */
+		__atomic_add_fetch(n, 1, __ATOMIC_SEQ_CST);
+		if (!__atomic_load_n(&forking, __ATOMIC_SEQ_CST))
+			return;
+		__atomic_sub_fetch(n, 1, __ATOMIC_SEQ_CST);
+		while (__atomic_load_n(&forking, __ATOMIC_ACQUIRE))
+			mt_sys(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
+	}
+}
+
+void
+mt_loader_leave(void) {
+	__atomic_sub_fetch(&inside[gate_slot].n, 1, __ATOMIC_RELEASE);
+}
+
+void
+mt_loader_prefork(void) {
+	__atomic_store_n(&forking, 1, __ATOMIC_SEQ_CST);
+	for (int i = 0; i < GATE_SLOTS; i++)
+		while (__atomic_load_n(&inside[i].n, __ATOMIC_SEQ_CST))
+			mt_sys(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
+}
+
+void
+mt_loader_postfork(int child) {
+	/* the child: a thread that was between its add and its sub at the
+	 * fork is not there to take its count back */
+	if (child)
+		for (int i = 0; i < GATE_SLOTS; i++)
+			inside[i].n = 0;
+	__atomic_store_n(&forking, 0, __ATOMIC_RELEASE);
+}
+
 int
 mt_unwind(uintptr_t *pcs, int max, int fp) {
 	/* Capture a few extra to make room for the shim's own frames. */
@@ -164,8 +213,11 @@ mt_unwind(uintptr_t *pcs, int max, int fp) {
 	uintptr_t tmp[MT_MAX_DEPTH + EXTRA];
 	int want = max + EXTRA;
 	int n = fp ? fp_walk(tmp, want) : -1;
-	if (n < 0)
+	if (n < 0) {
+		mt_loader_enter();
 		n = unw_backtrace((void **)tmp, want);
+		mt_loader_leave();
+	}
 	if (n <= 0)
 		return 0;
 	n = strip_self(tmp, n);

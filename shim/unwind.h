@@ -16,4 +16,19 @@ void mt_unwind_init(void);
  * Never allocates. */
 int mt_unwind(uintptr_t *pcs, int max, int fp);
 
+/* The loader's lock at fork.  libunwind finds unwind tables through
+ * dl_iterate_phdr, which holds the loader's lock around its callback; a
+ * fork while another thread holds it leaves it held in the child for good,
+ * and every capture there waits on it (a CI run of test_stress: a child
+ * hung in unw_backtrace, its writer in dl_iterate_phdr).  The shim's own
+ * callers that hold no lock of the shim go through this gate; fork closes
+ * it first (mt_loader_prefork waits until no thread is inside and keeps
+ * new ones out until mt_loader_postfork).  Async-signal-safe; never
+ * allocates.  Callers holding a shim lock must not enter: fork takes those
+ * after closing the gate. */
+void mt_loader_enter(void);
+void mt_loader_leave(void);
+void mt_loader_prefork(void);
+void mt_loader_postfork(int child);
+
 #endif

@@ -4,7 +4,11 @@ forks; each child allocates and leaves through _exit), SIGUSR1 to the
 process every 10 ms with the program's own handler installed: no deadlock
 (the runner's watchdog, and a 240 s timeout here), the program's own totals
 between two requested snapshots equal the shim's exactly, every fork child
-wrote a readable file, and the signal snapshots were coalesced."""
+wrote a readable file, and the signal snapshots were coalesced.  Then
+prog_forkgate: 300 forks while new threads unwind (cold libunwind caches,
+so dl_iterate_phdr and the loader's lock); a fork child stuck on that lock
+(a CI run hung so, 1 child in ~2000 forks before the fork gate in
+unwind.h) is killed after 10 s and counted: none may be."""
 import json, os, subprocess, sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
@@ -26,4 +30,8 @@ mt.eq(len(kids), 320, 'one file per fork child')
 mt.check(all(k.snapshots and k.final()['reason'] == 'exit' for k in kids), 'every child wrote its exit snapshot')
 sig = sum(1 for s in parent.snapshots if s['reason'] == 'signal')
 mt.check(sig >= 1, '%d signal snapshots (coalesced)' % sig)
+d = os.path.join(OUT, 'forkgate')
+r = subprocess.run([os.path.join(B, 'test', 'prog_forkgate'), '300'], capture_output=True, text=True, timeout=240,
+                   env=dict(env, MEMTALLY_OUT=d))
+mt.eq((r.returncode, r.stdout.strip()), (0, 'forks 300 hung 0'), 'forkgate: no fork child hung on the loader lock')
 mt.done()
