@@ -136,8 +136,13 @@ xml_text(struct sb *o, const char *s, size_t max) {
 			continue;
 		}
 		if (len > 1) {
-			for (size_t k = 0; k < len; k++)
-				sb_putc(o, (char)p[k]);
+			/* U+FFFE and U+FFFF are UTF-8 but not XML characters
+			 * (XML 1.0's Char): U+FFFD for them too */
+			if (len == 3 && p[0] == 0xef && p[1] == 0xbf && p[2] >= 0xbe)
+				sb_puts(o, "\xef\xbf\xbd");
+			else
+				for (size_t k = 0; k < len; k++)
+					sb_putc(o, (char)p[k]);
 			p += len;
 			continue;
 		}

@@ -97,15 +97,16 @@ if r.returncode == 0:
     mt.check(ok, 'html: the data parses; the label comes back as written, the infinite mark as null')
 
 # The flame graph: labels are cut to fit their frame; a cut inside a UTF-8
-# character (a Python function named in Japanese) and bytes that are not
-# UTF-8 made the SVG ill-formed.  At every width it must parse as XML.
+# character (a Python function named in Japanese), bytes that are not
+# UTF-8, and U+FFFF / U+FFFE (UTF-8, but not XML characters: found by the
+# fuzzer) made the SVG ill-formed.  At every width it must parse as XML.
 import xml.etree.ElementTree as ET
 d3 = os.path.join(OUT, 'flame')
 shutil.rmtree(d3, ignore_errors=True)
 os.makedirs(d3)
 raw = open(src, 'rb').read()
 raw = raw.replace(b'"func":"Model.forward"', ('"func":"%s"' % ('データを読み込む' * 6)).encode())
-raw = raw.replace(b'"func":"load_batch"', b'"func":"bad\xff\xc3(\xed\xa0\x80)bytes_' + b'x' * 60 + b'"')
+raw = raw.replace(b'"func":"load_batch"', b'"func":"\xef\xbf\xbf\xef\xbf\xbebad\xff\xc3(\xed\xa0\x80)bytes_' + b'x' * 60 + b'"')
 with open(os.path.join(d3, os.path.basename(src)), 'wb') as f:
     f.write(raw.replace(b'\\xff', b'\xff').replace(b'\\xc3', b'\xc3').replace(b'\\xed\\xa0\\x80', b'\xed\xa0\x80'))
 bad = []
