@@ -11,7 +11,9 @@
  * stack, 3.6 new), so this keeps a sixth of the frames.  The up chain is
  * kept short: a stack's up holds fewer shared frames than the stack
  * itself (an up that would share no more is skipped for its own up), so
- * rebuilding a stack's frames takes at most one step per frame.  A power-of-two index of ids is probed without a lock; a new stack
+ * rebuilding a stack's frames takes at most one step per frame.
+ *
+ * A power-of-two index of ids is probed without a lock; a new stack
  * is added under stack_lock, and when the index grows the new one is
  * published with a release store and the old one is kept (at most the sum
  * of a geometric series, i.e. the final size again), so a reader still
@@ -161,40 +163,36 @@ hash_frames(const uintptr_t *pcs, int n, int kind, uint32_t py) {
 	return h | 1;
 }
 
-/* The frames of s, innermost first: each step takes the frames s holds
- * of its own beyond those its up supplies, then moves to the up.  With
- * cmp: 0 at the first frame that differs from cmp[].  With out: copied
- * there (room for s->n).  Never allocates; reads only published stacks. */
-static int
-walk(const struct stack *s, const uintptr_t *cmp, uintptr_t *out) {
+/* The frames of s into out (room for s->n), innermost first: each step
+ * takes the frames s holds of its own beyond those its up supplies, then
+ * moves to the up.  Never allocates; reads only published stacks. */
+static void
+walk(const struct stack *s, uintptr_t *out) {
 	int pos = 0, want = s->n;
 	while (want > 0) {
 		int keep = s->n - s->nown;
 		if (want > keep) {
 			int take = want - keep;
-			const uintptr_t *src = FRAMES_AT(s->own) + (s->nown - take);
-			if (cmp && memcmp(cmp + pos, src, (size_t)take * sizeof *src))
-				return 0;
-			if (out)
-				memcpy(out + pos, src, (size_t)take * sizeof *src);
+			memcpy(out + pos, FRAMES_AT(s->own) + (s->nown - take),
+			       (size_t)take * sizeof *out);
 			pos += take;
 			want = keep;
 		}
 		if (want)
 			s = stack_at(s->up);
 	}
-	return 1;
 }
 
-/* Whether s (whose hash, depth, kind and Python stack the caller found
- * equal) is pcs: its own frames compared, the rest (which it shares with
- * an earlier stack) by the 64-bit hash of all of them, which already
- * matched.  Walking the up chain on every hit cost an exact malloc
- * benchmark ~15% (a header per step, cold); two stacks that differ only
- * outside their own frames and share the hash are 2^-64 a lookup. */
+/* Whether s is (pcs[0..n), kind, py) with hash h: the hash, depth, kind
+ * and Python stack, then its own frames; the rest (which it shares with
+ * an earlier stack) by the 64-bit hash of all of them.  Walking the up
+ * chain on every hit cost an exact malloc benchmark ~15% (a header per
+ * step, cold); two stacks that differ only outside their own frames and
+ * share the hash are 2^-64 a lookup. */
 static inline int
-same(const struct stack *s, const uintptr_t *pcs) {
-	return !memcmp(FRAMES_AT(s->own), pcs, (size_t)s->nown * sizeof *pcs);
+same(const struct stack *s, uint64_t h, const uintptr_t *pcs, int n, int kind, uint32_t py) {
+	return s->hash == h && s->n == (uint32_t)n && s->kind == (uint32_t)kind && s->py == py &&
+	       !memcmp(FRAMES_AT(s->own), pcs, (size_t)s->nown * sizeof *pcs);
 }
 
 /* An index slot holds the id (below 2^22: MT_MAX_CHUNKS * MT_CHUNK_IDS)
@@ -219,9 +217,7 @@ probe(const struct index *ix, uint64_t h, const uintptr_t *pcs, int n, int kind,
 		if (v >> ID_BITS != tag)
 			continue;
 		uint32_t id = v & ((1u << ID_BITS) - 1);
-		const struct stack *s = stack_at(id);
-		if (s->hash == h && s->n == (uint32_t)n && s->kind == (uint32_t)kind && s->py == py &&
-		    same(s, pcs))
+		if (same(stack_at(id), h, pcs, n, kind, py))
 			return id;
 	}
 }
@@ -252,13 +248,9 @@ mt_stack_intern(const uintptr_t *pcs, int n, int kind, uint32_t py) {
 	uint64_t h = hash_frames(pcs, n, kind, py);
 	uint32_t *tc = &tcache[(h >> 20) & (TCACHE - 1)];
 	uint32_t id = *tc;
-	if (id) {
-		const struct stack *s = stack_at(id);
-		if (s->hash == h && s->n == (uint32_t)n && s->kind == (uint32_t)kind && s->py == py &&
-		    same(s, pcs)) {
-			last_stack = id;
-			return id;
-		}
+	if (id && same(stack_at(id), h, pcs, n, kind, py)) {
+		last_stack = id;
+		return id;
 	}
 	id = probe(mt_load(&cur_index), h, pcs, n, kind, py, NULL);
 	if (MT_LIKELY(id)) {
@@ -293,7 +285,7 @@ mt_stack_intern(const uintptr_t *pcs, int n, int kind, uint32_t py) {
 	if (up >= MT_NKINDS) {
 		uintptr_t cf[MT_MAX_DEPTH];
 		int cn = stack_at(up)->n;
-		walk(stack_at(up), NULL, cf);
+		walk(stack_at(up), cf);
 		while (keep < n && keep < cn && cf[cn - 1 - keep] == pcs[n - 1 - keep])
 			keep++;
 		/* an up sharing as many of its own outer frames with its up
@@ -336,14 +328,6 @@ mt_stack_kind(uint32_t id) {
 uint32_t
 mt_stack_py(uint32_t id) {
 	return id < MT_NKINDS || id >= mt_load(&nstacks) ? 0 : stack_at(id)->py;
-}
-
-int
-mt_stack_frames(uint32_t id, uintptr_t *buf) {
-	if (id < MT_NKINDS || id >= mt_load(&nstacks))
-		return 0;
-	walk(stack_at(id), NULL, buf);
-	return stack_at(id)->n;
 }
 
 const uintptr_t *

@@ -63,9 +63,6 @@ int mt_sites_init(uint64_t max_stacks, int depth);
 uint32_t mt_stack_intern(const uintptr_t *pcs, int n, int kind, uint32_t py);
 /* The Python stack id (python.h) a stack was captured with; 0 = none. */
 uint32_t mt_stack_py(uint32_t id);
-/* All frames of a stack into buf (room for MT_MAX_DEPTH), innermost
- * first; 0 for the unknown ids.  Never allocates. */
-int mt_stack_frames(uint32_t id, uintptr_t *buf);
 /* How a stack is kept: its own innermost *nown frames (returned), then
  * the outermost *keep frames of stack *up (an earlier id; 0 and 0 when
  * it holds all its frames).  up's own up shares fewer than *keep. */
