@@ -725,15 +725,21 @@ src_close(struct src *s) {
 	free(s->in);
 }
 
+/* An input file opened for reading: a regular file, or bad input named. */
+static int
+open_input(const char *path, struct stat *st) {
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, st))
+		die(EXIT_BAD_INPUT, "%s: %s", path, strerror(errno));
+	if (!S_ISREG(st->st_mode))
+		die(EXIT_BAD_INPUT, "%s: not a regular file", path);
+	return fd;
+}
+
 void
 jsonl_cat(const char *path, int out) {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	struct stat st;
-	if (fd < 0 || fstat(fd, &st))
-		die(EXIT_BAD_INPUT, "%s: %s", path, strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		die(EXIT_BAD_INPUT, "%s: not a regular file", path);
-	struct src in = {.path = path, .fd = fd};
+	struct src in = {.path = path, .fd = open_input(path, &st)};
 	size_t cap = 1 << 20;
 	char *buf = xmalloc(cap);
 	for (;;) {
@@ -760,14 +766,8 @@ load_file(struct mfile *f, const char *path) {
 	f->path = xstrdup(path);
 	f->rank = f->pid = -1;
 	f->cur_idx = -1;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		die(EXIT_BAD_INPUT, "%s: %s", path, strerror(errno));
 	struct stat st;
-	if (fstat(fd, &st))
-		die(EXIT_BAD_INPUT, "%s: %s", path, strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		die(EXIT_BAD_INPUT, "%s: not a regular file", path);
+	int fd = open_input(path, &st);
 	if (!st.st_size)
 		die(EXIT_BAD_INPUT, "%s: empty file (no header record)", path);
 	size_t cap = 8 << 20, have = 0;

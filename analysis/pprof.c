@@ -355,8 +355,9 @@ per_process_name(const char *out, const struct mfile *f) {
 	size_t bl = strlen(base);
 	if (!strncmp(base, "memtally.", 9))
 		base += 9, bl -= 9;
-	if (jsonl_ext(base))
-		bl = (size_t)(jsonl_ext(base) - base);
+	const char *ext = jsonl_ext(base);
+	if (ext)
+		bl = (size_t)(ext - base);
 	size_t ol = strlen(out), stem = ol;
 	if (ol > 6 && !strcmp(out + ol - 6, ".pb.gz"))
 		stem = ol - 6;

@@ -93,8 +93,7 @@ discover(struct view *v, struct opts *o) {
 			continue;
 		struct dirent *e;
 		while ((e = readdir(d))) {
-			size_t n = strlen(e->d_name);
-			if (strncmp(e->d_name, "memtally.", 9) || n < 7 || !jsonl_ext(e->d_name))
+			if (strncmp(e->d_name, "memtally.", 9) || !jsonl_ext(e->d_name))
 				continue;
 			struct sb p = {0};
 			sb_printf(&p, "%s/%s", o->paths[i], e->d_name);
