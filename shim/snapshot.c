@@ -107,6 +107,8 @@ mt_snapshot_init(char **argv, char **envp) {
 		mt_warn("no memory for zstd's context: writing plain JSONL (MEMTALLY_COMPRESS ignored)");
 		mt_cfg.compress = 0;
 	}
+	if (mt_cfg.compress) /* the file's lines leave through the compressor */
+		W.lines.sink = W.out.sink = mt_zout_write;
 	mt_file_init();
 	r = mt_sys(SYS_readlink, "/proc/self/exe", W.exe, sizeof W.exe - 1, 0, 0, 0);
 	W.exe[r > 0 ? r : 0] = 0;
@@ -543,7 +545,6 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	int fd = mt_file_fd();
 	long off0 = mt_sys(SYS_lseek, fd, 0, 2 /* SEEK_END */, 0, 0, 0);
 	W.lines.flush_fd = W.out.flush_fd = fd;
-	W.lines.sink = W.out.sink = mt_cfg.compress ? mt_zout_write : NULL;
 	W.lines.flush_err = W.out.flush_err = 0;
 	maps_if_changed(&W.lines, 0);
 	W.pass_stacks = mt_stack_count();
