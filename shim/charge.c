@@ -91,10 +91,20 @@ should_track(size_t size) {
 	return 2;
 }
 
+/* caller: the hook's return address when it is known (heap hooks), else
+ * 0.  At MEMTALLY_DEPTH=1 it is the whole native stack: the first frame
+ * an unwind gives once the shim's own frames are stripped, without the
+ * unwind (libunwind steps through the shim's frames first, ~100 ns). */
 static uint32_t
-capture(int kind) {
+capture(int kind, uintptr_t caller) {
 	uintptr_t pcs[MT_MAX_DEPTH];
-	int n = mt_unwind(pcs, (int)mt_cfg.depth, mt_cfg.unwind);
+	int n;
+	if (caller && mt_cfg.depth == 1) {
+		pcs[0] = caller;
+		n = 1;
+	} else {
+		n = mt_unwind(pcs, (int)mt_cfg.depth, mt_cfg.unwind);
+	}
 	uint32_t py = mt_py_capture();
 	if (py)
 		n = mt_py_cut(pcs, n);
@@ -196,7 +206,7 @@ filter_maybe(uintptr_t a) {
  * live bytes and count are exact in exact mode and estimates (the same
  * weights as the call sites) when sampling. */
 void
-mt_heap_alloc(void *p, size_t size) {
+mt_heap_alloc(void *p, size_t size, uintptr_t caller) {
 	struct mt_totals *t = &mt_totals[MT_HEAP];
 	int how = should_track(size);
 	struct mt_tcount *tc = tcount();
@@ -208,7 +218,7 @@ mt_heap_alloc(void *p, size_t size) {
 	if (how == 2)
 		sample_weights(size, &bytes, &count);
 	struct mt_ptr e = {.addr = (uintptr_t)p, .size = size,
-			   .stack = capture(MT_HEAP), .kind = MT_HEAP,
+			   .stack = capture(MT_HEAP, caller), .kind = MT_HEAP,
 			   .sampled = how == 2,
 			   .time_ms = (uint32_t)mt_ms_since_start()};
 	struct mt_ptr old;
@@ -279,7 +289,7 @@ int
 mt_dev_track(uintptr_t key, uint64_t size, int kind, int device, uint32_t stream,
 	     int flags, uint32_t stack) {
 	struct mt_ptr e = {.addr = key, .size = size,
-			   .stack = stack ? stack : capture(kind), .kind = (uint8_t)kind,
+			   .stack = stack ? stack : capture(kind, 0), .kind = (uint8_t)kind,
 			   .device = (uint8_t)device, .flags = (uint8_t)flags,
 			   .stream = stream,
 			   .time_ms = (uint32_t)mt_ms_since_start()};
@@ -314,14 +324,14 @@ mt_dev_untrack(uintptr_t key, struct mt_ptr *e) {
 
 uint32_t
 mt_capture(int kind) {
-	return capture(kind);
+	return capture(kind, 0);
 }
 
 void
 mt_map_add(void *p, size_t len, int file, uint32_t stack) {
 	struct mt_map m = {.start = (uintptr_t)p,
 			   .end = (uintptr_t)p + ((len + 4095) & ~(size_t)4095),
-			   .stack = stack ? stack : capture(file ? MT_MMAP_FILE : MT_MMAP),
+			   .stack = stack ? stack : capture(file ? MT_MMAP_FILE : MT_MMAP, 0),
 			   .kind = file ? MT_MMAP_FILE : MT_MMAP,
 			   .counted = 1,
 			   .time_ms = (uint32_t)mt_ms_since_start()};

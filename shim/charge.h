@@ -24,8 +24,10 @@ extern MT_TLS struct mt_thread mt_self;
  * final snapshot, or in a child with MEMTALLY_FOLLOW=0). */
 extern int mt_active;
 
-/* After a successful heap allocation of size bytes at p.  Never allocates. */
-void mt_heap_alloc(void *p, size_t size);
+/* After a successful heap allocation of size bytes at p, made by a call
+ * that returns to caller (the hook's return address: the stack's first
+ * frame).  Never allocates. */
+void mt_heap_alloc(void *p, size_t size, uintptr_t caller);
 /* Before the real free of p: uncharge its site.  Never allocates. */
 void mt_heap_free(void *p);
 /* A heap block was released (free counted in the exact totals). */

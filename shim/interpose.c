@@ -118,6 +118,11 @@ resolve(void) {
 		errno = e_;                                                    \
 	} while (0)
 
+/* The hook's caller: its return address, the first frame of the stack a
+ * capture would unwind to (MEMTALLY_DEPTH=1 takes it instead of
+ * unwinding).  Only in the exported hooks themselves. */
+#define CALLER() ((uintptr_t)__builtin_return_address(0))
+
 /* Whether a hook records: the shim is active and we are not inside it. */
 #define RECORDING()                                                            \
 	(MT_LIKELY(__atomic_load_n(&mt_active, __ATOMIC_RELAXED)) && !mt_self.guard && \
@@ -148,7 +153,7 @@ malloc(size_t n) {
 	void *p = real.malloc(n);
 	if (p) {
 		int e = errno;
-		mt_heap_alloc(p, n);
+		mt_heap_alloc(p, n, CALLER());
 		errno = e;
 	} else {
 		OOM("malloc", n);
@@ -174,7 +179,7 @@ calloc(size_t n, size_t size) {
 	void *p = real.calloc(n, size);
 	if (p) {
 		int e = errno;
-		mt_heap_alloc(p, n * size);
+		mt_heap_alloc(p, n * size, CALLER());
 		errno = e;
 	} else {
 		size_t t;
@@ -207,7 +212,7 @@ free(void *p) {
  * (another thread may be handed the old address the moment it returns);
  * a failed call keeps the old block, so the entry goes back. */
 static void *
-realloc_common(void *p, size_t n, size_t size, int array) {
+realloc_common(void *p, size_t n, size_t size, int array, uintptr_t ret) {
 	size_t total;
 	if (array && __builtin_mul_overflow(n, size, &total))
 		total = SIZE_MAX; /* the real call fails with ENOMEM */
@@ -230,7 +235,7 @@ realloc_common(void *p, size_t n, size_t size, int array) {
 	if (p && (q || !total))
 		mt_heap_freed(); /* the old block is gone */
 	if (q)
-		mt_heap_alloc(q, total);
+		mt_heap_alloc(q, total, ret);
 	else if (had && total) /* failed: the old block is still live */
 		mt_heap_restore(&old);
 	errno = e;
@@ -260,7 +265,7 @@ realloc(void *p, size_t n) {
 			return pool_alloc(n, 16);
 		resolve();
 	}
-	return realloc_common(p, n, 0, 0);
+	return realloc_common(p, n, 0, 0, CALLER());
 }
 
 MT_EXPORT void *
@@ -270,7 +275,7 @@ reallocarray(void *p, size_t n, size_t size) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	return realloc_common(p, n, size, 1);
+	return realloc_common(p, n, size, 1, CALLER());
 }
 
 MT_EXPORT int
@@ -282,7 +287,7 @@ posix_memalign(void **out, size_t align, size_t n) {
 	int r = real.posix_memalign(out, align, n);
 	if (r == 0) {
 		int e = errno;
-		mt_heap_alloc(*out, n);
+		mt_heap_alloc(*out, n, CALLER());
 		errno = e;
 	} else if (r == ENOMEM) {
 		int e = errno;
@@ -306,7 +311,7 @@ posix_memalign(void **out, size_t align, size_t n) {
 		void *p = real.name args;                                      \
 		if (p) {                                                       \
 			int e = errno;                                         \
-			mt_heap_alloc(p, size);                                \
+			mt_heap_alloc(p, size, CALLER());                      \
 			errno = e;                                             \
 		} else {                                                       \
 			OOM(#name, size);                                      \

@@ -1,29 +1,64 @@
 /*
  * ptrtab.c — the sharded pointer table (ptrtab.h).  Linear probing with
  * backward-shift deletion (no tombstones, so a long-running process never
- * degrades).  A shard starts empty, is mapped on first insert, doubles at
- * half load up to its share of MEMTALLY_MAX_LIVE, and halves when it
- * falls to an eighth (shrink_if_sparse).
+ * degrades).  A shard's tables start empty, are mapped on first insert,
+ * double at half load (up to its share of MEMTALLY_MAX_LIVE) and halve
+ * when they fall to an eighth (shrink_if_sparse).
+ *
+ * Two tables a shard, one entry in at most one of them:
+ *  - compact: 16-byte slots for host heap blocks, which are nearly all of
+ *    a process's entries (1 M live blocks cost ~34 B each, tables
+ *    included; the 32-byte entry cost 67 B, and the smaller table stays
+ *    in cache for a free's probe);
+ *  - wide: struct mt_ptr as it is, for what does not fit a compact slot
+ *    (CUDA keys with their tags, device, stream and flags; a host block of
+ *    4 GiB or more; an address above 2^48 or not 8-aligned).
+ * A compact slot:
+ *   w0 = addr >> 3 (45 bits) | stack bits 0-18 << 45
+ *   w1 = size (32 bits) | time in 8 ms units (28 bits) << 32
+ *        | stack bits 19-21 << 60 | sampled << 63
+ * The time wraps every 2^28 x 8 ms (24.8 days); mt_ptrtab_each gives the
+ * latest time before now with those bits, so an entry older than that is
+ * shown 24.8 days younger than it is (FORMAT.md, OOM dumps' time_ms).
+ *
  * Entries are removed before the real free runs (the caller's order), so
  * another thread cannot be handed the same address while it is still here.
  */
 #include "glue.h"
 #include "ptrtab.h"
+#include "sites.h"
 #include <string.h>
 
 #define NSHARDS 64
 #define MIN_SLOTS 256
 
-struct shard {
-	mt_lock_t lock;
-	uint64_t mask;       /* slots - 1, or 0 before first use */
-	uint64_t count;      /* entries */
-	struct mt_ptr *slot; /* [mask + 1] */
-	char pad[32];        /* one cache line per shard */
+struct cslot {
+	uint64_t w0, w1; /* w0 == 0: empty (a tracked address is never 0) */
 };
 
+#define KEY_BITS 45
+#define KEY_MASK ((1ull << KEY_BITS) - 1)
+#define STACK_LO 19 /* stack bits kept in w0 */
+#define TIME_SHIFT 3
+#define TIME_MASK ((1ull << 28) - 1)
+_Static_assert(KEY_BITS + STACK_LO == 64, "w0 is full");
+
+/* One open-addressing table: compact (struct cslot) or wide (struct mt_ptr). */
+struct tab {
+	uint64_t mask;  /* slots - 1, or 0 before first use */
+	uint64_t count; /* entries */
+	void *slot;     /* [mask + 1] */
+};
+
+struct shard {
+	mt_lock_t lock;
+	struct tab t[2]; /* [0] compact, [1] wide */
+	char pad[8];     /* one cache line per shard */
+};
+_Static_assert(sizeof(struct shard) == 64, "a shard is a cache line");
+
 static struct shard shards[NSHARDS];
-static uint64_t shard_cap;  /* entries a shard may hold */
+static uint64_t shard_cap; /* entries a shard may hold */
 static uint64_t table_bytes;
 
 int
@@ -45,80 +80,201 @@ shard_of(uint64_t h) {
 	return &shards[h >> 58]; /* top 6 bits: NSHARDS == 64 */
 }
 
-/* Rehash the shard into a table of `slots` (a power of two, room for its
- * entries at half load).  Under the shard's lock; mmap and munmap are raw
- * syscalls, never a call out of the shim. */
+/* ---- the two slot forms ------------------------------------------------ */
+
+static inline int
+fits_compact(const struct mt_ptr *e) {
+	return e->kind == MT_HEAP && !(e->addr & 7) && !(e->addr >> 48) &&
+	       !(e->size >> 32) && !(e->stack >> 22) && !e->device &&
+	       !e->flags && !e->stream;
+}
+
+static inline struct cslot
+pack(const struct mt_ptr *e) {
+	struct cslot c;
+	c.w0 = e->addr >> 3 | (uint64_t)(e->stack & ((1u << STACK_LO) - 1)) << KEY_BITS;
+	c.w1 = e->size | ((uint64_t)e->time_ms >> TIME_SHIFT & TIME_MASK) << 32 |
+	       (uint64_t)(e->stack >> STACK_LO) << 60 | (uint64_t)(e->sampled != 0) << 63;
+	return c;
+}
+
+/* time_ms comes back as the stored 28 bits x 8 ms; mt_ptrtab_each puts
+ * them before now (unpack_time). */
+static inline void
+unpack(const struct cslot *c, struct mt_ptr *e) {
+	memset(e, 0, sizeof *e);
+	e->addr = (uintptr_t)((c->w0 & KEY_MASK) << 3);
+	e->size = c->w1 & 0xffffffffu;
+	e->stack = (uint32_t)(c->w0 >> KEY_BITS) | (uint32_t)(c->w1 >> 60 & 7) << STACK_LO;
+	e->time_ms = (uint32_t)((c->w1 >> 32 & TIME_MASK) << TIME_SHIFT);
+	e->kind = MT_HEAP;
+	e->sampled = (uint8_t)(c->w1 >> 63);
+}
+
+static uint32_t
+unpack_time(uint32_t stored, uint64_t now_ms) {
+	uint64_t now = now_ms >> TIME_SHIFT;
+	uint64_t age = (now - (stored >> TIME_SHIFT)) & TIME_MASK;
+	return (uint32_t)((now - age) << TIME_SHIFT);
+}
+
+/* The slot accessors take `wide` as a constant at every call, so each
+ * table's loops compile to their own code. */
+static inline size_t
+slot_size(int wide) {
+	return wide ? sizeof(struct mt_ptr) : sizeof(struct cslot);
+}
+
+static inline void *
+slot_at(const struct tab *t, int wide, uint64_t i) {
+	return (char *)t->slot + i * slot_size(wide);
+}
+
+static inline uintptr_t
+slot_addr(const struct tab *t, int wide, uint64_t i) {
+	if (wide)
+		return ((const struct mt_ptr *)t->slot)[i].addr;
+	return (uintptr_t)((((const struct cslot *)t->slot)[i].w0 & KEY_MASK) << 3);
+}
+
+static inline void
+slot_clear(struct tab *t, int wide, uint64_t i) {
+	if (wide)
+		((struct mt_ptr *)t->slot)[i].addr = 0;
+	else
+		((struct cslot *)t->slot)[i].w0 = 0;
+}
+
+static inline void
+slot_get(const struct tab *t, int wide, uint64_t i, struct mt_ptr *out) {
+	if (wide)
+		*out = ((const struct mt_ptr *)t->slot)[i];
+	else
+		unpack(&((const struct cslot *)t->slot)[i], out);
+}
+
+static inline void
+slot_set(struct tab *t, int wide, uint64_t i, const struct mt_ptr *e) {
+	if (wide)
+		((struct mt_ptr *)t->slot)[i] = *e;
+	else
+		((struct cslot *)t->slot)[i] = pack(e);
+}
+
+/* ---- one table: find, insert, delete, resize --------------------------- */
+
+/* Slot of addr, or -1. */
+static inline int64_t
+tab_find(const struct tab *t, int wide, uintptr_t addr, uint64_t h) {
+	if (!t->mask)
+		return -1;
+	for (uint64_t i = h & t->mask;; i = (i + 1) & t->mask) {
+		uintptr_t a = slot_addr(t, wide, i);
+		if (a == addr)
+			return (int64_t)i;
+		if (!a)
+			return -1;
+	}
+}
+
+/* Rehash into a table of `slots` (a power of two, room for its entries at
+ * half load).  Under the shard's lock; mmap and munmap are raw syscalls,
+ * never a call out of the shim. */
 static int
-resize(struct shard *s, uint64_t slots) {
-	struct mt_ptr *n = mt_sys_mmap(slots * sizeof *n);
+tab_resize(struct tab *t, int wide, uint64_t slots) {
+	size_t sz = slot_size(wide);
+	char *n = mt_sys_mmap(slots * sz);
 	if (!n)
 		return ENOMEM;
-	mt_add(&table_bytes, slots * sizeof *n);
-	if (s->mask) {
-		for (uint64_t i = 0; i <= s->mask; i++) {
-			struct mt_ptr *e = &s->slot[i];
-			if (!e->addr)
-				continue;
-			uint64_t j = hash_addr(e->addr) & (slots - 1);
-			while (n[j].addr)
-				j = (j + 1) & (slots - 1);
-			n[j] = *e;
-		}
-		mt_sys_munmap(s->slot, (s->mask + 1) * sizeof *n);
-		mt_add(&table_bytes, -(s->mask + 1) * sizeof *n);
+	mt_add(&table_bytes, slots * sz);
+	for (uint64_t i = 0; t->mask && i <= t->mask; i++) {
+		uintptr_t a = slot_addr(t, wide, i);
+		if (!a)
+			continue;
+		uint64_t j = hash_addr(a) & (slots - 1);
+		struct tab nt = {.mask = slots - 1, .slot = n};
+		while (slot_addr(&nt, wide, j))
+			j = (j + 1) & (slots - 1);
+		memcpy(n + j * sz, slot_at(t, wide, i), sz);
 	}
-	s->slot = n;
-	s->mask = slots - 1;
+	if (t->mask) {
+		mt_sys_munmap(t->slot, (t->mask + 1) * sz);
+		mt_add(&table_bytes, -(t->mask + 1) * sz);
+	}
+	t->slot = n;
+	t->mask = slots - 1;
 	return 0;
 }
 
-static int
-grow(struct shard *s) {
-	return resize(s, s->mask ? (s->mask + 1) * 2 : MIN_SLOTS);
-}
-
-/* A shard that emptied to an eighth of its slots halves until a quarter
+/* A table that emptied to an eighth of its slots halves until a quarter
  * are used: a table that grew for a peak (PyTorch's import: hundreds of
  * thousands of blocks) does not stay that size for the rest of a run.
  * Between the grow at a half and this there is a factor of two each way,
  * so a count that moves up and down rehashes rarely (amortised O(1)). */
 static void
-shrink_if_sparse(struct shard *s) {
-	uint64_t slots = s->mask + 1;
-	if (slots <= MIN_SLOTS || s->count * 8 >= slots)
+shrink_if_sparse(struct tab *t, int wide) {
+	uint64_t slots = t->mask + 1;
+	if (slots <= MIN_SLOTS || t->count * 8 >= slots)
 		return;
-	while (slots > MIN_SLOTS && s->count * 4 <= slots / 2)
+	while (slots > MIN_SLOTS && t->count * 4 <= slots / 2)
 		slots /= 2;
-	resize(s, slots); /* no memory for the smaller one: keep the larger */
+	tab_resize(t, wide, slots); /* no memory for the smaller one: keep the larger */
 }
+
+/* Remove slot i.  Backward-shift deletion: pull later entries of the run
+ * into the hole when their home slot is not between the hole and them. */
+static inline void
+tab_delete(struct tab *t, int wide, uint64_t i) {
+	size_t sz = slot_size(wide);
+	t->count--;
+	for (uint64_t j = (i + 1) & t->mask;; j = (j + 1) & t->mask) {
+		uintptr_t a = slot_addr(t, wide, j);
+		if (!a)
+			break;
+		uint64_t home = hash_addr(a) & t->mask;
+		if (((j - home) & t->mask) >= ((j - i) & t->mask)) {
+			memcpy(slot_at(t, wide, i), slot_at(t, wide, j), sz);
+			i = j;
+		}
+	}
+	slot_clear(t, wide, i);
+}
+
+/* ---- the interface ----------------------------------------------------- */
 
 int
 mt_ptrtab_put(const struct mt_ptr *e, struct mt_ptr *replaced) {
 	uint64_t h = hash_addr(e->addr);
 	struct shard *s = shard_of(h);
-	int err = 0;
+	int wide = !fits_compact(e), err = 0;
+	struct tab *t = &s->t[wide], *o = &s->t[!wide];
 	mt_lock(&s->lock);
-	if ((s->count + 1) * 2 > s->mask + 1) {
-		if (s->count >= shard_cap || grow(s)) {
-			err = ENOMEM;
-			goto out;
-		}
+	if (t->count + o->count >= shard_cap ||
+	    ((t->count + 1) * 2 > t->mask + 1 &&
+	     tab_resize(t, wide, t->mask ? (t->mask + 1) * 2 : MIN_SLOTS))) {
+		err = ENOMEM;
+		goto out;
 	}
-	uint64_t i = h & s->mask;
-	while (s->slot[i].addr) {
-		if (s->slot[i].addr == e->addr) {
-			/* A stale entry (the address was released behind our
-			 * back, e.g. by a raw syscall): hand it back so the
-			 * caller uncharges its site, and replace it. */
-			*replaced = s->slot[i];
-			s->slot[i] = *e;
+	/* One probe: the address's stale entry (released behind our back,
+	 * e.g. by a raw syscall) or the empty slot it goes in.  A stale one
+	 * is handed back so the caller uncharges its site, and replaced. */
+	uint64_t i = h & t->mask;
+	for (uintptr_t a; (a = slot_addr(t, wide, i)); i = (i + 1) & t->mask) {
+		if (a == e->addr) {
+			slot_get(t, wide, i, replaced);
+			slot_set(t, wide, i, e);
 			err = EEXIST;
 			goto out;
 		}
-		i = (i + 1) & s->mask;
 	}
-	s->slot[i] = *e;
-	s->count++;
+	int64_t j = o->count ? tab_find(o, !wide, e->addr, h) : -1;
+	if (j >= 0) { /* stale, in the other table: moves to this one */
+		slot_get(o, !wide, (uint64_t)j, replaced);
+		tab_delete(o, !wide, (uint64_t)j);
+		err = EEXIST;
+	}
+	slot_set(t, wide, i, e);
+	t->count++;
 out:
 	mt_unlock(&s->lock);
 	return err;
@@ -130,46 +286,41 @@ mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out) {
 	struct shard *s = shard_of(h);
 	int found = 0;
 	mt_lock(&s->lock);
-	if (!s->mask)
-		goto out;
-	uint64_t i = h & s->mask;
-	for (;;) {
-		uintptr_t a = s->slot[i].addr;
-		if (!a)
-			goto out;
-		if (a == addr)
+	/* an address no compact slot can hold is looked for in the wide
+	 * table only; the wide one only when it holds anything */
+	for (int wide = (addr & 7) || (addr >> 48); wide < 2 && !found; wide++) {
+		if (wide && !s->t[1].count)
 			break;
-		i = (i + 1) & s->mask;
-	}
-	*out = s->slot[i];
-	found = 1;
-	s->count--;
-	/* Backward-shift deletion: pull later entries of the run into the
-	 * hole when their home slot is not between the hole and them. */
-	for (uint64_t j = (i + 1) & s->mask;; j = (j + 1) & s->mask) {
-		if (!s->slot[j].addr)
-			break;
-		uint64_t home = hash_addr(s->slot[j].addr) & s->mask;
-		if (((j - home) & s->mask) >= ((j - i) & s->mask)) {
-			s->slot[i] = s->slot[j];
-			i = j;
+		int64_t i = tab_find(&s->t[wide], wide, addr, h);
+		if (i >= 0) {
+			slot_get(&s->t[wide], wide, (uint64_t)i, out);
+			tab_delete(&s->t[wide], wide, (uint64_t)i);
+			shrink_if_sparse(&s->t[wide], wide);
+			found = 1;
 		}
 	}
-	s->slot[i].addr = 0;
-	shrink_if_sparse(s);
-out:
 	mt_unlock(&s->lock);
 	return found;
 }
 
 void
 mt_ptrtab_each(void (*fn)(const struct mt_ptr *, void *), void *arg) {
-	for (int i = 0; i < NSHARDS; i++) {
-		struct shard *s = &shards[i];
+	uint64_t now = mt_ms_since_start();
+	for (int k = 0; k < NSHARDS; k++) {
+		struct shard *s = &shards[k];
 		mt_lock(&s->lock);
-		for (uint64_t k = 0; s->mask && k <= s->mask; k++)
-			if (s->slot[k].addr)
-				fn(&s->slot[k], arg);
+		for (int wide = 0; wide < 2; wide++) {
+			struct tab *t = &s->t[wide];
+			for (uint64_t i = 0; t->mask && i <= t->mask; i++) {
+				if (!slot_addr(t, wide, i))
+					continue;
+				struct mt_ptr e;
+				slot_get(t, wide, i, &e);
+				if (!wide)
+					e.time_ms = unpack_time(e.time_ms, now);
+				fn(&e, arg);
+			}
+		}
 		mt_unlock(&s->lock);
 	}
 }
@@ -178,7 +329,8 @@ uint64_t
 mt_ptrtab_count(void) {
 	uint64_t n = 0;
 	for (int i = 0; i < NSHARDS; i++)
-		n += __atomic_load_n(&shards[i].count, __ATOMIC_RELAXED);
+		for (int w = 0; w < 2; w++)
+			n += __atomic_load_n(&shards[i].t[w].count, __ATOMIC_RELAXED);
 	return n;
 }
 
@@ -203,11 +355,13 @@ void
 mt_ptrtab_postfork_child(int fresh) {
 	for (int i = 0; i < NSHARDS; i++) {
 		struct shard *s = &shards[i];
-		if (fresh && s->mask) {
-			mt_sys_munmap(s->slot, (s->mask + 1) * sizeof *s->slot);
-			s->slot = NULL;
-			s->mask = 0;
-			s->count = 0;
+		for (int w = 0; fresh && w < 2; w++) {
+			struct tab *t = &s->t[w];
+			if (t->mask)
+				mt_sys_munmap(t->slot, (t->mask + 1) * slot_size(w));
+			t->slot = NULL;
+			t->mask = 0;
+			t->count = 0;
 		}
 		s->lock.v = 0;
 	}

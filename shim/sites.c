@@ -191,8 +191,15 @@ walk(const struct stack *s, uintptr_t *out) {
  * share the hash are 2^-64 a lookup. */
 static inline int
 same(const struct stack *s, uint64_t h, const uintptr_t *pcs, int n, int kind, uint32_t py) {
-	return s->hash == h && s->n == (uint32_t)n && s->kind == (uint32_t)kind && s->py == py &&
-	       !memcmp(FRAMES_AT(s->own), pcs, (size_t)s->nown * sizeof *pcs);
+	if (s->hash != h || s->n != (uint32_t)n || s->kind != (uint32_t)kind || s->py != py)
+		return 0;
+	/* a loop, not memcmp: a few frames, where the call cost more than
+	 * the compare (memcmp was 4% of a depth-1 run) */
+	const uintptr_t *f = FRAMES_AT(s->own);
+	for (int i = 0; i < s->nown; i++)
+		if (f[i] != pcs[i])
+			return 0;
+	return 1;
 }
 
 /* An index slot holds the id (below 2^22: MT_MAX_CHUNKS * MT_CHUNK_IDS)

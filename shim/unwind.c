@@ -42,14 +42,13 @@ mt_unwind_init(void) {
 	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
 }
 
+/* How many of the innermost frames are the shim's own. */
 static int
-strip_self(uintptr_t *pcs, int n) {
+self_frames(const uintptr_t *pcs, int n) {
 	int skip = 0;
 	while (skip < n && pcs[skip] >= self_lo && pcs[skip] < self_hi)
 		skip++;
-	if (skip)
-		memmove(pcs, pcs + skip, (size_t)(n - skip) * sizeof *pcs);
-	return n - skip;
+	return skip;
 }
 
 /* The calling thread's stack: the readable mapping that holds its stack
@@ -220,9 +219,10 @@ mt_unwind(uintptr_t *pcs, int max, int fp) {
 	}
 	if (n <= 0)
 		return 0;
-	n = strip_self(tmp, n);
+	int skip = self_frames(tmp, n); /* one copy, past them */
+	n -= skip;
 	if (n > max)
 		n = max;
-	memcpy(pcs, tmp, (size_t)n * sizeof *pcs);
+	memcpy(pcs, tmp + skip, (size_t)n * sizeof *pcs);
 	return n;
 }

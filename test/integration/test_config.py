@@ -37,6 +37,29 @@ mt.check(all(len(s['callsites']) <= 3 for s in fs[0].snapshots), 'TOP=3 keeps at
 mt.check(max(len(fs[0].stacks[c['stack']]) for s in fs[0].snapshots for c in s['callsites']
              if c['stack']) <= 8, 'DEPTH=8 bounds stacks')
 
+# DEPTH=1 takes each hook's return address instead of unwinding: every
+# hook (malloc, calloc, realloc, reallocarray, the aligned ones) must name
+# the same first frame, with the same figures, as a full unwind does.
+def by_first_frame(f):
+    out = {}
+    for c in f.final()['callsites']:
+        fr = f.stacks[c['stack']] if c['stack'] else []
+        m = f.module(fr[0]) if fr else None  # module and offset: ASLR moves addresses between runs
+        k = (c['kind'], (os.path.basename(m['path']), fr[0] - int(m['start'], 16)) if m else None)
+        a = out.setdefault(k, [0, 0, 0])
+        a[0] += c['allocs']; a[1] += c['alloc_bytes']; a[2] += c['live_bytes']
+    return out
+r1, f1 = run('depth1', 'prog_known', DEPTH='1')
+r32, f32 = run('depth32', 'prog_known')
+mt.eq((r1.returncode, r32.returncode), (0, 0), 'DEPTH=1 and default: both run')
+mt.check(all(len(f1[0].stacks[c['stack']]) == 1 for c in f1[0].final()['callsites'] if c['stack']),
+         'DEPTH=1: one frame a stack')
+d1, d32 = by_first_frame(f1[0]), by_first_frame(f32[0])
+heap1 = {k: v for k, v in d1.items() if k[0] == 'heap'}
+mt.check(len(heap1) >= 9, 'DEPTH=1: %d heap call sites' % len(heap1))
+mt.eq(heap1, {k: v for k, v in d32.items() if k[0] == 'heap'},
+      'DEPTH=1: each first frame with the figures of a full unwind')
+
 r, fs = run('interval', 'prog_leak', ['50'], INTERVAL='0.01')
 mt.eq(r.returncode, 0, 'interval run exits 0')
 n = sum(1 for s in fs[0].snapshots if s['reason'] == 'interval')

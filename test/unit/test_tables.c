@@ -4,11 +4,13 @@
  * shift deletion, shrinking after a peak) and the map table.  Built twice by `make check`: with
  * ASan+UBSan and with TSan.  Exact figures are asserted at the end. */
 #include "../test.h"
+#include "glue.h"
 #include "sites.h"
 #include "ptrtab.h"
 #include "maptab.h"
 #include "config.h"
 #include <pthread.h>
+#include <errno.h>
 #include <string.h>
 
 #define NT 4
@@ -76,7 +78,7 @@ static void shrink_after_peak(void) {
 		EXPECT(mt_ptrtab_put(&e, &old) == 0);
 	}
 	uint64_t peak = mt_ptrtab_memory();
-	EXPECT(peak >= before + (uint64_t)PEAK * sizeof(struct mt_ptr));
+	EXPECT(peak >= before + (uint64_t)PEAK * 16); /* a compact slot a block, at most half full */
 	long missing = 0;
 	for (long i = KEEP; i < PEAK; i++)
 		missing += !mt_ptrtab_take(base | ((uintptr_t)i << 4), &got);
@@ -90,11 +92,95 @@ static void shrink_after_peak(void) {
 	EXPECT(missing == 0);
 }
 
+/* Every field comes back as it went in, in the compact slot (host heap
+ * blocks) and in the wide one (what does not fit: CUDA keys with tags,
+ * device, stream and flags, 4 GiB and more, addresses above 2^48 or not
+ * 8-aligned); a stale entry is replaced across the two. */
+static void
+fields_round_trip(void) {
+	struct mt_ptr in[] = {
+		{.addr = 0x7ffe12345670, .size = 0xfffffffful, .stack = (1u << 22) - 1,
+		 .time_ms = 123456, .kind = MT_HEAP, .sampled = 1},
+		{.addr = 0x10, .size = 1, .stack = 5, .time_ms = 8, .kind = MT_HEAP},
+		{.addr = 0x555500001000, .size = 1ull << 32, .stack = 7, .time_ms = 9, .kind = MT_HEAP},
+		{.addr = 0x555500002004, .size = 3, .stack = 8, .time_ms = 10, .kind = MT_HEAP},
+		{.addr = 0x7f0000000000 | MT_TAG_DEV, .size = 1ull << 36, .stack = 9, .time_ms = 11,
+		 .kind = MT_CUDA, .device = 3, .flags = MT_PTR_MAPPED, .stream = 77},
+		{.addr = 42 | MT_TAG_HANDLE, .size = 2 << 20, .stack = 10, .time_ms = 12,
+		 .kind = MT_CUDA, .flags = MT_PTR_HANDLE},
+		{.addr = 0x1000000000000000ull, .size = 64, .stack = 11, .time_ms = 13, .kind = MT_HEAP},
+	};
+	int n = (int)(sizeof in / sizeof *in);
+	uint64_t count0 = mt_ptrtab_count();
+	struct mt_ptr old, got;
+	for (int i = 0; i < n; i++)
+		EXPECT(mt_ptrtab_put(&in[i], &old) == 0);
+	EXPECT(mt_ptrtab_count() == count0 + (uint64_t)n);
+	for (int i = 0; i < n; i++) {
+		struct mt_ptr want = in[i];
+		if (want.kind == MT_HEAP && !(want.addr & 7) && want.size < (1ull << 32) &&
+		    want.addr < (1ull << 48))
+			want.time_ms &= ~7u; /* compact: 8 ms units */
+		EXPECT(mt_ptrtab_take(in[i].addr, &got) && !memcmp(&got, &want, sizeof got));
+		EXPECT(!mt_ptrtab_take(in[i].addr, &got));
+	}
+	/* a stale compact entry replaced by a wide one and back */
+	struct mt_ptr small = {.addr = 0x6000, .size = 10, .stack = 3, .kind = MT_HEAP};
+	struct mt_ptr big = {.addr = 0x6000, .size = 5ull << 32, .stack = 4, .kind = MT_HEAP};
+	EXPECT(mt_ptrtab_put(&small, &old) == 0);
+	EXPECT(mt_ptrtab_put(&big, &old) == EEXIST && old.size == 10 && old.stack == 3);
+	EXPECT(mt_ptrtab_put(&small, &old) == EEXIST && old.size == 5ull << 32 && old.stack == 4);
+	EXPECT(mt_ptrtab_count() == count0 + 1);
+	EXPECT(mt_ptrtab_take(0x6000, &got) && got.size == 10 && !mt_ptrtab_take(0x6000, &got));
+	EXPECT(mt_ptrtab_count() == count0);
+}
+
+/* A dump (mt_ptrtab_each) gives a compact entry's time as the latest
+ * before now with its stored bits: exact to 8 ms while the block is
+ * younger than 24.8 days. */
+static void
+count_time(const struct mt_ptr *e, void *arg) {
+	if (e->addr == 0x7000)
+		*(uint32_t *)arg = e->time_ms;
+}
+static void
+dump_time(void) {
+	uint64_t now = mt_ms_since_start();
+	struct mt_ptr e = {.addr = 0x7000, .size = 1, .stack = 2, .kind = MT_HEAP,
+			   .time_ms = (uint32_t)now}, old, got;
+	EXPECT(mt_ptrtab_put(&e, &old) == 0);
+	uint32_t t = ~0u;
+	mt_ptrtab_each(count_time, &t);
+	EXPECT(t <= now && now - t < 8);
+	EXPECT(mt_ptrtab_take(0x7000, &got));
+}
+
+/* What a live block costs at a million: the bench's figure, here exact
+ * (the tables' own bytes, not the process's). */
+static void
+bytes_per_block(void) {
+	enum { M = 1000000 };
+	uintptr_t base = (uintptr_t)11 << 40;
+	uint64_t before = mt_ptrtab_memory();
+	struct mt_ptr e = {.size = 40, .stack = 6, .kind = MT_HEAP}, old, got;
+	for (long i = 0; i < M; i++) {
+		e.addr = base | ((uintptr_t)i << 5);
+		EXPECT(mt_ptrtab_put(&e, &old) == 0);
+	}
+	uint64_t per = (mt_ptrtab_memory() - before) / M;
+	EXPECT(per <= 36);
+	for (long i = 0; i < M; i++)
+		mt_ptrtab_take(base | ((uintptr_t)i << 5), &got);
+}
+
 int main(void) {
 	mt_sites_init(1 << 16, 8);
-	mt_ptrtab_init(1 << 20);
+	mt_ptrtab_init(1 << 22);
 	mt_maptab_init(1 << 20);
 	RUN(concurrent_tables);
 	RUN(shrink_after_peak);
+	RUN(fields_round_trip);
+	RUN(dump_time);
+	RUN(bytes_per_block);
 	return TEST_DONE();
 }
