@@ -98,7 +98,11 @@ should_track(size_t size) {
 static uint32_t
 capture(int kind, uintptr_t caller) {
 	uintptr_t pcs[MT_MAX_DEPTH];
-	int n;
+	int n, saved_errno = errno; /* libunwind may set it: the hooks' callers
+				     * see their own errno (mt_heap_alloc and
+				     * mt_heap_free keep it: nothing else on
+				     * their path calls libc but memcpy/memset
+				     * and the vDSO clock) */
 	if (caller && mt_cfg.depth == 1) {
 		pcs[0] = caller;
 		n = 1;
@@ -108,7 +112,9 @@ capture(int kind, uintptr_t caller) {
 	uint32_t py = mt_py_capture();
 	if (py)
 		n = mt_py_cut(pcs, n);
-	return mt_stack_intern(pcs, n, kind, py);
+	uint32_t id = mt_stack_intern(pcs, n, kind, py);
+	errno = saved_errno;
+	return id;
 }
 
 static void
@@ -165,43 +171,6 @@ uncharge(const struct mt_ptr *e) {
 	}
 }
 
-/* When sampling, most blocks are never tracked, and a free would look
- * for each in the pointer table (a shard lock and a probe).  A counting
- * filter by address answers "certainly not tracked" first: a counter is
- * raised before an entry goes in and lowered after it comes out, so a free
- * (which follows its allocation) never misses a tracked block.  Counters
- * that reach their maximum stay there.  Exact mode has no filter. */
-#define FILTER_BITS 16 /* 64 KiB of 8-bit counters: stays in L2 (a 2 MiB one cost a cache miss a free) */
-static uint8_t *maybe;
-
-static inline uint8_t *
-filter_at(uintptr_t a) {
-	return &maybe[((uint64_t)(a >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - FILTER_BITS)];
-}
-
-static inline void
-filter_add(uintptr_t a) {
-	if (maybe) {
-		uint8_t *c = filter_at(a);
-		if (__atomic_load_n(c, __ATOMIC_RELAXED) != 0xff)
-			__atomic_add_fetch(c, 1, __ATOMIC_RELEASE);
-	}
-}
-
-static inline void
-filter_del(uintptr_t a) {
-	if (maybe) {
-		uint8_t *c = filter_at(a);
-		if (__atomic_load_n(c, __ATOMIC_RELAXED) != 0xff)
-			__atomic_sub_fetch(c, 1, __ATOMIC_RELEASE);
-	}
-}
-
-static inline int
-filter_maybe(uintptr_t a) {
-	return !maybe || __atomic_load_n(filter_at(a), __ATOMIC_ACQUIRE) != 0;
-}
-
 /* Heap totals: allocs, alloc_bytes and frees are exact in every mode;
  * live bytes and count are exact in exact mode and estimates (the same
  * weights as the call sites) when sampling. */
@@ -222,17 +191,13 @@ mt_heap_alloc(void *p, size_t size, uintptr_t caller) {
 			   .sampled = how == 2,
 			   .time_ms = (uint32_t)mt_ms_since_start()};
 	struct mt_ptr old;
-	filter_add(e.addr);
 	int err = mt_ptrtab_put(&e, &old);
 	if (err == ENOMEM) {
-		filter_del(e.addr);
 		mt_add(&mt_dropped_live, 1);
 		return;
 	}
-	if (err == EEXIST) { /* freed behind our back: forget the old one */
-		filter_del(e.addr); /* one entry for the address, not two */
+	if (err == EEXIST) /* freed behind our back: forget the old one */
 		uncharge(&old);
-	}
 	mt_site_alloc(e.stack, MT_HEAP, bytes, count);
 	if (size >= mt_cfg.exact_above) /* large blocks go to the event ring */
 		mt_event(MT_EV_ALLOC, MT_HEAP, (uintptr_t)p, size, e.stack);
@@ -246,10 +211,8 @@ void
 mt_heap_free(void *p) {
 	struct mt_ptr e;
 	tc_add(&tcount()->frees, 1);
-	if (filter_maybe((uintptr_t)p) && mt_ptrtab_take((uintptr_t)p, &e)) {
-		filter_del(e.addr);
+	if (mt_ptrtab_maybe((uintptr_t)p) && mt_ptrtab_take((uintptr_t)p, &e))
 		uncharge(&e);
-	}
 }
 
 void
@@ -259,20 +222,16 @@ mt_heap_freed(void) {
 
 void
 mt_heap_take(void *p, struct mt_ptr *e, int *had) {
-	*had = filter_maybe((uintptr_t)p) && mt_ptrtab_take((uintptr_t)p, e);
-	if (*had) {
-		filter_del(e->addr);
+	*had = mt_ptrtab_maybe((uintptr_t)p) && mt_ptrtab_take((uintptr_t)p, e);
+	if (*had)
 		uncharge(e);
-	}
 }
 
 void
 mt_heap_restore(const struct mt_ptr *e) {
 	struct mt_ptr old;
 	int64_t bytes = (int64_t)e->size, count = 1;
-	filter_add(e->addr);
 	if (mt_ptrtab_put(e, &old) == ENOMEM) {
-		filter_del(e->addr);
 		mt_add(&mt_dropped_live, 1);
 		return;
 	}
@@ -351,13 +310,6 @@ mt_map_release(void *p, size_t len, struct mt_map *first) {
 		memset(first, 0, sizeof *first);
 	mt_event(MT_EV_FREE, MT_MMAP, s, e - s, 0);
 	mt_maptab_release(s, e, first);
-}
-
-
-void
-mt_charge_init(void) {
-	if (mt_cfg.sample)
-		maybe = mt_sys_mmap(sizeof(uint8_t) << FILTER_BITS);
 }
 
 void

@@ -50,8 +50,6 @@ void mt_map_add(void *p, size_t len, int file, uint32_t stack);
 /* munmap, or the old range of mremap. */
 void mt_map_release(void *p, size_t len, struct mt_map *first);
 
-/* The constructor's part: the sampling filter (MEMTALLY_SAMPLE only). */
-void mt_charge_init(void);
 /* fork child: the allocation count and drops start over. */
 void mt_charge_postfork_child(int follow);
 

@@ -14,6 +14,7 @@
 #include "dl.h"
 #include "config.h"
 #include "charge.h"
+#include "ptrtab.h"
 #include "buf.h"
 #include "sites.h"
 #include "oom.h"
@@ -152,9 +153,7 @@ malloc(size_t n) {
 	mt_self.guard = 1;
 	void *p = real.malloc(n);
 	if (p) {
-		int e = errno;
-		mt_heap_alloc(p, n, CALLER());
-		errno = e;
+		mt_heap_alloc(p, n, CALLER()); /* keeps errno */
 	} else {
 		OOM("malloc", n);
 	}
@@ -178,9 +177,7 @@ calloc(size_t n, size_t size) {
 	mt_self.guard = 1;
 	void *p = real.calloc(n, size);
 	if (p) {
-		int e = errno;
 		mt_heap_alloc(p, n * size, CALLER());
-		errno = e;
 	} else {
 		size_t t;
 		OOM("calloc", __builtin_mul_overflow(n, size, &t) ? SIZE_MAX : t);
@@ -200,10 +197,17 @@ free(void *p) {
 		real.free(p);
 		return;
 	}
+	/* When sampling, most blocks are certainly not in the pointer table
+	 * (its filter): count the free and go, without the guard (nothing
+	 * here allocates) */
+	if (!mt_ptrtab_maybe((uintptr_t)p)) {
+		mt_heap_freed();
+		real.free(p);
+		return;
+	}
 	mt_self.guard = 1;
-	int e = errno;
-	mt_heap_free(p); /* before the real free: the address cannot be reused */
-	errno = e;
+	mt_heap_free(p); /* before the real free: the address cannot be
+			  * reused; keeps errno */
 	real.free(p);
 	mt_self.guard = 0;
 }
@@ -286,9 +290,7 @@ posix_memalign(void **out, size_t align, size_t n) {
 	mt_self.guard = 1;
 	int r = real.posix_memalign(out, align, n);
 	if (r == 0) {
-		int e = errno;
 		mt_heap_alloc(*out, n, CALLER());
-		errno = e;
 	} else if (r == ENOMEM) {
 		int e = errno;
 		mt_oom_host("posix_memalign", n);
@@ -310,9 +312,7 @@ posix_memalign(void **out, size_t align, size_t n) {
 		mt_self.guard = 1;                                             \
 		void *p = real.name args;                                      \
 		if (p) {                                                       \
-			int e = errno;                                         \
 			mt_heap_alloc(p, size, CALLER());                      \
-			errno = e;                                             \
 		} else {                                                       \
 			OOM(#name, size);                                      \
 		}                                                              \

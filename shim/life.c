@@ -52,11 +52,10 @@ static char **init_argv, **init_envp;
  * Adding a module: a row here. */
 
 static int init_sites(void) { return mt_sites_init(mt_cfg.max_stacks, (int)mt_cfg.depth); }
-static int init_ptrtab(void) { return mt_ptrtab_init(mt_cfg.max_live); }
+static int init_ptrtab(void) { return mt_ptrtab_init(mt_cfg.max_live, mt_cfg.sample != 0); }
 static int init_maptab(void) { return mt_maptab_init(mt_cfg.max_live); }
 static int init_snapshot(void) { return mt_snapshot_init(init_argv, init_envp); }
 static int init_unwind(void) { mt_unwind_init(); return 0; }
-static int init_charge(void) { mt_charge_init(); return 0; }
 static int init_procstat(void) { mt_procstat_init(); return 0; }
 static int init_cuda(void) { mt_cuda_init(); return 0; }
 static int init_python(void) { mt_py_init(); return 0; }
@@ -82,7 +81,7 @@ static const struct module {
 	{"oom", mt_oom_init, NULL, NULL, mt_oom_postfork_child},
 	{"events", NULL, NULL, NULL, mt_events_postfork_child},
 	{"devices", NULL, NULL, NULL, mt_devices_postfork_child},
-	{"charge", init_charge, NULL, NULL, mt_charge_postfork_child},
+	{"charge", NULL, NULL, NULL, mt_charge_postfork_child},
 	{"unwind", init_unwind, NULL, NULL, NULL},
 	{"procstat", init_procstat, NULL, NULL, NULL},
 	{"cuda", init_cuda, NULL, NULL, NULL},

@@ -61,18 +61,51 @@ static struct shard shards[NSHARDS];
 static uint64_t shard_cap; /* entries a shard may hold */
 static uint64_t table_bytes;
 
+/* The filter (ptrtab.h): a counter and a bit a filter slot.  A slot's
+ * bitmap word lies in one shard (the slot is the hash's top 16 bits, the
+ * shard its top 6, the word its top 10), so the shard's lock orders
+ * every change to the word and its counters; readers load the word
+ * without it.  Counters that reach 255 stay there (the bit stays set). */
+uint64_t *mt_ptr_filter;
+static uint8_t *filter_count;
+
 int
-mt_ptrtab_init(uint64_t max_live) {
+mt_ptrtab_init(uint64_t max_live, int filter) {
 	shard_cap = max_live / NSHARDS;
 	if (shard_cap < 16)
 		shard_cap = 16;
+	if (filter) {
+		size_t n = (size_t)1 << MT_FILTER_BITS;
+		filter_count = mt_sys_mmap(n + n / 8);
+		if (filter_count) {
+			mt_ptr_filter = (uint64_t *)(filter_count + n);
+			mt_add(&table_bytes, n + n / 8);
+		}
+	}
 	return 0;
 }
 
-static inline uint64_t
-hash_addr(uintptr_t a) {
-	uint64_t h = (uint64_t)a * 0x9e3779b97f4a7c15ull;
-	return h ^ (h >> 29);
+#define hash_addr mt_ptr_hash
+
+/* Under the shard's lock: an entry for h went in / came out. */
+static inline void
+filter_add(uint64_t h) {
+	if (!filter_count)
+		return;
+	uint64_t k = h >> (64 - MT_FILTER_BITS);
+	if (filter_count[k] != 255 && filter_count[k]++ == 0)
+		__atomic_store_n(&mt_ptr_filter[k >> 6],
+				 mt_ptr_filter[k >> 6] | 1ull << (k & 63), __ATOMIC_RELAXED);
+}
+
+static inline void
+filter_del(uint64_t h) {
+	if (!filter_count)
+		return;
+	uint64_t k = h >> (64 - MT_FILTER_BITS);
+	if (filter_count[k] != 255 && --filter_count[k] == 0)
+		__atomic_store_n(&mt_ptr_filter[k >> 6],
+				 mt_ptr_filter[k >> 6] & ~(1ull << (k & 63)), __ATOMIC_RELAXED);
 }
 
 static inline struct shard *
@@ -273,6 +306,8 @@ mt_ptrtab_put(const struct mt_ptr *e, struct mt_ptr *replaced) {
 		tab_delete(o, !wide, (uint64_t)j);
 		err = EEXIST;
 	}
+	else
+		filter_add(h); /* new to the shard (a move keeps its count) */
 	slot_set(t, wide, i, e);
 	t->count++;
 out:
@@ -296,6 +331,7 @@ mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out) {
 			slot_get(&s->t[wide], wide, (uint64_t)i, out);
 			tab_delete(&s->t[wide], wide, (uint64_t)i);
 			shrink_if_sparse(&s->t[wide], wide);
+			filter_del(h);
 			found = 1;
 		}
 	}
@@ -365,6 +401,12 @@ mt_ptrtab_postfork_child(int fresh) {
 		}
 		s->lock.v = 0;
 	}
-	if (fresh)
+	if (fresh) {
 		table_bytes = 0;
+		if (filter_count) { /* the tables are empty: so is the filter */
+			size_t n = (size_t)1 << MT_FILTER_BITS;
+			memset(filter_count, 0, n + n / 8);
+			table_bytes = n + n / 8;
+		}
+	}
 }
