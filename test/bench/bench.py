@@ -262,7 +262,7 @@ def main():
     R = '300' if QUICK else '20000'
     wl = lambda n: ['env', 'PYTHONMALLOC=malloc', '/usr/bin/python3', os.path.join(ROOT, 'test/bench/pyalloc.py'), R]
     names4 = ['bare glibc', 'memtally depth 1, no Python', 'memtally depth 1, Python', 'memtally exact, no Python',
-              'memtally exact', 'memtally sampled']
+              'memtally exact', 'memtally sampled', 'heaptrack -r']
     ext4 = lambda out: {'loop': float(re.search(r'loop_s ([0-9.]+)', out).group(1))} if 'loop_s' in out else {}
     res4 = side_by_side('pyframes', wl, names4, ext4, ROUNDS)
     d = os.path.join(TMP, 'out-exact')
