@@ -183,6 +183,7 @@ mt_heap_alloc(void *p, size_t size, uintptr_t caller) {
 	tc_add(&tc->alloc_bytes, size);
 	if (!how)
 		return;
+	mt_ptrtab_prefetch((uintptr_t)p); /* its slot loads while we unwind */
 	int64_t bytes = (int64_t)size, count = 1;
 	if (how == 2)
 		sample_weights(size, &bytes, &count);

@@ -315,6 +315,18 @@ out:
 	return err;
 }
 
+void
+mt_ptrtab_prefetch(uintptr_t addr) {
+	uint64_t h = hash_addr(addr);
+	struct shard *s = shard_of(h);
+	/* racy reads: a table being replaced only wastes the prefetch, and a
+	 * prefetch of memory unmapped since never faults */
+	uint64_t mask = __atomic_load_n(&s->t[0].mask, __ATOMIC_RELAXED);
+	struct cslot *slot = __atomic_load_n((struct cslot **)&s->t[0].slot, __ATOMIC_RELAXED);
+	if (mask)
+		__builtin_prefetch(&slot[h & mask], 1);
+}
+
 int
 mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out) {
 	uint64_t h = hash_addr(addr);

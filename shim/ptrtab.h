@@ -56,6 +56,10 @@ mt_ptrtab_maybe(uintptr_t a) {
  * the same address was replaced (copied to *replaced for the caller to
  * uncharge).  Takes a shard lock. */
 int mt_ptrtab_put(const struct mt_ptr *e, struct mt_ptr *replaced);
+/* Start loading the slot a host heap block at addr would go in (a cache
+ * miss a put, hidden behind the stack capture that comes between).
+ * Takes no lock. */
+void mt_ptrtab_prefetch(uintptr_t addr);
 /* Remove addr, copying its entry to *out; 1 if it was there.  Takes a shard lock. */
 int mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out);
 /* Entries live now (racy read). */
