@@ -108,14 +108,24 @@ mt_buf_putc(struct mt_buf *b, char c) {
 		b->p[b->len++] = c;
 }
 
+/* Digits by a constant base, so the compiler divides by multiplying (a
+ * variable base cost a 64-bit division a digit: put_unsigned was 4% of
+ * `import torch`'s samples, writing 700 k stack records). */
 static void
 put_unsigned(struct mt_buf *b, uint64_t v, unsigned base, int prefix) {
 	char tmp[24];
 	int i = sizeof tmp;
-	do {
-		tmp[--i] = "0123456789abcdef"[v % base];
-		v /= base;
-	} while (v);
+	if (base == 16) {
+		do {
+			tmp[--i] = "0123456789abcdef"[v & 15];
+			v >>= 4;
+		} while (v);
+	} else {
+		do {
+			tmp[--i] = (char)('0' + v % 10);
+			v /= 10;
+		} while (v);
+	}
 	if (prefix) {
 		tmp[--i] = 'x';
 		tmp[--i] = '0';
@@ -213,8 +223,12 @@ mt_buf_jstr(struct mt_buf *b, const char *s) {
 void
 mt_buf_vprintf(struct mt_buf *b, const char *f, va_list ap) {
 	for (; *f; f++) {
-		if (*f != '%') {
-			mt_buf_putc(b, *f);
+		if (*f != '%') { /* the literal run up to the next % at once */
+			const char *e = f;
+			while (e[1] && e[1] != '%')
+				e++;
+			mt_buf_put(b, f, (size_t)(e - f + 1));
+			f = e;
 			continue;
 		}
 		f++;
