@@ -8,8 +8,9 @@
  *    getters, which give the GIL holder's, or nothing).  Only plain loads;
  *    the loop is bounded; the finalizing flag is checked first.
  *  - The walk yields (code object, instruction index, entry bit) per frame.
- *    A thread-local copy of the last walk short-cuts the common case (the
- *    same Python stack allocating again).  On a miss, under py_lock, each
+ *    A thread-local cache of recent walks by their 64-bit hash short-cuts
+ *    the common case (a Python stack that allocated before: the lines of
+ *    a loop body take turns).  On a miss, under py_lock, each
  *    code object gets a serial number at first sight (its file and
  *    qualified name are copied then, as UTF-8 from the compact str layout),
  *    each (serial, instruction) its line (our own readers of the PEP 626
@@ -210,13 +211,37 @@ struct walk {
 	int32_t lasti[MAXD];
 };
 
-/* The last walk of this thread and the stack it gave (epoch: valid while
- * no known code object has died since). */
-static MT_TLS struct {
-	struct walk w;
+/* This thread's recent walks, direct-mapped by the walk's hash, and the
+ * stack each gave (epoch: valid while no known code object has died
+ * since).  A hit trusts the 64-bit hash of the (code, instruction) pairs,
+ * depth and entry bits: two walks that share it are 2^-64 a lookup, as
+ * for native stacks (sites.c).  One entry held the last walk only (the
+ * full walk, compared): a loop body's lines took turns missing it, and a
+ * miss takes py_lock and two map lookups a frame. */
+#define PCACHE 64
+static MT_TLS struct pcache {
+	uint64_t hash, epoch;
 	uint32_t id;
-	uint64_t epoch;
-} last;
+} pcache[PCACHE];
+
+static inline uint64_t
+walk_mix(uint64_t h, uint64_t v) {
+	h = (h ^ v) * 0xff51afd7ed558ccdull;
+	return h ^ (h >> 32);
+}
+
+/* Two lanes (the code objects, the instructions) side by side: one chain
+ * of multiplies a frame was a fifth of a capture. */
+static uint64_t
+walk_hash(const struct walk *w) {
+	uint64_t a = walk_mix(0x9e3779b97f4a7c15ull, (uint64_t)w->n << 1 | (uint64_t)w->truncated);
+	uint64_t b = walk_mix(0xc2b2ae3d27d4eb4full, w->entry);
+	for (int i = 0; i < w->n; i++) {
+		a = walk_mix(a, w->code[i]);
+		b = walk_mix(b, (uint64_t)(uint32_t)w->lasti[i] | (uint64_t)i << 32);
+	}
+	return walk_mix(a, b);
+}
 
 static int
 walk(uintptr_t ts, struct walk *w) {
@@ -265,14 +290,6 @@ walk(uintptr_t ts, struct walk *w) {
 		f = rd(f + (uintptr_t)L.fr_prev);
 	}
 	return w->n;
-}
-
-static int
-same_walk(const struct walk *a, const struct walk *b) {
-	return a->n == b->n && a->entry == b->entry &&
-	       a->truncated == b->truncated &&
-	       !memcmp(a->code, b->code, (size_t)a->n * sizeof a->code[0]) &&
-	       !memcmp(a->lasti, b->lasti, (size_t)a->n * sizeof a->lasti[0]);
 }
 
 /* Under py_lock.  The code object is pinned by its executing frame. */
@@ -367,8 +384,10 @@ mt_py_capture(void) {
 	if (!walk((uintptr_t)ts, &w))
 		return 0;
 	uint64_t ep = __atomic_load_n(&epoch, __ATOMIC_ACQUIRE);
-	if (last.id && last.epoch == ep && same_walk(&w, &last.w))
-		return last.id;
+	uint64_t h = walk_hash(&w);
+	struct pcache *c = &pcache[(h >> 20) & (PCACHE - 1)];
+	if (c->id && c->hash == h && c->epoch == ep)
+		return c->id;
 	mt_lock(&py_lock);
 	uint32_t id = stack_id(&w);
 	ep = epoch;
@@ -377,9 +396,9 @@ mt_py_capture(void) {
 		mt_add(&py_dropped, 1);
 		return 0;
 	}
-	last.w = w;
-	last.id = id;
-	last.epoch = ep;
+	c->hash = h;
+	c->id = id;
+	c->epoch = ep;
 	return id;
 }
 

@@ -260,11 +260,15 @@ def main():
                        + ' MiB', len(snaps_t)]]), '']
     # (d) Python frames: what capturing them costs per allocation
     R = '300' if QUICK else '20000'
-    wl = lambda n: ['env', 'PYTHONMALLOC=malloc', '/usr/bin/python3', os.path.join(ROOT, 'test/bench/pyalloc.py'), R]
+    # PYTHONMALLOC in the environment, not through `env`: heaptrack -r would
+    # follow env(1) and record nothing of the Python it execs
+    os.environ['PYTHONMALLOC'] = 'malloc'
+    wl = lambda n: ['/usr/bin/python3', os.path.join(ROOT, 'test/bench/pyalloc.py'), R]
     names4 = ['bare glibc', 'memtally depth 1, no Python', 'memtally depth 1, Python', 'memtally exact, no Python',
               'memtally exact', 'memtally sampled', 'heaptrack -r']
     ext4 = lambda out: {'loop': float(re.search(r'loop_s ([0-9.]+)', out).group(1))} if 'loop_s' in out else {}
     res4 = side_by_side('pyframes', wl, names4, ext4, ROUNDS)
+    del os.environ['PYTHONMALLOC']
     d = os.path.join(TMP, 'out-exact')
     snaps = {s.get('label'): s for s in (json.loads(l) for fn in os.listdir(d) for l in jsonl_lines(os.path.join(d, fn))
                                          if '"type":"snapshot"' in l)}
