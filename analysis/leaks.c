@@ -316,7 +316,17 @@ analyse_into(struct mfile *f, struct opts *o, struct sb *j, int first, struct le
 			       marked ? "after the last step began" : "the fall at the end", npts);
 		} else if (!nsus) {
 			printf("  no leak suspects: no call site grows steadily (%zu examined, %zu "
-			       "snapshots after the first %.0f%%)\n\n", examined, npts, o->warmup * 100);
+			       "snapshots after the first %.0f%%)\n", examined, npts, o->warmup * 100);
+			/* leak_fit judges a late start on the window's second
+			 * half from 6 snapshots up: with fewer, a leak that
+			 * begins after a long start-up (import torch) is
+			 * diluted by the flat part and goes unnamed */
+			if (npts - npts / 2 < 6)
+				printf("  a leak that starts late is judged on the last half of these "
+				       "snapshots from 6 up (here %zu): snapshot more often to see one "
+				       "(--interval, MEMTALLY_INTERVAL)\n",
+				       npts - npts / 2);
+			putchar('\n');
 		} else {
 			printf("  %zu leak suspect%s (%zu call sites, %zu snapshots after the first %.0f%%):\n",
 			       nsus, nsus == 1 ? "" : "s", examined, npts, o->warmup * 100);
