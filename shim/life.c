@@ -320,6 +320,7 @@ mt_fini(void) {
 	if (mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0) != mt_pid)
 		return;
 	mt_self.guard++;
+	mt_py_exit_hold(); /* Python 3.10's daemon threads */
 	mt_snapshot_write("exit", NULL);
 	mt_snapshot_close(); /* later writes are refused */
 	if (mt_cfg.oom_render)

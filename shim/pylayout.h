@@ -42,6 +42,9 @@ struct layout {
 	long str_state, str_len, str_ascii, str_compact;
 	long bytes_size, bytes_data, ob_type;
 	uintptr_t finalizing; /* 3.13: address of _PyRuntime._finalizing */
+	long rt_gil_mutex; /* _PyRuntime.ceval.gil.mutex, held while the exit
+			    * snapshot is written (3.10 only, python.c
+			    * mt_py_exit_hold); -1: not done */
 	const char *how;
 };
 
@@ -53,19 +56,22 @@ static const struct layout mt_py_tables[] = {
 	 .fr_prev = 24, .fr_instr = 96, .fr_owner = -1, .fr_entry = -1,
 	 .co_file = 104, .co_name = 112, .co_lines = 120, .co_first = 40,
 	 .co_code = 0, .str_state = 32, .str_len = 16, .str_ascii = 48,
-	 .str_compact = 72, .bytes_size = 16, .bytes_data = 32, .ob_type = 8},
+	 .str_compact = 72, .bytes_size = 16, .bytes_data = 32, .ob_type = 8,
+	 .rt_gil_mutex = 432},
 	{.minor = 11, .entry = PY_ENTRY_FLAG, .lines = PY_LINES_LOCATIONS,
 	 .instr = PY_INSTR_POINTER, .ts_frame = 56, .cf_current = 8, .fr_code = 32,
 	 .fr_prev = 48, .fr_instr = 56, .fr_owner = 69, .fr_entry = 68,
 	 .co_file = 112, .co_name = 128, .co_lines = 136, .co_first = 72,
 	 .co_code = 184, .str_state = 32, .str_len = 16, .str_ascii = 48,
-	 .str_compact = 72, .bytes_size = 16, .bytes_data = 32, .ob_type = 8},
+	 .str_compact = 72, .bytes_size = 16, .bytes_data = 32, .ob_type = 8,
+	 .rt_gil_mutex = -1},
 	{.minor = 12, .entry = PY_ENTRY_CSTACK, .lines = PY_LINES_LOCATIONS,
 	 .instr = PY_INSTR_POINTER, .ts_frame = 56, .cf_current = 0, .fr_code = 0,
 	 .fr_prev = 8, .fr_instr = 56, .fr_owner = 70, .fr_entry = -1,
 	 .co_file = 112, .co_name = 128, .co_lines = 136, .co_first = 68,
 	 .co_code = 192, .str_state = 32, .str_len = 16, .str_ascii = 40,
-	 .str_compact = 56, .bytes_size = 16, .bytes_data = 32, .ob_type = 8},
+	 .str_compact = 56, .bytes_size = 16, .bytes_data = 32, .ob_type = 8,
+	 .rt_gil_mutex = -1},
 };
 
 /* _Py_DebugOffsets as 3.13 defines it (Include/internal/pycore_runtime.h

@@ -43,6 +43,7 @@
 #include "python.h"
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
 #include <string.h>
 
 #define MAXD 64           /* MEMTALLY_PYDEPTH's ceiling */
@@ -62,6 +63,7 @@ static unsigned long py_hex;          /* PY_VERSION_HEX */
 static uintptr_t code_type, str_type, bytes_type;
 static void *(*get_tstate)(void);     /* PyGILState_GetThisThreadState */
 static int (*is_finalizing)(void);    /* _Py_IsFinalizing (3.10 - 3.12) */
+static pthread_mutex_t *gil_mutex;   /* 3.10: _PyRuntime.ceval.gil.mutex */
 static void (*real_code_dealloc)(void *);
 static int tried, gave_up;
 /* _PyEval_EvalFrameDefault's code: where a native stack enters the eval
@@ -402,6 +404,33 @@ mt_py_capture(void) {
 	return id;
 }
 
+/* Python 3.10 frees its interpreter state at the end of Py_FinalizeEx
+ * while daemon threads may still wait for the GIL; one that wakes before
+ * the process is gone reads the freed state and dies of SIGSEGV in
+ * take_gil (fixed in 3.11).  Without a tool the process is gone within
+ * microseconds; the exit snapshot takes milliseconds, and so does any
+ * library destructor: a 5 ms one alone, no memtally, crashed 7 runs of
+ * py_shutdown.py in 400 under load, the shim 1 in ~300.  So once the
+ * interpreter is finalizing, the exit snapshot takes the GIL's mutex and
+ * keeps it until the process ends: a waiting thread cannot come back from
+ * its condition wait (released at the end of our destructor, a thread
+ * took it at once and crashed: the window is the whole exit).  Nothing
+ * may take the GIL after finalization; an exit() from C while Python
+ * still runs is not finalizing, and nothing is held.  Bounded: after
+ * ~100 ms of a mutex held elsewhere (a thread inside take_gil) it gives
+ * up and writes anyway. */
+void
+mt_py_exit_hold(void) {
+	if (!mt_py_on || !gil_mutex || !is_finalizing || !is_finalizing())
+		return;
+	for (int i = 0; i < 1000; i++) {
+		if (pthread_mutex_trylock(gil_mutex) == 0)
+			return; /* never unlocked: the process is ending */
+		struct timespec t = {0, 100 * 1000};
+		mt_sys(SYS_nanosleep, &t, 0, 0, 0, 0, 0);
+	}
+}
+
 int
 mt_py_cut(const uintptr_t *pcs, int n) {
 	if (!eval_hi || mt_cfg.pynative)
@@ -474,6 +503,9 @@ setup(void *h) {
 			mt_warn("Python 3.%d: _Py_IsFinalizing not found; native stacks only", minor);
 			return 1;
 		}
+		char *rt = mt_dlsym(h, "_PyRuntime");
+		if (rt && L.rt_gil_mutex >= 0)
+			gil_mutex = (pthread_mutex_t *)(rt + L.rt_gil_mutex);
 	} else {
 		const struct dbg313 *d = mt_dlsym(h, "_PyRuntime");
 		if (!d || memcmp(d->cookie, "xdebugpy", 8) || d->version != py_hex ||
@@ -507,6 +539,7 @@ setup(void *h) {
 			.bytes_data = (long)d->bytes_object.ob_sval,
 			.ob_type = (long)d->pyobject.ob_type,
 			.finalizing = (uintptr_t)d + d->runtime_state.finalizing,
+			.rt_gil_mutex = -1,
 			.how = "debug_offsets"};
 	}
 	/* A build whose object header differs (Py_TRACE_REFS) fails here. */

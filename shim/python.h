@@ -35,6 +35,10 @@ uint32_t mt_py_capture(void);
  * the Python frames in its place.  MEMTALLY_PYNATIVE=1 keeps them all.
  * Never allocates. */
 int mt_py_cut(const uintptr_t *pcs, int n);
+/* Before the exit snapshot: in a finalized Python 3.10, take the GIL's
+ * mutex for good, so its daemon threads cannot wake into the interpreter
+ * state Py_FinalizeEx freed (python.c). */
+void mt_py_exit_hold(void);
 
 struct mt_buf;
 /* Write the python record (once per file) and the pyframe and pystack

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #if PY_VERSION_HEX < 0x030b0000
 #include <frameobject.h>
+#include "internal/pycore_runtime.h"
 #else
 #include "internal/pycore_frame.h"
 #endif
@@ -37,7 +38,9 @@ main(void) {
 	CHECK(L->fr_prev, offsetof(PyFrameObject, f_back));
 	CHECK(L->fr_instr, offsetof(PyFrameObject, f_lasti));
 	CHECK(L->co_name, offsetof(PyCodeObject, co_name));
+	CHECK(L->rt_gil_mutex, offsetof(_PyRuntimeState, ceval.gil.mutex));
 #else
+	CHECK(L->rt_gil_mutex, -1);
 	CHECK(L->ts_frame, offsetof(PyThreadState, cframe));
 	CHECK(L->cf_current, offsetof(_PyCFrame, current_frame));
 	CHECK(L->fr_code, offsetof(_PyInterpreterFrame, f_code));
