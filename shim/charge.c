@@ -212,7 +212,7 @@ void
 mt_heap_free(void *p) {
 	struct mt_ptr e;
 	tc_add(&tcount()->frees, 1);
-	if (mt_ptrtab_maybe((uintptr_t)p) && mt_ptrtab_take((uintptr_t)p, &e))
+	if (mt_ptrtab_take((uintptr_t)p, &e))
 		uncharge(&e);
 }
 

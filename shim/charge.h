@@ -28,7 +28,9 @@ extern int mt_active;
  * that returns to caller (the hook's return address: the stack's first
  * frame).  Never allocates. */
 void mt_heap_alloc(void *p, size_t size, uintptr_t caller);
-/* Before the real free of p: uncharge its site.  Never allocates. */
+/* Before the real free of p, which the filter did not rule out
+ * (mt_ptrtab_maybe, asked by the free hook): uncharge its site.  Never
+ * allocates. */
 void mt_heap_free(void *p);
 /* A heap block was released (free counted in the exact totals). */
 void mt_heap_freed(void);

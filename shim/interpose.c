@@ -198,8 +198,9 @@ free(void *p) {
 		return;
 	}
 	/* When sampling, most blocks are certainly not in the pointer table
-	 * (its filter): count the free and go, without the guard (nothing
-	 * here allocates) */
+	 * (its filter): count the free and forward it without the guard,
+	 * as the !RECORDING() path does (mt_heap_freed touches only this
+	 * thread's counters; the real free holds none of our locks) */
 	if (!mt_ptrtab_maybe((uintptr_t)p)) {
 		mt_heap_freed();
 		real.free(p);
