@@ -69,43 +69,39 @@ static uint64_t table_bytes;
 uint64_t *mt_ptr_filter;
 static uint8_t *filter_count;
 
+/* the counters, then the bitmap, in one mapping */
+#define FILTER_SLOTS ((size_t)1 << MT_FILTER_BITS)
+#define FILTER_BYTES (FILTER_SLOTS + FILTER_SLOTS / 8)
+
 int
 mt_ptrtab_init(uint64_t max_live, int filter) {
 	shard_cap = max_live / NSHARDS;
 	if (shard_cap < 16)
 		shard_cap = 16;
 	if (filter) {
-		size_t n = (size_t)1 << MT_FILTER_BITS;
-		filter_count = mt_sys_mmap(n + n / 8);
+		filter_count = mt_sys_mmap(FILTER_BYTES);
 		if (filter_count) {
-			mt_ptr_filter = (uint64_t *)(filter_count + n);
-			mt_add(&table_bytes, n + n / 8);
+			mt_ptr_filter = (uint64_t *)(filter_count + FILTER_SLOTS);
+			mt_add(&table_bytes, FILTER_BYTES);
 		}
 	}
 	return 0;
 }
 
-#define hash_addr mt_ptr_hash
-
-/* Under the shard's lock: an entry for h went in / came out. */
+/* Under the shard's lock: an entry for h went in (in = 1) or came out
+ * (in = 0); the slot's bit follows its counter to and from zero. */
 static inline void
-filter_add(uint64_t h) {
+filter_move(uint64_t h, int in) {
 	if (!filter_count)
 		return;
-	uint64_t k = h >> (64 - MT_FILTER_BITS);
-	if (filter_count[k] != 255 && filter_count[k]++ == 0)
-		__atomic_store_n(&mt_ptr_filter[k >> 6],
-				 mt_ptr_filter[k >> 6] | 1ull << (k & 63), __ATOMIC_RELAXED);
-}
-
-static inline void
-filter_del(uint64_t h) {
-	if (!filter_count)
+	uint64_t k = mt_ptr_filter_slot(h), bit = 1ull << (k & 63);
+	uint8_t *c = &filter_count[k];
+	if (*c == 255)
 		return;
-	uint64_t k = h >> (64 - MT_FILTER_BITS);
-	if (filter_count[k] != 255 && --filter_count[k] == 0)
+	if (in ? (*c)++ == 0 : --*c == 0)
 		__atomic_store_n(&mt_ptr_filter[k >> 6],
-				 mt_ptr_filter[k >> 6] & ~(1ull << (k & 63)), __ATOMIC_RELAXED);
+				 in ? mt_ptr_filter[k >> 6] | bit : mt_ptr_filter[k >> 6] & ~bit,
+				 __ATOMIC_RELAXED);
 }
 
 static inline struct shard *
@@ -115,11 +111,16 @@ shard_of(uint64_t h) {
 
 /* ---- the two slot forms ------------------------------------------------ */
 
+/* An address a compact slot can hold (addr >> 3 in 45 bits). */
+static inline int
+compact_addr(uintptr_t a) {
+	return !(a & 7) && !(a >> 48);
+}
+
 static inline int
 fits_compact(const struct mt_ptr *e) {
-	return e->kind == MT_HEAP && !(e->addr & 7) && !(e->addr >> 48) &&
-	       !(e->size >> 32) && !(e->stack >> 22) && !e->device &&
-	       !e->flags && !e->stream;
+	return e->kind == MT_HEAP && compact_addr(e->addr) && !(e->size >> 32) &&
+	       !(e->stack >> 22) && !e->device && !e->flags && !e->stream;
 }
 
 static inline struct cslot
@@ -220,12 +221,12 @@ tab_resize(struct tab *t, int wide, uint64_t slots) {
 	if (!n)
 		return ENOMEM;
 	mt_add(&table_bytes, slots * sz);
+	struct tab nt = {.mask = slots - 1, .slot = n};
 	for (uint64_t i = 0; t->mask && i <= t->mask; i++) {
 		uintptr_t a = slot_addr(t, wide, i);
 		if (!a)
 			continue;
-		uint64_t j = hash_addr(a) & (slots - 1);
-		struct tab nt = {.mask = slots - 1, .slot = n};
+		uint64_t j = mt_ptr_hash(a) & (slots - 1);
 		while (slot_addr(&nt, wide, j))
 			j = (j + 1) & (slots - 1);
 		memcpy(n + j * sz, slot_at(t, wide, i), sz);
@@ -264,7 +265,7 @@ tab_delete(struct tab *t, int wide, uint64_t i) {
 		uintptr_t a = slot_addr(t, wide, j);
 		if (!a)
 			break;
-		uint64_t home = hash_addr(a) & t->mask;
+		uint64_t home = mt_ptr_hash(a) & t->mask;
 		if (((j - home) & t->mask) >= ((j - i) & t->mask)) {
 			memcpy(slot_at(t, wide, i), slot_at(t, wide, j), sz);
 			i = j;
@@ -277,7 +278,7 @@ tab_delete(struct tab *t, int wide, uint64_t i) {
 
 int
 mt_ptrtab_put(const struct mt_ptr *e, struct mt_ptr *replaced) {
-	uint64_t h = hash_addr(e->addr);
+	uint64_t h = mt_ptr_hash(e->addr);
 	struct shard *s = shard_of(h);
 	int wide = !fits_compact(e), err = 0;
 	struct tab *t = &s->t[wide], *o = &s->t[!wide];
@@ -307,7 +308,7 @@ mt_ptrtab_put(const struct mt_ptr *e, struct mt_ptr *replaced) {
 		err = EEXIST;
 	}
 	else
-		filter_add(h); /* new to the shard (a move keeps its count) */
+		filter_move(h, 1); /* new to the shard (a move keeps its count) */
 	slot_set(t, wide, i, e);
 	t->count++;
 out:
@@ -317,7 +318,7 @@ out:
 
 void
 mt_ptrtab_prefetch(uintptr_t addr) {
-	uint64_t h = hash_addr(addr);
+	uint64_t h = mt_ptr_hash(addr);
 	struct shard *s = shard_of(h);
 	/* racy reads: a table being replaced only wastes the prefetch, and a
 	 * prefetch of memory unmapped since never faults */
@@ -329,13 +330,13 @@ mt_ptrtab_prefetch(uintptr_t addr) {
 
 int
 mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out) {
-	uint64_t h = hash_addr(addr);
+	uint64_t h = mt_ptr_hash(addr);
 	struct shard *s = shard_of(h);
 	int found = 0;
 	mt_lock(&s->lock);
 	/* an address no compact slot can hold is looked for in the wide
 	 * table only; the wide one only when it holds anything */
-	for (int wide = (addr & 7) || (addr >> 48); wide < 2 && !found; wide++) {
+	for (int wide = !compact_addr(addr); wide < 2 && !found; wide++) {
 		if (wide && !s->t[1].count)
 			break;
 		int64_t i = tab_find(&s->t[wide], wide, addr, h);
@@ -343,7 +344,7 @@ mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out) {
 			slot_get(&s->t[wide], wide, (uint64_t)i, out);
 			tab_delete(&s->t[wide], wide, (uint64_t)i);
 			shrink_if_sparse(&s->t[wide], wide);
-			filter_del(h);
+			filter_move(h, 0);
 			found = 1;
 		}
 	}
@@ -416,9 +417,8 @@ mt_ptrtab_postfork_child(int fresh) {
 	if (fresh) {
 		table_bytes = 0;
 		if (filter_count) { /* the tables are empty: so is the filter */
-			size_t n = (size_t)1 << MT_FILTER_BITS;
-			memset(filter_count, 0, n + n / 8);
-			table_bytes = n + n / 8;
+			memset(filter_count, 0, FILTER_BYTES);
+			table_bytes = FILTER_BYTES;
 		}
 	}
 }

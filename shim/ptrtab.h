@@ -44,11 +44,16 @@ mt_ptr_hash(uintptr_t a) {
  * clear bit means "certainly not here".  NULL: no filter (exact mode). */
 #define MT_FILTER_BITS 16
 extern uint64_t *mt_ptr_filter;
+/* The filter slot of an address's hash. */
+static inline uint64_t
+mt_ptr_filter_slot(uint64_t h) {
+	return h >> (64 - MT_FILTER_BITS);
+}
 static inline int
 mt_ptrtab_maybe(uintptr_t a) {
 	if (!mt_ptr_filter)
 		return 1;
-	uint64_t k = mt_ptr_hash(a) >> (64 - MT_FILTER_BITS);
+	uint64_t k = mt_ptr_filter_slot(mt_ptr_hash(a));
 	return (int)(__atomic_load_n(&mt_ptr_filter[k >> 6], __ATOMIC_RELAXED) >> (k & 63) & 1);
 }
 /* Insert; 0, ENOMEM when the table is full (the caller counts it as
