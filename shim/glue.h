@@ -150,6 +150,14 @@ mt_ms_since_start(void) {
 	return now > mt_start_mono_ns ? (now - mt_start_mono_ns) / 1000000u : 0;
 }
 
+/* One step of a 64-bit hash: multiply, fold the high half down (the
+ * stack and Python-walk hashes chain it a value at a time). */
+static inline uint64_t
+mt_mix64(uint64_t h) {
+	h *= 0xff51afd7ed558ccdull;
+	return h ^ (h >> 32);
+}
+
 /* A small file (/proc, /sys) read whole into buf, NUL-terminated (at most
  * cap - 1 bytes).  Its length, or -errno.  Never allocates. */
 long mt_read_file(const char *path, char *buf, size_t cap);

@@ -226,23 +226,17 @@ static MT_TLS struct pcache {
 	uint32_t id;
 } pcache[PCACHE];
 
-static inline uint64_t
-walk_mix(uint64_t h, uint64_t v) {
-	h = (h ^ v) * 0xff51afd7ed558ccdull;
-	return h ^ (h >> 32);
-}
-
 /* Two lanes (the code objects, the instructions) side by side: one chain
  * of multiplies a frame was a fifth of a capture. */
 static uint64_t
 walk_hash(const struct walk *w) {
-	uint64_t a = walk_mix(0x9e3779b97f4a7c15ull, (uint64_t)w->n << 1 | (uint64_t)w->truncated);
-	uint64_t b = walk_mix(0xc2b2ae3d27d4eb4full, w->entry);
+	uint64_t a = mt_mix64(0x9e3779b97f4a7c15ull ^ ((uint64_t)w->n << 1 | (uint64_t)w->truncated));
+	uint64_t b = mt_mix64(0xc2b2ae3d27d4eb4full ^ w->entry);
 	for (int i = 0; i < w->n; i++) {
-		a = walk_mix(a, w->code[i]);
-		b = walk_mix(b, (uint64_t)(uint32_t)w->lasti[i] | (uint64_t)i << 32);
+		a = mt_mix64(a ^ w->code[i]);
+		b = mt_mix64(b ^ ((uint64_t)(uint32_t)w->lasti[i] | (uint64_t)i << 32));
 	}
-	return walk_mix(a, b);
+	return mt_mix64(a ^ b);
 }
 
 static int
@@ -421,7 +415,8 @@ mt_py_capture(void) {
  * up and writes anyway. */
 void
 mt_py_exit_hold(void) {
-	if (!mt_py_on || !gil_mutex || !is_finalizing || !is_finalizing())
+	/* gil_mutex is set only where is_finalizing was found (setup) */
+	if (!mt_py_on || !gil_mutex || !is_finalizing())
 		return;
 	for (int i = 0; i < 1000; i++) {
 		if (pthread_mutex_trylock(gil_mutex) == 0)

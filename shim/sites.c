@@ -151,12 +151,6 @@ frames_alloc(int n, uint32_t *at) {
 	return 0;
 }
 
-static inline uint64_t
-mix64(uint64_t h) {
-	h *= 0xff51afd7ed558ccdull;
-	return h ^ (h >> 32);
-}
-
 /* Four lanes, a frame each in turn, then one mix of the four: a chain of
  * multiplies a frame long was ~25 ns at 15 frames (each waits for the
  * last); the lanes run side by side.  Lanes are positions mod 4, so two
@@ -167,14 +161,14 @@ hash_frames(const uintptr_t *pcs, int n, int kind, uint32_t py) {
 		 c = 0x165667b19e3779f9ull ^ ((uint64_t)py << 24), d = 0x27d4eb2f165667c5ull;
 	int i = 0;
 	for (; i + 4 <= n; i += 4) {
-		a = mix64(a ^ pcs[i]);
-		b = mix64(b ^ pcs[i + 1]);
-		c = mix64(c ^ pcs[i + 2]);
-		d = mix64(d ^ pcs[i + 3]);
+		a = mt_mix64(a ^ pcs[i]);
+		b = mt_mix64(b ^ pcs[i + 1]);
+		c = mt_mix64(c ^ pcs[i + 2]);
+		d = mt_mix64(d ^ pcs[i + 3]);
 	}
 	for (; i < n; i++)
-		a = mix64(a ^ pcs[i]);
-	return mix64(a ^ (b << 16 | b >> 48) ^ (c << 32 | c >> 32) ^ (d << 48 | d >> 16)) | 1;
+		a = mt_mix64(a ^ pcs[i]);
+	return mt_mix64(a ^ (b << 16 | b >> 48) ^ (c << 32 | c >> 32) ^ (d << 48 | d >> 16)) | 1;
 }
 
 /* The frames of s into out (room for s->n), innermost first: each step
