@@ -66,17 +66,26 @@ TEST(concurrent_tables) {
 	EXPECT(!mt_ptrtab_take(((uintptr_t)1 << 40) | ((uintptr_t)(N - 2) << 4), &got));
 }
 
+/* n blocks like *e at base | i << shift; how many puts failed. */
+static long
+put_blocks(struct mt_ptr *e, uintptr_t base, int shift, long n) {
+	struct mt_ptr old;
+	long failed = 0;
+	for (long i = 0; i < n; i++) {
+		e->addr = base | ((uintptr_t)i << shift);
+		failed += mt_ptrtab_put(e, &old) != 0;
+	}
+	return failed;
+}
+
 /* A table that grew for a peak gives the memory back when the blocks
  * are freed, and keeps every entry still live through the shrink. */
 static void shrink_after_peak(void) {
 	enum { PEAK = 400000, KEEP = 1000 };
 	uintptr_t base = (uintptr_t)9 << 40;
 	uint64_t before = mt_ptrtab_memory();
-	struct mt_ptr e = {.size = 24, .stack = 1, .kind = MT_HEAP}, old, got;
-	for (long i = 0; i < PEAK; i++) {
-		e.addr = base | ((uintptr_t)i << 4);
-		EXPECT(mt_ptrtab_put(&e, &old) == 0);
-	}
+	struct mt_ptr e = {.size = 24, .stack = 1, .kind = MT_HEAP}, got;
+	EXPECT(put_blocks(&e, base, 4, PEAK) == 0);
 	uint64_t peak = mt_ptrtab_memory();
 	EXPECT(peak >= before + (uint64_t)PEAK * 16); /* a compact slot a block, at most half full */
 	long missing = 0;
@@ -162,11 +171,8 @@ bytes_per_block(void) {
 	enum { M = 1000000 };
 	uintptr_t base = (uintptr_t)11 << 40;
 	uint64_t before = mt_ptrtab_memory();
-	struct mt_ptr e = {.size = 40, .stack = 6, .kind = MT_HEAP}, old, got;
-	for (long i = 0; i < M; i++) {
-		e.addr = base | ((uintptr_t)i << 5);
-		EXPECT(mt_ptrtab_put(&e, &old) == 0);
-	}
+	struct mt_ptr e = {.size = 40, .stack = 6, .kind = MT_HEAP}, got;
+	EXPECT(put_blocks(&e, base, 5, M) == 0);
 	uint64_t per = (mt_ptrtab_memory() - before) / M;
 	EXPECT(per <= 36);
 	for (long i = 0; i < M; i++)
