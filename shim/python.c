@@ -410,7 +410,10 @@ mt_py_capture(void) {
  * its condition wait (released at the end of our destructor, a thread
  * took it at once and crashed: the window is the whole exit).  Nothing
  * may take the GIL after finalization; an exit() from C while Python
- * still runs is not finalizing, and nothing is held.  Bounded: after
+ * still runs is not finalizing, and nothing is held.  Not covered: a
+ * thread that was inside malloc or free when the state was freed reads it
+ * on its way back into Python (~1 run in 350 with both cores busy; in
+ * a core: take_gil locking a mutex at 0x1b0).  Bounded: after
  * ~100 ms of a mutex held elsewhere (a thread inside take_gil) it gives
  * up and writes anyway. */
 void
