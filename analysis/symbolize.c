@@ -200,6 +200,12 @@ slot_of(struct symmod *m, uint64_t off) {
 
 int
 sym_frames(const struct mfile *f, uint64_t pc, struct frame *out, int max) {
+	if (pc == MT_PC_ELIDED) { /* the shim left frames out here */
+		struct frame fr = {.func = "[frames left out: MEMTALLY_INITDEPTH]", .module = "",
+				   .status = SYM_OK, .pc = pc};
+		out[0] = fr;
+		return 1;
+	}
 	const struct module *mod = file_module(f, pc);
 	if (!mod) {
 		struct frame fr = {.offset = pc, .status = SYM_NOMODULE, .module = "?", .pc = pc};
@@ -256,6 +262,8 @@ sym_text(const struct frame *fr, char *buf, size_t n, int full_path) {
 		snprintf(buf, n, "0x%llx [no module]", (unsigned long long)fr->offset);
 	else if (!fr->func)
 		snprintf(buf, n, "%s+0x%llx", full_path ? mod : mb, (unsigned long long)fr->offset);
+	else if (fr->pc == MT_PC_ELIDED)
+		snprintf(buf, n, "%s", fr->func);
 	else if (fr->file && fr->line) {
 		const char *fb = full_path || !strrchr(fr->file, '/') ? fr->file : strrchr(fr->file, '/') + 1;
 		snprintf(buf, n, "%s (%s:%d)%s", fr->func, fb, fr->line, fr->inlined ? " [inlined]" : "");
@@ -269,6 +277,8 @@ int
 sym_boring(const struct frame *fr) {
 	if (fr->python)
 		return fr->python == 2;
+	if (fr->pc == MT_PC_ELIDED)
+		return 1;
 	static const char *mods_skip[] = {"libc.so", "libmemtally.so", "ld-linux", "libstdc++.so",
 					  "libgcc_s.so", "libjemalloc.so", "libtcmalloc", NULL};
 	static const char *fn_skip[] = {"operator new", "operator delete", "malloc", "calloc",

@@ -112,6 +112,7 @@ capture(int kind, uintptr_t caller) {
 	uint32_t py = mt_py_capture();
 	if (py)
 		n = mt_py_cut(pcs, n);
+	n = mt_unwind_loader_cut(pcs, n, (int)mt_cfg.initdepth);
 	uint32_t id = mt_stack_intern(pcs, n, kind, py);
 	errno = saved_errno;
 	return id;

@@ -163,6 +163,8 @@ apply(const struct opt *o, const char *s) {
 		if (o->off == offsetof(struct mt_config, depth) &&
 		    (u < 1 || u > MT_MAX_DEPTH))
 			return -1;
+		if (o->off == offsetof(struct mt_config, initdepth) && u > MT_MAX_DEPTH)
+			return -1;
 		if (o->off == offsetof(struct mt_config, pydepth) &&
 		    (u < 1 || u > 64))
 			return -1;

@@ -22,6 +22,7 @@
 	X(depth, DEPTH, U64, "32", "max native frames per stack (1-128)")     \
 	X(python, PYTHON, BOOL, "1", "record the Python stack of each tracked allocation in CPython 3.10-3.13 processes (0: native stacks only)") \
 	X(pydepth, PYDEPTH, U64, "16", "max Python frames per stack (1-64)") \
+	X(initdepth, INITDEPTH, U64, "4", "inside a library initializer the dynamic loader runs (constructors at start and dlopen, destructors at exit): the innermost native frames kept, then a mark for those left out, the initializer's call and the loader's frames (0: keep them all)") \
 	X(pynative, PYNATIVE, BOOL, "0", "under Python, keep the native frames outside the interpreter's innermost eval loop too (0: the Python stack stands for them)") \
 	X(unwind, UNWIND, UNWIND, "libunwind", "stack walker: libunwind or fp (frame pointers)") \
 	X(compress, COMPRESS, BOOL, "1", "write the file zstd-compressed, a frame per snapshot (.jsonl.zst: memtally reads it; `memtally cat` or `zstd -dc` gives JSONL); 0: plain .jsonl") \
@@ -55,6 +56,7 @@ struct mt_config {
 	uint64_t depth;      /* frames */
 	int python;          /* bool */
 	uint64_t pydepth;    /* frames */
+	uint64_t initdepth;  /* frames, 0 = all */
 	int pynative;        /* bool */
 	int unwind;          /* 0 libunwind, 1 fp */
 	int compress;        /* bool */

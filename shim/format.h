@@ -13,6 +13,9 @@
 
 /* The most native frames a stack holds (MEMTALLY_DEPTH's bound). */
 #define MT_MAX_DEPTH 128
+/* A stack's frame that stands for frames left out (MEMTALLY_INITDEPTH):
+ * no return address is this low. */
+#define MT_PC_ELIDED 1
 
 /* X(ENUM_SUFFIX, "name"), in the order of the kinds' numbers. */
 #define MT_KINDS(X)                                                            \

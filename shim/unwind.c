@@ -9,11 +9,13 @@
 #include "format.h"
 #include "unwind.h"
 #include <link.h>
+#include <sys/auxv.h>
 #include <string.h>
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
 static uintptr_t self_lo, self_hi; /* the shim's executable segment */
+static uintptr_t ld_lo, ld_hi;     /* the dynamic loader's */
 
 static int
 find_self(struct dl_phdr_info *info, size_t size, void *arg) {
@@ -34,11 +36,30 @@ find_self(struct dl_phdr_info *info, size_t size, void *arg) {
 	return 0;
 }
 
+static int
+find_loader(struct dl_phdr_info *info, size_t size, void *arg) {
+	(void)size;
+	if (info->dlpi_addr != (uintptr_t)arg)
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+			ld_lo = info->dlpi_addr + ph->p_vaddr;
+			ld_hi = ld_lo + ph->p_memsz;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 void
 mt_unwind_init(void) {
 	/* dl_iterate_phdr takes the loader lock; called from the constructor,
 	 * never from a hook. */
 	dl_iterate_phdr(find_self, (void *)(uintptr_t)&mt_unwind_init);
+	uintptr_t at_base = (uintptr_t)getauxval(AT_BASE);
+	if (at_base)
+		dl_iterate_phdr(find_loader, (void *)at_base);
 	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
 }
 
@@ -225,4 +246,20 @@ mt_unwind(uintptr_t *pcs, int max, int fp) {
 		n = max;
 	memcpy(pcs, tmp + skip, (size_t)n * sizeof *pcs);
 	return n;
+}
+
+/* k: the innermost frame in the loader; pcs[k - 1] is the initializer's
+ * call, pcs[keep .. k - 2] go. */
+int
+mt_unwind_loader_cut(uintptr_t *pcs, int n, int keep) {
+	if (!keep || !ld_hi)
+		return n;
+	int k = 0;
+	while (k < n && !(pcs[k] - 1 >= ld_lo && pcs[k] - 1 < ld_hi))
+		k++;
+	if (k == n || k - 1 <= keep)
+		return n;
+	pcs[keep] = MT_PC_ELIDED;
+	memmove(pcs + keep + 1, pcs + k - 1, (size_t)(n - k + 1) * sizeof *pcs);
+	return keep + 1 + n - k + 1;
 }

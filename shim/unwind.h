@@ -8,13 +8,25 @@
 #define MT_UNWIND_H
 #include <stdint.h>
 
-/* Record our own text range so frames inside the shim are dropped. */
+/* Record our own text range so frames inside the shim are dropped, and
+ * the dynamic loader's (AT_BASE) for mt_unwind_loader_cut. */
 void mt_unwind_init(void);
 /* Fill pcs[0..max) with return addresses, innermost first, frames of the
  * shim itself removed.  fp != 0 walks frame pointers (bounds-checked against
  * the current stack), else libunwind's unw_backtrace.  Returns the count.
  * Never allocates. */
 int mt_unwind(uintptr_t *pcs, int max, int fp);
+
+/* Frames inside a library initializer that the dynamic loader runs
+ * (constructors at start and at dlopen, destructors at exit): when more
+ * than keep frames lie between pcs[0] and the initializer's own frame
+ * (the one the loader called), the innermost keep stay, MT_PC_ELIDED
+ * stands for the rest, and the initializer's frame and everything
+ * outside it follow.  Returns the new count; keep 0 leaves pcs alone.
+ * Under PyTorch's import, libtorch's initializers register operators
+ * through deep, ever different call chains: 561 k of the process's
+ * 700 k stacks, 83 k once cut at 4.  Never allocates. */
+int mt_unwind_loader_cut(uintptr_t *pcs, int n, int keep);
 
 /* The loader's lock at fork.  libunwind finds unwind tables through
  * dl_iterate_phdr, which holds the loader's lock around its callback; a

@@ -122,6 +122,19 @@ subprocess.run(['gcc', '-O0', '-g', '-D_GNU_SOURCE', '-DREBUILT=1', '-o', copy, 
 r = memtally('report', rebuilt)
 mt.check('[build id differs]' in r.stdout, 'report: a rebuilt module shows [build id differs]')
 
+# frames the shim left out inside a library initializer: one marked frame,
+# skipped for the site's name (lib_ctor's 777 B block, eight calls down)
+r, ctor = traced('ctor', [os.path.join(T, 'prog_ctor'), os.path.join(T, 'lib_alloc.so')])
+r = memtally('report', '--stacks', '--native', '--top', '100', ctor)
+lines = [l.strip() for l in r.stdout.split('\n')]
+at = [i for i, l in enumerate(lines) if l.startswith('init_5 (')]
+mt.check(at and lines[at[0] + 1] == '[frames left out: MEMTALLY_INITDEPTH]' and
+         lines[at[0] + 2].startswith('lib_ctor ('),
+         'report --stacks: the mark stands between init_5 and lib_ctor: %r' % (lines[at[0]:at[0] + 3] if at else at,))
+r = memtally('flame', '--folded', '--native', ctor)
+mt.check(any(l.startswith('heap;') and ';lib_ctor;[frames left out: MEMTALLY_INITDEPTH];init_5;' in l
+             for l in r.stdout.split('\n')), 'flame --folded: the mark is a frame of its own')
+
 # usage errors exit 2
 mt.eq(memtally('report').returncode, 2, 'usage: no input exits 2')
 mt.eq(memtally('frobnicate', known).returncode, 2, 'usage: unknown command exits 2')

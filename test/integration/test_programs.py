@@ -40,6 +40,32 @@ def ctor():
     mt.eq(agg.get(('lib_alloc', 'heap'), {}).get('live_bytes'), 30 * 5555, 'dlopen: library function tracked')
     mt.eq(agg.get(('lib_ctor', 'heap'), {}).get('live_bytes'), 999, 'dlopen: library constructor tracked')
     mt.check(any(m['path'].endswith('lib_alloc.so') for m in f.maps), 'dlopen: maps record rewritten with the library')
+    if UNWIND == 'libunwind':  # the frame-pointer walk does not step through the loader
+        init_frames(f, 4)
+        fs = both('ctor-initdepth0', [os.path.join(T, 'prog_ctor'), os.path.join(T, 'lib_alloc.so')],
+                  extra_env={'MEMTALLY_INITDEPTH': '0'})
+        init_frames(fs[0], 0)
+
+def init_frames(f, keep):
+    """The 777-byte block lib_ctor allocates eight calls down: its stack
+    keeps init_8 .. init_5, the mark (0x1), lib_ctor and the loader's
+    frames at MEMTALLY_INITDEPTH=4; every frame at 0."""
+    sites = [c for c in f.final()['callsites'] if c['kind'] == 'heap' and c['alloc_bytes'] == 777]
+    mt.eq(len(sites), 1, 'initdepth %d: one call site of 777 B' % keep)
+    if not sites:
+        return
+    pcs = f.stacks[sites[0]['stack']]
+    names = [fn for fn, _ in f.symbolize(pcs)]
+    mods = [os.path.basename(m) for _, m in f.symbolize(pcs)]
+    steps = ['init_%d' % i for i in range(8, 0, -1)]
+    want = steps[:keep] + ['??', 'lib_ctor'] if keep else steps + ['lib_ctor']
+    mt.eq(names[:len(want)], want, 'initdepth %d: the frames inside the initializer' % keep)
+    mt.eq(pcs.count(1), 1 if keep else 0, 'initdepth %d: the mark for frames left out' % keep)
+    if keep:
+        mt.eq(pcs[keep], 1, 'initdepth %d: the mark where the frames were' % keep)
+    ld = mods[len(want)] if len(mods) > len(want) else None
+    mt.check(ld is not None and ld.startswith('ld-linux'),
+             'initdepth %d: the loader\'s frame outside the initializer (%s)' % (keep, ld))
 
 script = r'''
 import collections, json
