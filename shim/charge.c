@@ -61,11 +61,8 @@ sample_weights(uint64_t size, int64_t *bytes, int64_t *count) {
 	*count = (int64_t)(1.0 / p + 0.5);
 }
 
-/* Returns 0 (not sampled), 1 (exact) or 2 (weighted sample). */
-static inline int
-should_track(size_t size) {
-	if (!mt_cfg.sample || size >= mt_cfg.exact_above)
-		return 1;
+int
+mt_heap_sample_point(size_t size) {
 	if (MT_UNLIKELY(!mt_self.seeded)) {
 		static uint64_t threads_seeded;
 		mt_self.seeded = 1;
@@ -79,11 +76,10 @@ should_track(size_t size) {
 				      mt_now_ns();
 		if (!mt_self.rng)
 			mt_self.rng = 1;
-		mt_self.countdown = draw_gap();
+		mt_self.countdown = draw_gap() - (int64_t)size;
+		if (mt_self.countdown > 0)
+			return 0;
 	}
-	mt_self.countdown -= (int64_t)size;
-	if (mt_self.countdown > 0)
-		return 0;
 	/* Skip every sample point this allocation covers (memorylessness). */
 	do
 		mt_self.countdown += draw_gap();
@@ -130,27 +126,15 @@ count_tracked(void) {
 		mt_trigger(MT_REASON_EVERY);
 }
 
-/* Each of the first MT_TSLOTS - 1 threads owns a slot and bumps its
- * counters with plain (relaxed, non-atomic read-modify-write) stores: one
- * writer, racy readers.  Later threads share the last slot with atomic
- * adds.  Either way the sums are exact. */
-static inline struct mt_tcount *
-tcount(void) {
-	if (MT_UNLIKELY(!mt_self.tslot)) {
-		static uint32_t next;
-		uint32_t i = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
-		mt_self.tslot = (i < MT_TSLOTS - 1 ? i : MT_TSLOTS - 1) + 1;
-	}
-	return &mt_tcounts[mt_self.tslot - 1];
+void
+mt_tslot_pick(void) {
+	static uint32_t next;
+	uint32_t i = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
+	mt_self.tslot = (i < MT_TSLOTS - 1 ? i : MT_TSLOTS - 1) + 1;
 }
 
-static inline void
-tc_add(uint64_t *c, uint64_t v) {
-	if (MT_LIKELY(mt_self.tslot < MT_TSLOTS))
-		__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
-	else
-		mt_add(c, v);
-}
+#define tcount mt_tcount /* charge.h */
+#define tc_add mt_tc_add
 
 static void
 uncharge(const struct mt_ptr *e) {
@@ -176,14 +160,9 @@ uncharge(const struct mt_ptr *e) {
  * live bytes and count are exact in exact mode and estimates (the same
  * weights as the call sites) when sampling. */
 void
-mt_heap_alloc(void *p, size_t size, uintptr_t caller) {
+mt_heap_track(void *p, size_t size, uintptr_t caller, int how) {
 	struct mt_totals *t = &mt_totals[MT_HEAP];
-	int how = should_track(size);
 	struct mt_tcount *tc = tcount();
-	tc_add(&tc->allocs, 1);
-	tc_add(&tc->alloc_bytes, size);
-	if (!how)
-		return;
 	mt_ptrtab_prefetch((uintptr_t)p); /* its slot loads while we unwind */
 	int64_t bytes = (int64_t)size, count = 1;
 	if (how == 2)
@@ -215,11 +194,6 @@ mt_heap_free(void *p) {
 	tc_add(&tcount()->frees, 1);
 	if (mt_ptrtab_take((uintptr_t)p, &e))
 		uncharge(&e);
-}
-
-void
-mt_heap_freed(void) {
-	tc_add(&tcount()->frees, 1);
 }
 
 void

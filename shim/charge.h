@@ -7,8 +7,10 @@
 #ifndef MT_CHARGE_H
 #define MT_CHARGE_H
 #include "glue.h"
+#include "config.h"
 #include "maptab.h"
 #include "ptrtab.h"
+#include "sites.h"
 
 /* Per-thread state, initial-exec TLS (no __tls_get_addr, no allocation). */
 struct mt_thread {
@@ -24,16 +26,75 @@ extern MT_TLS struct mt_thread mt_self;
  * final snapshot, or in a child with MEMTALLY_FOLLOW=0). */
 extern int mt_active;
 
+/* ---- the heap hooks' common path, inline in each hook -----------------
+ * Every heap call counts in its thread's slot of mt_tcounts: each of the
+ * first MT_TSLOTS - 1 threads owns one and bumps it with plain (relaxed,
+ * non-atomic read-modify-write) stores: one writer, racy readers; later
+ * threads share the last slot with atomic adds.  Either way the sums are
+ * exact.  Inline, with the rare parts out of line: a sampling run's hook
+ * that records nothing is a few instructions (a call into charge.c and
+ * its frame were a third of them). */
+void mt_tslot_pick(void); /* a thread's first count: its slot */
+static inline struct mt_tcount *
+mt_tcount(void) {
+	if (MT_UNLIKELY(!mt_self.tslot))
+		mt_tslot_pick();
+	return &mt_tcounts[mt_self.tslot - 1];
+}
+static inline void
+mt_tc_add(uint64_t *c, uint64_t v) {
+	if (MT_LIKELY(mt_self.tslot < MT_TSLOTS))
+		__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
+	else
+		mt_add(c, v);
+}
+
+/* The sampling countdown ran out (or, a new thread's, was never set:
+ * TLS starts zeroed): 2 when this allocation is sampled, else 0; draws
+ * the next gap (and seeds a new thread's generator). */
+int mt_heap_sample_point(size_t size);
+/* Whether to record an allocation of size bytes: 0 (not sampled), 1
+ * (exact) or 2 (a weighted sample). */
+static inline int
+mt_heap_how(size_t size) {
+	if (!mt_cfg.sample || size >= mt_cfg.exact_above)
+		return 1;
+	if (MT_LIKELY((mt_self.countdown -= (int64_t)size) > 0))
+		return 0;
+	return mt_heap_sample_point(size);
+}
+/* Record a heap allocation mt_heap_how chose (how 1 or 2). */
+void mt_heap_track(void *p, size_t size, uintptr_t caller, int how);
+
 /* After a successful heap allocation of size bytes at p, made by a call
  * that returns to caller (the hook's return address: the stack's first
  * frame).  Never allocates. */
-void mt_heap_alloc(void *p, size_t size, uintptr_t caller);
+static inline void
+mt_heap_alloc(void *p, size_t size, uintptr_t caller) {
+	struct mt_tcount *tc = mt_tcount();
+	if (MT_LIKELY(mt_self.tslot < MT_TSLOTS)) { /* one test for both */
+		__atomic_store_n(&tc->allocs, __atomic_load_n(&tc->allocs, __ATOMIC_RELAXED) + 1,
+				 __ATOMIC_RELAXED);
+		__atomic_store_n(&tc->alloc_bytes,
+				 __atomic_load_n(&tc->alloc_bytes, __ATOMIC_RELAXED) + size,
+				 __ATOMIC_RELAXED);
+	} else {
+		mt_add(&tc->allocs, 1);
+		mt_add(&tc->alloc_bytes, size);
+	}
+	int how = mt_heap_how(size);
+	if (how)
+		mt_heap_track(p, size, caller, how);
+}
 /* Before the real free of p, which the filter did not rule out
  * (mt_ptrtab_maybe, asked by the free hook): uncharge its site.  Never
  * allocates. */
 void mt_heap_free(void *p);
 /* A heap block was released (free counted in the exact totals). */
-void mt_heap_freed(void);
+static inline void
+mt_heap_freed(void) {
+	mt_tc_add(&mt_tcount()->frees, 1);
+}
 /* realloc: take p's entry before the real call (*had = found) ... */
 void mt_heap_take(void *p, struct mt_ptr *e, int *had);
 /* ... and put it back if the real realloc failed.  Never allocates. */

@@ -110,14 +110,17 @@ resolve(void) {
 			resolve();                                             \
 	} while (0)
 
-/* A failed allocation: the dump is written before the error returns. */
-#define OOM(api, size)                                                         \
-	do {                                                                   \
-		int e_ = errno;                                                \
-		if (e_ == ENOMEM)                                              \
-			mt_oom_host(api, size);                                \
-		errno = e_;                                                    \
-	} while (0)
+/* A failed allocation: the dump is written before the error returns.
+ * Out of line: inline, its registers were saved and restored on every
+ * hook's way in and out. */
+static __attribute__((noinline, cold)) void
+oom_check(const char *api, size_t size) {
+	int e = errno;
+	if (e == ENOMEM)
+		mt_oom_host(api, size);
+	errno = e;
+}
+#define OOM(api, size) oom_check(api, size)
 
 /* The hook's caller: its return address, the first frame of the stack a
  * capture would unwind to (MEMTALLY_DEPTH=1 takes it instead of
