@@ -21,6 +21,9 @@ struct symmod {
 	Dwfl *dwfl;
 	Dwfl_Module *mod;
 	int status;          /* SYM_OK, SYM_GONE, SYM_MISMATCH */
+	struct symaddr *syms; /* its symbol table by address (symtab_of) */
+	size_t nsyms;
+	int syms_read;
 };
 static struct symmod *mods;
 static size_t nmods, capmods;
@@ -137,6 +140,74 @@ call_file(Dwarf_Die *cu, Dwarf_Die *die) {
 	return dwarf_filesrc(files, idx, NULL, NULL);
 }
 
+/* A module's function symbols sorted by address, read once: libdw's
+ * dwfl_module_addrinfo walks the whole symbol table on every call
+ * (elfutils 0.188), and a PyTorch run's report asked it for 300 k return
+ * addresses in libtorch's 200 k symbols (90 s; now a binary search). */
+struct symaddr {
+	uint64_t addr, size;
+	const char *name; /* libdw's, as long as the module */
+	int rank;         /* global 2, weak 1, local 0: an alias's name */
+};
+
+static int
+cmp_symaddr(const void *a, const void *b) {
+	const struct symaddr *x = a, *y = b;
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	return y->rank - x->rank; /* the preferred alias first */
+}
+
+static void
+symtab_read(struct symmod *m) {
+	m->syms_read = 1;
+	int n = dwfl_module_getsymtab(m->mod);
+	if (n <= 0)
+		return;
+	m->syms = xmalloc((size_t)n * sizeof *m->syms);
+	for (int i = 1; i < n; i++) {
+		GElf_Sym sym;
+		GElf_Addr addr;
+		GElf_Word shndx;
+		const char *name = dwfl_module_getsym_info(m->mod, i, &sym, &addr, &shndx, NULL, NULL);
+		int type = GELF_ST_TYPE(sym.st_info);
+		if (!name || !*name || sym.st_shndx == SHN_UNDEF ||
+		    (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE))
+			continue;
+		int bind = GELF_ST_BIND(sym.st_info);
+		m->syms[m->nsyms++] = (struct symaddr){addr, sym.st_size, name,
+						       bind == STB_GLOBAL ? 2 : bind == STB_WEAK ? 1 : 0};
+	}
+	xqsort(m->syms, m->nsyms, sizeof *m->syms, cmp_symaddr);
+}
+
+/* The function symbol holding addr: the last one at or below it that
+ * covers it, else (a symbol of no size: hand-written assembly) the
+ * nearest below it of no size.  NULL when none. */
+static const char *
+symtab_find(struct symmod *m, uint64_t addr) {
+	if (!m->syms_read)
+		symtab_read(m);
+	size_t lo = 0, hi = m->nsyms; /* the first symbol above addr */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (m->syms[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo; i-- > 0;) {
+		const struct symaddr *y = &m->syms[i];
+		if (addr < y->addr + y->size)
+			return y->name;
+		if (!y->size) /* the nearest sizeless one below */
+			return y->name;
+		if (lo - i > 64) /* nested sizes beyond this are not a function's */
+			break;
+	}
+	return NULL;
+}
+
 static int
 resolve(struct symmod *m, uint64_t off, struct frame *out, int max) {
 	struct frame base = {.module = m->path, .offset = off, .status = m->status};
@@ -178,9 +249,7 @@ resolve(struct symmod *m, uint64_t off, struct frame *out, int max) {
 	}
 	free(scopes);
 	if (!n) { /* no DWARF scope: the symbol table */
-		GElf_Off so;
-		GElf_Sym sym;
-		const char *name = dwfl_module_addrinfo(m->mod, addr, &so, &sym, NULL, NULL, NULL);
+		const char *name = symtab_find(m, addr);
 		out[0] = base;
 		out[0].func = demangle(name);
 		out[0].file = file ? xstrdup(file) : NULL;

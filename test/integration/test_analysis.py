@@ -135,6 +135,28 @@ r = memtally('flame', '--folded', '--native', ctor)
 mt.check(any(l.startswith('heap;') and ';lib_ctor;[frames left out: MEMTALLY_INITDEPTH];init_5;' in l
              for l in r.stdout.split('\n')), 'flame --folded: the mark is a frame of its own')
 
+# a row sums every site of its name: 300 call sites with names of their
+# own, each larger than any one of 50 sites that share a name (a pc in no
+# module), which together hold the most.  report looked at the largest
+# sites until it had 4 x --top + 64 names, and left the 50 out.
+rows = os.path.join(OUT, 'rows.jsonl')
+with open(rows, 'w') as f:
+    f.write('{"type":"header","version":3,"tool":"memtally","pid":9,"ppid":1,"host":"h",'
+            '"exe":"/bin/true","argv":["rows"],"sample_bytes":0}\n')
+    for i in range(1, 351):
+        f.write('{"type":"stack","id":%d,"pcs":["0x%x"]}\n' % (i, 0x10000 + 16 * i if i <= 300 else 0x90000))
+    sites = ','.join('{"stack":%d,"kind":"heap","live_bytes":%d,"live_count":1,"allocs":1,'
+                     '"alloc_bytes":%d,"frees":0,"peak_bytes":%d,"at_peak_bytes":%d}'
+                     % ((i,) + (100000 + i if i <= 300 else 30000,) * 4) for i in range(1, 351))
+    f.write('{"type":"snapshot","seq":0,"reason":"exit","wall_ns":1,"mono_ns":1,"elapsed_ms":1,'
+            '"heap":{"live_bytes":%d,"live_count":350,"allocs":350,"alloc_bytes":%d,"frees":0,'
+            '"free_bytes":0,"peak_bytes":%d},"callsites_mode":"full","callsites":[%s]}\n'
+            % ((300 * 100000 + 45150 + 50 * 30000,) * 3 + (sites,)))
+r = memtally('report', '--top', '3', rows)
+top = [l for l in r.stdout.split('\n') if '[no module]' in l]
+mt.check(len(top) >= 2 and top[0].split()[:2] == ['1.43', 'MiB'] and '0x90000 [no module] [50 sites]' in top[0],
+         'report: the 50 sites of one name are one row, first, with all their bytes: %r' % top[:1])
+
 # usage errors exit 2
 mt.eq(memtally('report').returncode, 2, 'usage: no input exits 2')
 mt.eq(memtally('frobnicate', known).returncode, 2, 'usage: unknown command exits 2')
