@@ -133,9 +133,6 @@ mt_tslot_pick(void) {
 	mt_self.tslot = (i < MT_TSLOTS - 1 ? i : MT_TSLOTS - 1) + 1;
 }
 
-#define tcount mt_tcount /* charge.h */
-#define tc_add mt_tc_add
-
 static void
 uncharge(const struct mt_ptr *e) {
 	int64_t bytes = (int64_t)e->size, count = 1;
@@ -147,9 +144,9 @@ uncharge(const struct mt_ptr *e) {
 	struct mt_totals *t = &mt_totals[e->kind];
 	mt_add(&t->live_bytes, -bytes);
 	if (e->kind == MT_HEAP) { /* per-thread: no shared cache line */
-		struct mt_tcount *tc = tcount();
-		tc_add(&tc->live_count, (uint64_t)-count);
-		tc_add(&tc->free_bytes, e->size);
+		struct mt_tcount *tc = mt_tcount();
+		mt_tc_add(&tc->live_count, (uint64_t)-count);
+		mt_tc_add(&tc->free_bytes, e->size);
 	} else {
 		mt_add(&t->live_count, -count);
 		mt_add(&t->free_bytes, e->size);
@@ -162,7 +159,7 @@ uncharge(const struct mt_ptr *e) {
 void
 mt_heap_track(void *p, size_t size, uintptr_t caller, int how) {
 	struct mt_totals *t = &mt_totals[MT_HEAP];
-	struct mt_tcount *tc = tcount();
+	struct mt_tcount *tc = mt_tcount();
 	mt_ptrtab_prefetch((uintptr_t)p); /* its slot loads while we unwind */
 	int64_t bytes = (int64_t)size, count = 1;
 	if (how == 2)
@@ -182,7 +179,7 @@ mt_heap_track(void *p, size_t size, uintptr_t caller, int how) {
 	mt_site_alloc(e.stack, MT_HEAP, bytes, count);
 	if (size >= mt_cfg.exact_above) /* large blocks go to the event ring */
 		mt_event(MT_EV_ALLOC, MT_HEAP, (uintptr_t)p, size, e.stack);
-	tc_add(&tc->live_count, (uint64_t)count);
+	mt_tc_add(&tc->live_count, (uint64_t)count);
 	if (mt_raise_peak(&t->peak_bytes, mt_add(&t->live_bytes, bytes)))
 		mt_peak_moved(MT_HEAP);
 	count_tracked();
@@ -191,7 +188,7 @@ mt_heap_track(void *p, size_t size, uintptr_t caller, int how) {
 void
 mt_heap_free(void *p) {
 	struct mt_ptr e;
-	tc_add(&tcount()->frees, 1);
+	mt_tc_add(&mt_tcount()->frees, 1);
 	if (mt_ptrtab_take((uintptr_t)p, &e))
 		uncharge(&e);
 }
@@ -216,8 +213,8 @@ mt_heap_restore(const struct mt_ptr *e) {
 	mt_site_unfree(e->stack, MT_HEAP, bytes, count);
 	struct mt_totals *t = &mt_totals[MT_HEAP];
 	mt_add(&t->live_bytes, bytes);
-	tc_add(&tcount()->live_count, (uint64_t)count);
-	tc_add(&tcount()->free_bytes, (uint64_t)-e->size);
+	mt_tc_add(&mt_tcount()->live_count, (uint64_t)count);
+	mt_tc_add(&mt_tcount()->free_bytes, (uint64_t)-e->size);
 }
 
 int
