@@ -160,6 +160,21 @@ mt.check(deeper > cut + 2, 'MEMTALLY_PYNATIVE=1 keeps the frames outside: %.1f f
 r = subprocess.run([MT, 'report', parent], capture_output=True, text=True)
 mt.check('a (py_sites.py:%d)' % lines['SITE_A'] in r.stdout, 'text report names a (py_sites.py:%d)' % lines['SITE_A'])
 
+# Native chains under Python, long and short, are kept whole up to the
+# eval loop and end there: deep_alloc(12) x 4 and deep_alloc(1) x 40
+# through ctypes (ctypes adds its own frames between).
+deep = os.path.join(OUT, 'deep')
+run('/usr/bin/python3', 'py_deep.py', deep, os.path.join(B, 'test', 'lib_alloc.so'))
+f = mt.files(deep)[0]
+got = {}
+for c in f.final()['callsites']:
+    if c['kind'] == 'heap' and c['alloc_bytes'] % 4321 == 0 and c['alloc_bytes']:
+        names = [fn for fn, _ in f.symbolize(f.stacks[c['stack']])]
+        got[c['allocs']] = got.get(c['allocs'], []) + [(names.count('deep_alloc'), names[-1])]
+mt.eq(sorted(got.items()), [(1, [(13, '_PyEval_EvalFrameDefault')]), (3, [(13, '_PyEval_EvalFrameDefault')]),
+                            (40, [(2, '_PyEval_EvalFrameDefault')])],
+      'ctypes chains of 13 and 2 deep_alloc frames (three lines): each site whole up to the eval loop')
+
 # libpython dlopen'ed later, RTLD_LOCAL, by an embedder; a thread with no
 # Python state is shown as such.
 libs = sorted(glob.glob('/root/.pyenv/versions/3.1[0-3].*/lib/libpython3.1[0-3].so'))
