@@ -344,11 +344,39 @@ row_hash(int kind, const char *name) {
 	return h;
 }
 
+/* A site's row name.  A stack whose native frames end at the interpreter
+ * loop (cut there, format 2 on) has a name made of its Python frames alone
+ * (its first informative frame is the innermost Python one, and only
+ * Python frames follow it), so it is named once per Python stack: a
+ * PyTorch import's 178 k sites have 19 k of them.  byp: names by pystack
+ * index, NULL until the first. */
+static const char *
+row_name(const struct mfile *f, uint32_t stack, char *buf, size_t n, char ***byp) {
+	const struct stack *st = stack && stack < f->nstacks ? &f->stacks[stack] : NULL;
+	if (sites_native_only || !st || !st->pcs || st->n <= 0 || st->py <= 0 ||
+	    (size_t)st->py >= f->npystacks || f->pystacks[st->py].n <= 0)
+		return site_name(f, stack, 2, buf, n);
+	struct frame fr[32];
+	int k = sym_frames(f, st->pcs[st->n - 1], fr, 32);
+	if (k <= 0 || !is_eval_loop(&fr[k - 1]))
+		return site_name(f, stack, 2, buf, n);
+	if (!*byp)
+		*byp = xcalloc(f->npystacks, sizeof **byp);
+	char **slot = &(*byp)[st->py];
+	if (!*slot) {
+		site_name(f, stack, 2, buf, n);
+		*slot = xstrdup(buf);
+	}
+	snprintf(buf, n, "%s", *slot);
+	return buf;
+}
+
 struct site_row *
 site_rows(const struct mfile *f, const struct site *v, size_t n, int kind, int apart, int limit,
 	  int at_peak, size_t *nr) {
 	struct site_row *r = NULL;
 	size_t m = 0, cap = 0;
+	char **byp = NULL;
 	/* rows by (kind, name): open addressing, index + 1 */
 	size_t hcap = 1024, *hix = xcalloc(hcap, sizeof *hix);
 	for (size_t i = 0; i < n && (apart ? (int)m < limit : 1); i++) {
@@ -357,7 +385,7 @@ site_rows(const struct mfile *f, const struct site *v, size_t n, int kind, int a
 		if (at_peak && v[i].at_peak_bytes <= 0)
 			continue;
 		char name[1024];
-		site_name(f, v[i].stack, 2, name, sizeof name);
+		row_name(f, v[i].stack, name, sizeof name, &byp);
 		size_t k = m, j = 0;
 		uint64_t h = row_hash(v[i].kind, name);
 		if (!apart) {
@@ -401,6 +429,9 @@ site_rows(const struct mfile *f, const struct site *v, size_t n, int kind, int a
 		}
 	}
 	free(hix);
+	for (size_t i = 0; byp && i < f->npystacks; i++)
+		free(byp[i]);
+	free(byp);
 	xqsort(r, m, sizeof *r, cmp_row);
 	*nr = m;
 	return r;
