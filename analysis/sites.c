@@ -336,14 +336,6 @@ cmp_row(const void *a, const void *b) {
 	return strcmp(x->name, y->name);
 }
 
-static uint64_t
-row_hash(int kind, const char *name) {
-	uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)kind;
-	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-		h = (h ^ *p) * 0x100000001b3ull;
-	return h;
-}
-
 /* A site's row name.  A stack whose native frames end at the interpreter
  * loop (cut there, format 2 on) has a name made of its Python frames alone
  * (its first informative frame is the innermost Python one, and only
@@ -377,45 +369,27 @@ site_rows(const struct mfile *f, const struct site *v, size_t n, int kind, int a
 	struct site_row *r = NULL;
 	size_t m = 0, cap = 0;
 	char **byp = NULL;
-	/* rows by (kind, name): open addressing, index + 1 */
-	size_t hcap = 1024, *hix = xcalloc(hcap, sizeof *hix);
+	struct keyix ix = {0}; /* kind byte, name -> row index + 1 */
 	for (size_t i = 0; i < n && (apart ? (int)m < limit : 1); i++) {
 		if (kind >= 0 && v[i].kind != kind)
 			continue;
 		if (at_peak && v[i].at_peak_bytes <= 0)
 			continue;
-		char name[1024];
-		row_name(f, v[i].stack, name, sizeof name, &byp);
-		size_t k = m, j = 0;
-		uint64_t h = row_hash(v[i].kind, name);
-		if (!apart) {
-			for (j = h & (hcap - 1); hix[j]; j = (j + 1) & (hcap - 1))
-				if (r[hix[j] - 1].kind == v[i].kind && !strcmp(r[hix[j] - 1].name, name))
-					break;
-			if (hix[j])
-				k = hix[j] - 1;
-		}
-		if (k == m) {
+		char key[1025], *name = key + 1;
+		key[0] = (char)(v[i].kind + 1);
+		row_name(f, v[i].stack, name, sizeof key - 1, &byp);
+		int fresh = 1;
+		uint64_t *slot = apart ? NULL : keyix_slot(&ix, key, 1 + strlen(name), &fresh);
+		size_t k = fresh ? m : *slot - 1;
+		if (fresh) {
 			r = xgrow(r, m + 1, &cap, sizeof *r);
 			memset(&r[m], 0, sizeof r[m]);
 			r[m].name = xstrdup(name);
 			r[m].kind = v[i].kind;
 			r[m].stack = v[i].stack;
 			m++;
-			if (!apart) {
-				hix[j] = m;
-				if (m * 2 > hcap) { /* grow */
-					free(hix);
-					hcap *= 2;
-					hix = xcalloc(hcap, sizeof *hix);
-					for (size_t q = 0; q < m; q++) {
-						size_t t = row_hash(r[q].kind, r[q].name) & (hcap - 1);
-						while (hix[t])
-							t = (t + 1) & (hcap - 1);
-						hix[t] = q + 1;
-					}
-				}
-			}
+			if (slot)
+				*slot = m;
 		}
 		r[k].nsites++;
 		if (at_peak) {
@@ -428,7 +402,7 @@ site_rows(const struct mfile *f, const struct site *v, size_t n, int kind, int a
 			r[k].v[3] += v[i].alloc_bytes;
 		}
 	}
-	free(hix);
+	keyix_free(&ix);
 	for (size_t i = 0; byp && i < f->npystacks; i++)
 		free(byp[i]);
 	free(byp);
