@@ -17,49 +17,41 @@
 static uintptr_t self_lo, self_hi; /* the shim's executable segment */
 static uintptr_t ld_lo, ld_hi;     /* the dynamic loader's */
 
+/* The executable segments of the shim (the one holding self) and of
+ * the dynamic loader (the object loaded at ld_base, AT_BASE): one pass
+ * over the loaded objects. */
+struct texts {
+	uintptr_t self, ld_base;
+};
+
 static int
-find_self(struct dl_phdr_info *info, size_t size, void *arg) {
+find_texts(struct dl_phdr_info *info, size_t size, void *arg) {
 	(void)size;
-	uintptr_t want = (uintptr_t)arg;
+	const struct texts *t = arg;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
 			continue;
 		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
 		uintptr_t hi = lo + ph->p_memsz;
-		if (want >= lo && want < hi) {
+		if (t->self >= lo && t->self < hi) {
 			self_lo = lo;
 			self_hi = hi;
-			return 1;
+		}
+		if (t->ld_base && info->dlpi_addr == t->ld_base && !ld_hi) {
+			ld_lo = lo;
+			ld_hi = hi;
 		}
 	}
-	return 0;
-}
-
-static int
-find_loader(struct dl_phdr_info *info, size_t size, void *arg) {
-	(void)size;
-	if (info->dlpi_addr != (uintptr_t)arg)
-		return 0;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
-			ld_lo = info->dlpi_addr + ph->p_vaddr;
-			ld_hi = ld_lo + ph->p_memsz;
-			return 1;
-		}
-	}
-	return 0;
+	return self_hi && (!t->ld_base || ld_hi);
 }
 
 void
 mt_unwind_init(void) {
 	/* dl_iterate_phdr takes the loader lock; called from the constructor,
 	 * never from a hook. */
-	dl_iterate_phdr(find_self, (void *)(uintptr_t)&mt_unwind_init);
-	uintptr_t at_base = (uintptr_t)getauxval(AT_BASE);
-	if (at_base)
-		dl_iterate_phdr(find_loader, (void *)at_base);
+	struct texts t = {(uintptr_t)&mt_unwind_init, (uintptr_t)getauxval(AT_BASE)};
+	dl_iterate_phdr(find_texts, &t);
 	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
 }
 
