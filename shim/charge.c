@@ -145,8 +145,7 @@ uncharge(const struct mt_ptr *e) {
 	mt_add(&t->live_bytes, -bytes);
 	if (e->kind == MT_HEAP) { /* per-thread: no shared cache line */
 		struct mt_tcount *tc = mt_tcount();
-		mt_tc_add(&tc->live_count, (uint64_t)-count);
-		mt_tc_add(&tc->free_bytes, e->size);
+		mt_tc_add2(&tc->live_count, (uint64_t)-count, &tc->free_bytes, e->size);
 	} else {
 		mt_add(&t->live_count, -count);
 		mt_add(&t->free_bytes, e->size);
@@ -213,8 +212,8 @@ mt_heap_restore(const struct mt_ptr *e) {
 	mt_site_unfree(e->stack, MT_HEAP, bytes, count);
 	struct mt_totals *t = &mt_totals[MT_HEAP];
 	mt_add(&t->live_bytes, bytes);
-	mt_tc_add(&mt_tcount()->live_count, (uint64_t)count);
-	mt_tc_add(&mt_tcount()->free_bytes, (uint64_t)-e->size);
+	struct mt_tcount *tc = mt_tcount();
+	mt_tc_add2(&tc->live_count, (uint64_t)count, &tc->free_bytes, (uint64_t)-e->size);
 }
 
 int

@@ -48,6 +48,17 @@ mt_tc_add(uint64_t *c, uint64_t v) {
 	else
 		mt_add(c, v);
 }
+/* Two counts of one slot, the slot's owner tested once. */
+static inline void
+mt_tc_add2(uint64_t *a, uint64_t va, uint64_t *b, uint64_t vb) {
+	if (MT_LIKELY(mt_self.tslot < MT_TSLOTS)) {
+		__atomic_store_n(a, __atomic_load_n(a, __ATOMIC_RELAXED) + va, __ATOMIC_RELAXED);
+		__atomic_store_n(b, __atomic_load_n(b, __ATOMIC_RELAXED) + vb, __ATOMIC_RELAXED);
+	} else {
+		mt_add(a, va);
+		mt_add(b, vb);
+	}
+}
 
 /* The sampling countdown ran out (or, a new thread's, was never set:
  * TLS starts zeroed): 2 when this allocation is sampled, else 0; draws
@@ -72,16 +83,7 @@ void mt_heap_track(void *p, size_t size, uintptr_t caller, int how);
 static inline void
 mt_heap_alloc(void *p, size_t size, uintptr_t caller) {
 	struct mt_tcount *tc = mt_tcount();
-	if (MT_LIKELY(mt_self.tslot < MT_TSLOTS)) { /* one test for both */
-		__atomic_store_n(&tc->allocs, __atomic_load_n(&tc->allocs, __ATOMIC_RELAXED) + 1,
-				 __ATOMIC_RELAXED);
-		__atomic_store_n(&tc->alloc_bytes,
-				 __atomic_load_n(&tc->alloc_bytes, __ATOMIC_RELAXED) + size,
-				 __ATOMIC_RELAXED);
-	} else {
-		mt_add(&tc->allocs, 1);
-		mt_add(&tc->alloc_bytes, size);
-	}
+	mt_tc_add2(&tc->allocs, 1, &tc->alloc_bytes, size);
 	int how = mt_heap_how(size);
 	if (how)
 		mt_heap_track(p, size, caller, how);
