@@ -158,6 +158,23 @@ mt_mix64(uint64_t h) {
 	return h ^ (h >> 32);
 }
 
+/* The index of the first return address in pcs[0..n) whose call lies in
+ * the text [lo, hi) (pc - 1 does: a call that ends a function returns
+ * past it), n when none.  Four frames a step, one branch for the four:
+ * most stacks are scanned whole (the interpreter loop, the loader). */
+static inline int
+mt_pcs_find(const uintptr_t *pcs, int n, uintptr_t lo, uintptr_t hi) {
+	const uintptr_t base = lo + 1, len = hi - lo;
+	int k = 0;
+	for (; k + 4 <= n; k += 4)
+		if ((pcs[k] - base < len) | (pcs[k + 1] - base < len) | (pcs[k + 2] - base < len) |
+		    (pcs[k + 3] - base < len))
+			break;
+	while (k < n && pcs[k] - base >= len)
+		k++;
+	return k;
+}
+
 /* A small file (/proc, /sys) read whole into buf, NUL-terminated (at most
  * cap - 1 bytes).  Its length, or -errno.  Never allocates. */
 long mt_read_file(const char *path, char *buf, size_t cap);

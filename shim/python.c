@@ -433,10 +433,8 @@ int
 mt_py_cut(const uintptr_t *pcs, int n) {
 	if (!eval_hi || mt_cfg.pynative)
 		return n;
-	for (int i = 0; i < n; i++)
-		if (pcs[i] - 1 >= eval_lo && pcs[i] - 1 < eval_hi)
-			return i + 1; /* the eval frame stays: the views put the Python stack there */
-	return n;
+	int i = mt_pcs_find(pcs, n, eval_lo, eval_hi);
+	return i < n ? i + 1 : n; /* the eval frame stays: the views put the Python stack there */
 }
 
 /* PyCode_Type.tp_dealloc: forget the serial of a dying code object before

@@ -241,21 +241,12 @@ mt_unwind(uintptr_t *pcs, int max, int fp) {
 }
 
 /* k: the innermost frame in the loader; pcs[k - 1] is the initializer's
- * call, pcs[keep .. k - 2] go.  Most stacks have no loader frame and are
- * scanned whole: four frames a step, one branch for the four (the plain
- * loop was ~140 instructions a 23-frame stack). */
+ * call, pcs[keep .. k - 2] go. */
 int
 mt_unwind_loader_cut(uintptr_t *pcs, int n, int keep) {
 	if (!keep || !ld_hi || n <= keep + 1)
 		return n;
-	const uintptr_t base = ld_lo + 1, len = ld_hi - ld_lo; /* pc - 1 in [lo, hi) */
-	int k = 0;
-	for (; k + 4 <= n; k += 4)
-		if ((pcs[k] - base < len) | (pcs[k + 1] - base < len) | (pcs[k + 2] - base < len) |
-		    (pcs[k + 3] - base < len))
-			break;
-	while (k < n && pcs[k] - base >= len)
-		k++;
+	int k = mt_pcs_find(pcs, n, ld_lo, ld_hi);
 	if (k == n || k - 1 <= keep)
 		return n;
 	pcs[keep] = MT_PC_ELIDED;
