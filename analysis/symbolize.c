@@ -21,7 +21,7 @@ struct symmod {
 	Dwfl *dwfl;
 	Dwfl_Module *mod;
 	int status;          /* SYM_OK, SYM_GONE, SYM_MISMATCH */
-	struct symaddr *syms; /* its symbol table by address (symtab_of) */
+	struct symaddr *syms; /* its function symbols by address (symtab_read) */
 	size_t nsyms;
 	int syms_read;
 };
