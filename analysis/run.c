@@ -24,7 +24,7 @@ static const char run_usage[] =
 	"  --interval T     snapshot every T seconds\n"
 	"  --sample B       mean bytes between heap samples (0 = exact)\n"
 	"  --depth N        max frames per stack\n"
-	"  --unwind W       libunwind or fp\n"
+	"  --unwind W       cfi, libunwind or fp\n"
 	"  --top N          call sites per snapshot\n"
 	"  --signal S       snapshot signal (USR1, USR2, number, none)\n"
 	"  --no-follow      do not track child processes\n"

@@ -19,6 +19,7 @@ LAYERS = [
     ('state', ['sites', 'ptrtab', 'events', 'trigger', 'marks', 'map64']),
     ('state-derived', ['maptab', 'devices']),
     # capture: stack walkers, Python frames, then charging
+    ('capture-cfi', ['cfi']),
     ('capture', ['unwind', 'pylines']),
     ('capture-python', ['python']),
     ('capture-charge', ['charge']),

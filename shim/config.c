@@ -200,6 +200,8 @@ apply(const struct opt *o, const char *s) {
 			return *(int *)f = 0, 0;
 		if (!strcmp(s, "fp"))
 			return *(int *)f = 1, 0;
+		if (!strcmp(s, "cfi"))
+			return *(int *)f = 2, 0;
 		return -1;
 	case MT_ROUTES: {
 		static const char *const names[] = {"direct", "dlsym", "gpa", "self"};
@@ -298,7 +300,7 @@ value_json(struct mt_buf *b, const struct opt *o) {
 		break;
 	}
 	case MT_UNWIND:
-		mt_buf_jstr(b, *(const int *)f ? "fp" : "libunwind");
+		mt_buf_jstr(b, (const char *const[]){"libunwind", "fp", "cfi"}[*(const int *)f]);
 		break;
 	case MT_ROUTES: {
 		static const char *const names[] = {"direct", "dlsym", "gpa", "self"};

@@ -24,7 +24,7 @@
 	X(pydepth, PYDEPTH, U64, "16", "max Python frames per stack (1-64)") \
 	X(initdepth, INITDEPTH, U64, "4", "inside a library initializer the dynamic loader runs (constructors at start and dlopen, destructors at exit): the innermost native frames kept, then a mark for those left out, the initializer's call and the loader's frames (0: keep them all)") \
 	X(pynative, PYNATIVE, BOOL, "0", "under Python, keep the native frames outside the interpreter's innermost eval loop too (0: the Python stack stands for them)") \
-	X(unwind, UNWIND, UNWIND, "libunwind", "stack walker: libunwind or fp (frame pointers)") \
+	X(unwind, UNWIND, UNWIND, "cfi", "stack walker: cfi (the shim's own, from each object's unwind tables; a stack it cannot follow goes to libunwind), libunwind, or fp (frame pointers)") \
 	X(compress, COMPRESS, BOOL, "1", "write the file zstd-compressed, a frame per snapshot (.jsonl.zst: memtally reads it; `memtally cat` or `zstd -dc` gives JSONL); 0: plain .jsonl") \
 	X(top, TOP, U64, "0", "call sites per snapshot, largest live first (0 = all)") \
 	X(trace, TRACE, U64, "100000", "events kept in the ring that OOM dumps carry (mmaps, large heap blocks, failures)") \
@@ -58,7 +58,7 @@ struct mt_config {
 	uint64_t pydepth;    /* frames */
 	uint64_t initdepth;  /* frames, 0 = all */
 	int pynative;        /* bool */
-	int unwind;          /* 0 libunwind, 1 fp */
+	int unwind;          /* MT_UNWIND_*: 0 libunwind, 1 fp, 2 cfi */
 	int compress;        /* bool */
 	uint64_t top;        /* call sites, 0 = all */
 	uint64_t trace;      /* events */

@@ -32,6 +32,30 @@ mt_dlsym(void *handle, const char *name) {
 	return f ? f(handle, name) : NULL;
 }
 
+static void (*on_close)(void);
+
+void
+mt_dl_on_close(void (*fn)(void)) {
+	__atomic_store_n(&on_close, fn, __ATOMIC_RELEASE);
+}
+
+/* An object dlclose unloads can be replaced by another at the same
+ * address: what a layer above keeps per code address (the stack walker's
+ * rules) is told once the real dlclose has returned (before, the object
+ * is still there).  dlclose resolves nothing from its caller's address,
+ * so a C forwarder is exact. */
+MT_EXPORT int
+dlclose(void *handle) {
+	int (*real)(void *) = (int (*)(void *))mt_dlsym(RTLD_NEXT, "dlclose");
+	if (!real)
+		return -1;
+	int r = real(handle);
+	void (*fn)(void) = __atomic_load_n(&on_close, __ATOMIC_ACQUIRE);
+	if (fn)
+		fn(); /* errno stays dlclose's: fn sets none (mt_dl_on_close) */
+	return r;
+}
+
 void
 mt_dlsym_filter(int (*want)(const char *), void *(*serve)(void *, const char *)) {
 	__atomic_store_n(&mt_dl_serve, serve, __ATOMIC_RELEASE);

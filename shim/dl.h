@@ -1,6 +1,6 @@
 /*
  * dl.h — the loader, at the bottom of the shim: the real dlsym and the
- * interposed one.
+ * interposed one, and the interposed dlclose.
  *
  * The interposed dlsym is an assembly trampoline, correct by construction
  * at every optimisation level: every request it does not serve itself
@@ -28,6 +28,10 @@ mt_dlsym_fn mt_real_dlsym(void);
 /* The shim's own lookups: the real dlsym called from the shim (RTLD_NEXT
  * means "after the shim").  NULL where there is no real dlsym. */
 void *mt_dlsym(void *handle, const char *name);
+
+/* fn runs after every dlclose the program makes (the interposed one):
+ * it must not allocate, take a lock or set errno. */
+void mt_dl_on_close(void (*fn)(void));
 
 /* Install the "cu" filter (cuda.c, from the constructor). */
 void mt_dlsym_filter(int (*want)(const char *name),

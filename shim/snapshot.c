@@ -24,6 +24,7 @@
 #include "marks.h"
 #include "file.h"
 #include "zout.h"
+#include "unwind.h"
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
@@ -488,6 +489,9 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 	uint64_t pystacks = 0, pyframes = 0, pyretired = 0, pydropped = 0, pybytes = 0;
 	mt_py_stats(&pystacks, &pyframes, &pyretired, &pydropped, &pybytes);
 	uint64_t stack_mem, site_mem, sites_mem = mt_sites_memory(&stack_mem, &site_mem);
+	uint64_t walk_mem = mt_unwind_memory(); /* the walker's rules: with the stacks */
+	stack_mem += walk_mem;
+	sites_mem += walk_mem;
 	uint64_t live_mem = mt_ptrtab_memory() + mt_maptab_memory();
 	uint64_t writer_mem = W.out.cap + W.lines.cap + W.track.mapped + mt_zout_memory();
 	mt_buf_printf(b,
@@ -496,7 +500,8 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 		      "\"stacks\":%u,"
 		      "\"live_entries\":%lu,\"live_maps\":%lu,"
 		      "\"dropped_stacks\":%lu,\"dropped_live\":%lu,"
-		      "\"oom_dumps\":%lu,\"dropped_snapshots\":%lu,\"last_write_ns\":%lu",
+		      "\"oom_dumps\":%lu,\"dropped_snapshots\":%lu,\"last_write_ns\":%lu,"
+		      "\"unwind_fallbacks\":%lu",
 		      (unsigned long)(sites_mem + live_mem + writer_mem + pybytes),
 		      (unsigned long)stack_mem, (unsigned long)site_mem, (unsigned long)live_mem,
 		      (unsigned long)writer_mem, (unsigned long)pybytes,
@@ -504,7 +509,8 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 		      (unsigned long)mt_maptab_count(),
 		      (unsigned long)mt_sites_dropped,
 		      (unsigned long)mt_dropped_live, (unsigned long)mt_dump_count(),
-		      (unsigned long)W.dropped_snaps, (unsigned long)W.last_write_ns);
+		      (unsigned long)W.dropped_snaps, (unsigned long)W.last_write_ns,
+		      (unsigned long)mt_unwind_fallbacks());
 	if (mt_py_on)
 		mt_buf_printf(b, ",\"pystacks\":%lu,\"pyframes\":%lu,"
 			      "\"pycode_retired\":%lu,\"dropped_pystacks\":%lu",

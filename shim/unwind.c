@@ -8,12 +8,18 @@
 #include "glue.h"
 #include "format.h"
 #include "unwind.h"
+#include "cfi.h"
+#include "dl.h"
 #include <link.h>
 #include <sys/auxv.h>
 #include <string.h>
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
+#ifdef MT_CFI_CHECK
+extern int mt_cfi_why;
+static int mt_fmt_hex(char *b, uint64_t v) { char t[17]; int n = 0; do { t[n++] = "0123456789abcdef"[v & 15]; v >>= 4; } while (v); for (int i = 0; i < n; i++) b[i] = t[n-1-i]; return n; }
+#endif
 static uintptr_t self_lo, self_hi; /* the shim's executable segment */
 static uintptr_t ld_lo, ld_hi;     /* the dynamic loader's */
 
@@ -52,6 +58,8 @@ mt_unwind_init(void) {
 	 * never from a hook. */
 	struct texts t = {(uintptr_t)&mt_unwind_init, (uintptr_t)getauxval(AT_BASE)};
 	dl_iterate_phdr(find_texts, &t);
+	if (mt_cfi_init(mt_dlsym))
+		mt_dl_on_close(mt_cfi_forget);
 	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
 }
 
@@ -141,16 +149,23 @@ find_stack(uintptr_t sp) {
  * the previous one, 16 bytes below the stack's top at most, and be 16-byte
  * aligned as the x86-64 ABI requires.  Returns -1 when the stack is not
  * known (the caller falls back to libunwind). */
+static inline int
+stack_known(uintptr_t sp) {
+	if (MT_UNLIKELY(sp < stk_lo || sp >= stk_hi)) {
+		if (stk_none || !find_stack(sp)) {
+			stk_none = 1;
+			return 0;
+		}
+	}
+	return 1;
+}
+
 static int
 fp_walk(uintptr_t *pcs, int max) {
 	uintptr_t *fp = __builtin_frame_address(0);
 	uintptr_t sp = (uintptr_t)fp;
-	if (MT_UNLIKELY(sp < stk_lo || sp >= stk_hi)) {
-		if (stk_none || !find_stack(sp)) {
-			stk_none = 1;
-			return -1;
-		}
-	}
+	if (!stack_known(sp))
+		return -1;
 	uintptr_t lo = sp, hi = stk_hi;
 	int n = 0;
 	while (n < max) {
@@ -219,17 +234,46 @@ mt_loader_postfork(int child) {
 }
 
 int
-mt_unwind(uintptr_t *pcs, int max, int fp) {
+mt_unwind(uintptr_t *pcs, int max, int how) {
 	/* Capture a few extra to make room for the shim's own frames. */
 	enum { EXTRA = 8 };
 	uintptr_t tmp[MT_MAX_DEPTH + EXTRA];
-	int want = max + EXTRA;
-	int n = fp ? fp_walk(tmp, want) : -1;
+	int want = max + EXTRA, n = -1;
+	if (how == MT_UNWIND_FP)
+		n = fp_walk(tmp, want);
+	else if (how == MT_UNWIND_CFI) {
+		n = stack_known((uintptr_t)__builtin_frame_address(0)) ? mt_cfi_walk(tmp, want, stk_hi) : -1;
+	}
 	if (n < 0) {
 		mt_loader_enter();
 		n = unw_backtrace((void **)tmp, want);
 		mt_loader_leave();
 	}
+#ifdef MT_CFI_CHECK
+	if (how == MT_UNWIND_CFI && n >= 0) {
+		uintptr_t t2[MT_MAX_DEPTH + EXTRA];
+		mt_loader_enter();
+		int n2 = unw_backtrace((void **)t2, want);
+		mt_loader_leave();
+		int s1 = self_frames(tmp, n), s2 = self_frames(t2, n2);
+		int a = n - s1 > max ? max : n - s1, b = n2 - s2 > max ? max : n2 - s2;
+		static uint64_t calls, bad;
+		__atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED);
+		if (a != b || memcmp(tmp + s1, t2 + s2, (size_t)a * sizeof *tmp)) {
+			char buf[4096]; int L = 0;
+			uint64_t k = __atomic_add_fetch(&bad, 1, __ATOMIC_RELAXED);
+			if (k <= 6) {
+				L += mt_fmt_hex(buf + L, k); buf[L++]=' ';
+				L += mt_fmt_hex(buf + L, (uint64_t)mt_cfi_why); buf[L++]=':';
+				for (int i = 0; i < n && L < 1800; i++) { buf[L++]=' '; L += mt_fmt_hex(buf + L, tmp[i]); }
+				buf[L++]=' '; buf[L++]='|';
+				for (int i = 0; i < n2 && L < 3800; i++) { buf[L++]=' '; L += mt_fmt_hex(buf + L, t2[i]); }
+				buf[L++]='\n';
+				mt_sys(SYS_write, 2, buf, L, 0, 0, 0);
+			}
+		}
+	}
+#endif
 	if (n <= 0)
 		return 0;
 	int skip = self_frames(tmp, n); /* one copy, past them */
@@ -238,6 +282,16 @@ mt_unwind(uintptr_t *pcs, int max, int fp) {
 		n = max;
 	memcpy(pcs, tmp + skip, (size_t)n * sizeof *pcs);
 	return n;
+}
+
+uint64_t
+mt_unwind_fallbacks(void) {
+	return mt_cfi_handed();
+}
+
+uint64_t
+mt_unwind_memory(void) {
+	return mt_cfi_memory();
 }
 
 /* k: the innermost frame in the loader; pcs[k - 1] is the initializer's

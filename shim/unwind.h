@@ -11,11 +11,19 @@
 /* Record our own text range so frames inside the shim are dropped, and
  * the dynamic loader's (AT_BASE) for mt_unwind_loader_cut. */
 void mt_unwind_init(void);
+/* The walkers (MEMTALLY_UNWIND): libunwind's unw_backtrace; frame
+ * pointers, bounds-checked against the current stack; the shim's own CFI
+ * walker (cfi.h), which hands a stack it cannot follow to libunwind. */
+enum { MT_UNWIND_LIBUNWIND = 0, MT_UNWIND_FP = 1, MT_UNWIND_CFI = 2 };
 /* Fill pcs[0..max) with return addresses, innermost first, frames of the
- * shim itself removed.  fp != 0 walks frame pointers (bounds-checked against
- * the current stack), else libunwind's unw_backtrace.  Returns the count.
+ * shim itself removed, walked as `how` says.  Returns the count.
  * Never allocates. */
-int mt_unwind(uintptr_t *pcs, int max, int fp);
+int mt_unwind(uintptr_t *pcs, int max, int how);
+
+/* Captures the CFI walker handed to libunwind (mt_cfi_handed). */
+uint64_t mt_unwind_fallbacks(void);
+/* Bytes the walkers keep (the CFI walker's rule table in use). */
+uint64_t mt_unwind_memory(void);
 
 /* Frames inside a library initializer that the dynamic loader runs
  * (constructors at start and at dlopen, destructors at exit): when more

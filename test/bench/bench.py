@@ -26,7 +26,8 @@ def build():
                         os.path.join(ROOT, 'test/bench/mallocbench.c')], check=True)
     subprocess.run(['gcc', '-O2', '-fno-omit-frame-pointer', '-I', os.path.join(ROOT, 'shim'), '-o',
                     os.path.join(TMP, 'unwindbench'), os.path.join(ROOT, 'test/bench/unwindbench.c'),
-                    os.path.join(ROOT, 'shim/unwind.c'), os.path.join(ROOT, 'shim/glue.c'), '-lunwind'],
+                    os.path.join(ROOT, 'shim/unwind.c'), os.path.join(ROOT, 'shim/cfi.c'),
+                    os.path.join(ROOT, 'shim/dl.c'), os.path.join(ROOT, 'shim/glue.c'), '-lunwind'],
                    check=True)
     subprocess.run(['gcc', '-O1', '-g', '-fno-omit-frame-pointer', '-o', os.path.join(TMP, 'sitesbench'),
                     os.path.join(ROOT, 'test/bench/sitesbench.c'), '-ldl'], check=True)
@@ -38,6 +39,8 @@ def configs(fp_prog=False):
         'bare glibc': ({}, [], 'no tool'),
         'bare jemalloc': ({'LD_PRELOAD': JE}, [], 'LD_PRELOAD=libjemalloc.so.2'),
         'memtally exact': ({'LD_PRELOAD': SHIM, 'MEMTALLY_OUT': out('exact')}, [], 'MEMTALLY_SAMPLE=0 (default)'),
+        'memtally exact libunwind': ({'LD_PRELOAD': SHIM, 'MEMTALLY_OUT': out('exactlu'), 'MEMTALLY_UNWIND': 'libunwind'},
+                                     [], 'MEMTALLY_UNWIND=libunwind (the CFI walker off)'),
         'memtally sampled': ({'LD_PRELOAD': SHIM, 'MEMTALLY_OUT': out('sampled'), 'MEMTALLY_SAMPLE': '512K'}, [],
                              'MEMTALLY_SAMPLE=512K'),
         'heaptrack -r': ({}, ['heaptrack', '-r', '-o', os.path.join(TMP, 'ht')], 'Debian heaptrack 1.4.0, record only'),
@@ -135,7 +138,7 @@ def main():
     # (a) the malloc benchmark
     mb = lambda n: [os.path.join(TMP, 'mallocbench_fp' if n.endswith('fp') else 'mallocbench'),
                     str(OPS // 50 if n in ('gperftools heap', 'jemalloc prof 0') else OPS), '2']
-    names = ['bare glibc', 'bare jemalloc', 'memtally exact', 'memtally sampled', 'memtally exact fp',
+    names = ['bare glibc', 'bare jemalloc', 'memtally exact', 'memtally exact libunwind', 'memtally sampled', 'memtally exact fp',
              'heaptrack -r', 'jemalloc prof 19', 'jemalloc prof 0', 'gperftools heap']
     ext = lambda out: {'ns': float(re.search(r'ns_per_pair ([0-9.]+)', out).group(1)) if 'ns_per_pair' in out else None}
     res = side_by_side('malloc', mb, names, ext, ROUNDS)
@@ -189,7 +192,8 @@ def main():
              # the compiler proper, so heaptrack (which follows only the
              # driver) and memtally measure the same process
              ('cc1 -O2 run directly on the same file', lambda n: cc1_cmd)]
-    names2 = ['bare glibc', 'bare jemalloc', 'memtally exact', 'memtally sampled', 'heaptrack -r', 'jemalloc prof 19']
+    names2 = ['bare glibc', 'bare jemalloc', 'memtally exact', 'memtally exact libunwind', 'memtally sampled',
+              'heaptrack -r', 'jemalloc prof 19']
     md += ['## Real programs', '', 'Wall time, CPU time and peak RSS of the whole run, as ratios to bare glibc.', '']
     for title, wl in progs:
         res2 = side_by_side(title, wl, names2, lambda out: {}, ROUNDS)
@@ -218,7 +222,7 @@ def main():
         def ext3(out):
             m = re.search(r'import_s ([0-9.]+) step_median_ms ([0-9.]+)', out)
             return {'import': float(m.group(1)), 'step': float(m.group(2))} if m else {}
-        names3 = ['bare glibc', 'memtally exact', 'memtally sampled', 'heaptrack -r']
+        names3 = ['bare glibc', 'memtally exact', 'memtally exact libunwind', 'memtally sampled', 'heaptrack -r']
         res3 = side_by_side('torch', wl, names3, ext3, max(1, ROUNDS // 2) if not QUICK else 1)
         rows = ratio_rows(res3, ['import', 'step', 'wall', 'rss'])
         for r in rows:

@@ -1,6 +1,6 @@
 /* unwindbench — ns per captured stack with the shim's own capture
- * (shim/unwind.c): libunwind's unw_backtrace and the frame-pointer walk,
- * at depths 10 and 30, the same stack captured repeatedly (caches hot, as
+ * (shim/unwind.c): libunwind's unw_backtrace, the frame-pointer walk and
+ * the CFI walker (shim/cfi.c), at depths 10 and 30, the same stack captured repeatedly (caches hot, as
  * for a call site seen before). */
 #include "../../shim/unwind.h"
 #include <stdio.h>
@@ -31,10 +31,11 @@ __attribute__((noinline)) static double chain(int depth, int fp, int reps) {
 
 int main(void) {
 	mt_unwind_init();
-	for (int fp = 0; fp < 2; fp++)
+	static const char *const name[] = {"libunwind", "fp", "cfi"};
+	for (int how = 0; how < 3; how++)
 		for (int d = 10; d <= 30; d += 20) {
-			chain(d - 4, fp, 1000); /* warm */
-			printf("%s %d %.1f\n", fp ? "fp" : "libunwind", d, chain(d - 4, fp, 20000));
+			chain(d - 4, how, 1000); /* warm */
+			printf("%s %d %.1f\n", name[how], d, chain(d - 4, how, 20000));
 		}
 	return 0;
 }

@@ -2,9 +2,10 @@
 exit code): -z now with &malloc, a constructor allocating before main, a
 dlopen'ed library allocating, Python 3 running an object-heavy script, gcc
 compiling a file.  Their allocations are tracked where they can be named.
-Every case runs twice: with libunwind and with the frame-pointer walker
-(MEMTALLY_UNWIND=fp), which once crashed Python in Py_FinalizeEx by
-following a frame chain out of the thread's stack.  MEMTALLY_CASE=name
+Every case runs with each walker: the shim's CFI walker (the default),
+libunwind, and frame pointers (MEMTALLY_UNWIND=fp), which once crashed
+Python in Py_FinalizeEx by following a frame chain out of the thread's
+stack.  MEMTALLY_CASE=name
 runs one case (znow, ctor, python, python-malloc, gcc)."""
 import os, subprocess, sys, tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
@@ -40,7 +41,7 @@ def ctor():
     mt.eq(agg.get(('lib_alloc', 'heap'), {}).get('live_bytes'), 30 * 5555, 'dlopen: library function tracked')
     mt.eq(agg.get(('lib_ctor', 'heap'), {}).get('live_bytes'), 999, 'dlopen: library constructor tracked')
     mt.check(any(m['path'].endswith('lib_alloc.so') for m in f.maps), 'dlopen: maps record rewritten with the library')
-    if UNWIND == 'libunwind':  # the frame-pointer walk does not step through the loader
+    if UNWIND != 'fp':  # the frame-pointer walk does not step through the loader
         init_frames(f, 4)
         fs = both('ctor-initdepth0', [os.path.join(T, 'prog_ctor'), os.path.join(T, 'lib_alloc.so')],
                   extra_env={'MEMTALLY_INITDEPTH': '0'})
@@ -107,7 +108,7 @@ def python_malloc():
         mt.check(len(fs) == 1 and fs[0].final()['heap']['allocs'] > 1000,
                  'python-malloc%d: allocations tracked' % i)
 
-for UNWIND in ('libunwind', 'fp'):
+for UNWIND in ('cfi', 'libunwind', 'fp'):
     print('-- MEMTALLY_UNWIND=%s' % UNWIND)
     for name, fn in (('znow', znow), ('ctor', ctor), ('python', python),
                      ('python-malloc', python_malloc), ('gcc', gcc)):

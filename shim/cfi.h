@@ -1,0 +1,32 @@
+/*
+ * cfi.h — the shim's own stack walker: call frame information read from
+ * each object's .eh_frame (found by _dl_find_object), one rule per return
+ * address cached in a lock-free table, for x86-64.  What it cannot follow
+ * exactly (signal frames, CFA expressions, code outside any loaded object)
+ * it reports, and the caller walks that stack with libunwind instead.
+ * Rules: never calls malloc; takes no lock; reads only the calling
+ * thread's stack, between its own frame and the mapping's top.  Async-signal-safe.
+ */
+#ifndef MT_CFI_H
+#define MT_CFI_H
+#include <stdint.h>
+
+/* sym: the real dlsym (finds _dl_find_object, glibc 2.35 and later).
+ * 1 when the walker can run; 0 leaves every capture to libunwind.
+ * Maps the rule table (2 MiB, its pages touched as it fills).  From the constructor. */
+int mt_cfi_init(void *(*sym)(void *, const char *));
+/* Return addresses of the caller's frames, innermost first, up to max;
+ * -1 when a frame needs what this walker does not read (the caller then
+ * unwinds with libunwind).  hi: the top of the calling thread's stack
+ * mapping; nothing at or above it is read.  Never allocates. */
+int mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi);
+/* After dlclose: every cached rule is forgotten (an object loaded at the
+ * same address must not be walked by the unloaded one's rules). */
+void mt_cfi_forget(void);
+/* Walks that met a frame the walker does not read (a signal frame, code
+ * outside any loaded object, a rule outside its forms) and returned -1. */
+uint64_t mt_cfi_handed(void);
+/* Bytes of the rule table in use (its pages that hold a rule). */
+uint64_t mt_cfi_memory(void);
+
+#endif

@@ -1,0 +1,227 @@
+/* test_cfi — the shim's CFI walker (shim/cfi.c) against libunwind on the
+ * same stacks: recursion, libc calling back (qsort), alloca frames (the
+ * CFA on rbp), a frame whose return address is past its function's end
+ * (a call to a noreturn function), a thread's stack (ends at clone),
+ * rules served from the table and worked out again after mt_cfi_forget.
+ * A signal handler's stack holds the kernel's signal frame, which the
+ * walker does not read: it must say so (-1), and mt_unwind then gives
+ * libunwind's frames. */
+#include "../test.h"
+#include "cfi.h"
+#include "dl.h"
+#include "unwind.h"
+#include <alloca.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#define MAXF 128
+struct walk {
+	uintptr_t pc[MAXF];
+	int n;
+};
+static uintptr_t stk_lo, stk_hi;
+
+static void
+stack_bounds(void) {
+	pthread_attr_t a;
+	void *base;
+	size_t size;
+	pthread_getattr_np(pthread_self(), &a);
+	pthread_attr_getstack(&a, &base, &size);
+	pthread_attr_destroy(&a);
+	stk_lo = (uintptr_t)base;
+	stk_hi = stk_lo + size;
+}
+
+/* Both walkers from one frame: pc[0] is each call's own return address
+ * (two call instructions), so the frames compared start at pc[1]. */
+static __attribute__((noinline)) void
+walk_both(struct walk *cfi, struct walk *unw) {
+	cfi->n = mt_cfi_walk(cfi->pc, MAXF, stk_hi);
+	unw->n = unw_backtrace((void **)unw->pc, MAXF);
+	__asm__ volatile("" ::: "memory"); /* no tail call */
+}
+
+static int cases, same;
+static void
+check_same(const struct walk *c, const struct walk *u, const char *what) {
+	cases++;
+	int ok = c->n > 1 && c->n == u->n &&
+		 !memcmp(c->pc + 1, u->pc + 1, (size_t)(c->n - 1) * sizeof *c->pc);
+	if (ok)
+		same++;
+	else {
+		printf("  %s: cfi %d frames, libunwind %d\n", what, c->n, u->n);
+		for (int i = 0; i < c->n || i < u->n; i++)
+			printf("    %2d %#18lx %#18lx\n", i, i < c->n ? (unsigned long)c->pc[i] : 0ul,
+			       i < u->n ? (unsigned long)u->pc[i] : 0ul);
+	}
+	EXPECT(ok);
+}
+
+static volatile int sink;
+
+static __attribute__((noinline)) void
+chain(int d, struct walk *c, struct walk *u) {
+	if (d > 0) {
+		chain(d - 1, c, u);
+		sink++;
+		return;
+	}
+	walk_both(c, u);
+}
+
+TEST(recursion_matches_libunwind) {
+	for (int d = 0; d <= 40; d += 3) {
+		struct walk c, u;
+		chain(d, &c, &u);
+		check_same(&c, &u, "recursion");
+		EXPECT(c.n >= d + 2); /* chain's frames, then main's */
+	}
+}
+
+static struct walk q_c, q_u;
+static int q_done;
+static int
+cmp(const void *a, const void *b) {
+	if (!q_done++)
+		walk_both(&q_c, &q_u);
+	return *(const int *)a - *(const int *)b;
+}
+
+TEST(through_libc_qsort) {
+	int v[64];
+	for (int i = 0; i < 64; i++)
+		v[i] = (i * 37) % 64;
+	q_done = 0;
+	qsort(v, 64, sizeof *v, cmp);
+	check_same(&q_c, &q_u, "qsort");
+}
+
+static __attribute__((noinline)) void
+with_alloca(int n, struct walk *c, struct walk *u) {
+	char *b = alloca((size_t)n);
+	memset(b, 1, (size_t)n);
+	sink += b[n - 1];
+	walk_both(c, u);
+	sink += b[0];
+}
+
+TEST(alloca_frame_cfa_on_rbp) {
+	for (int n = 16; n <= 4096; n *= 4) {
+		struct walk c, u;
+		with_alloca(n, &c, &u);
+		check_same(&c, &u, "alloca");
+	}
+}
+
+/* die's call is the last instruction of ends_in_noreturn: its return
+ * address is the function's end, found at the address before it. */
+static jmp_buf out;
+static struct walk nr_c, nr_u;
+static __attribute__((noinline, noreturn)) void
+die(void) {
+	walk_both(&nr_c, &nr_u);
+	longjmp(out, 1);
+}
+static __attribute__((noinline)) void
+ends_in_noreturn(int x) {
+	if (x)
+		sink++;
+	die();
+}
+
+TEST(return_address_past_function_end) {
+	if (!setjmp(out))
+		ends_in_noreturn(1);
+	check_same(&nr_c, &nr_u, "noreturn");
+}
+
+static void *
+thread_main(void *arg) {
+	struct walk *w = arg;
+	pthread_attr_t a;
+	void *base;
+	size_t size;
+	pthread_getattr_np(pthread_self(), &a);
+	pthread_attr_getstack(&a, &base, &size);
+	pthread_attr_destroy(&a);
+	stk_lo = (uintptr_t)base; /* this thread's bounds while it walks */
+	stk_hi = stk_lo + size;
+	chain(5, &w[0], &w[1]);
+	return NULL;
+}
+
+TEST(thread_stack_ends_at_clone) {
+	struct walk w[2];
+	pthread_t t;
+	pthread_create(&t, NULL, thread_main, w);
+	pthread_join(t, NULL);
+	stack_bounds();
+	check_same(&w[0], &w[1], "thread");
+}
+
+TEST(cached_rules_and_forget) {
+	struct walk c1, u1, c2, u2, c3, u3;
+	chain(7, &c1, &u1); /* rules worked out (or already there) */
+	chain(7, &c2, &u2); /* from the table */
+	mt_cfi_forget();
+	chain(7, &c3, &u3); /* worked out again */
+	check_same(&c1, &u1, "first");
+	check_same(&c2, &u2, "cached");
+	check_same(&c3, &u3, "after forget");
+	EXPECT(c1.n == c2.n && c2.n == c3.n);
+}
+
+/* Bounds: a stack range that ends just above the walker's frame stops the
+ * walk there instead of reading past it. */
+TEST(walk_stays_inside_bounds) {
+	struct walk c, u;
+	uintptr_t save = stk_hi;
+	stk_hi = ((uintptr_t)__builtin_frame_address(0) & ~(uintptr_t)15) - 64;
+	chain(10, &c, &u);
+	stk_hi = save;
+	EXPECT(c.n >= 0 && c.n < u.n);
+}
+
+static struct walk sig_c, sig_u, sig_m[3];
+static void
+on_sig(int s) {
+	(void)s;
+	walk_both(&sig_c, &sig_u);
+	for (int how = 0; how < 3; how++) /* one call instruction for all */
+		sig_m[how].n = mt_unwind(sig_m[how].pc, 32, how);
+}
+
+TEST(signal_frame_goes_to_libunwind) {
+	signal(SIGUSR1, on_sig);
+	raise(SIGUSR1);
+	signal(SIGUSR1, SIG_DFL);
+	EXPECT(sig_c.n == -1);  /* the kernel's frame: not read */
+	EXPECT(sig_u.n > 3);    /* libunwind walks through it */
+	EXPECT(sig_m[MT_UNWIND_CFI].n == sig_m[MT_UNWIND_LIBUNWIND].n);
+	EXPECT(!memcmp(sig_m[MT_UNWIND_CFI].pc, sig_m[MT_UNWIND_LIBUNWIND].pc,
+		       sizeof(uintptr_t) * (size_t)sig_m[MT_UNWIND_CFI].n));
+}
+
+int
+main(void) {
+	mt_unwind_init();
+	EXPECT(mt_cfi_init(mt_dlsym) == 1); /* glibc 2.35+: _dl_find_object */
+	stack_bounds();
+	RUN(recursion_matches_libunwind);
+	RUN(through_libc_qsort);
+	RUN(alloca_frame_cfa_on_rbp);
+	RUN(return_address_past_function_end);
+	RUN(thread_stack_ends_at_clone);
+	RUN(cached_rules_and_forget);
+	RUN(walk_stays_inside_bounds);
+	RUN(signal_frame_goes_to_libunwind);
+	printf("%d of %d walks the same as libunwind's\n", same, cases);
+	return TEST_DONE();
+}
