@@ -562,6 +562,30 @@ mt_cfi_forget(void) {
 	__atomic_add_fetch(&gen, 1, __ATOMIC_RELEASE);
 }
 
+/* The thread's last walk, frame by frame: each frame's state (pc, sp,
+ * rbp) and where its step read rbp.  A walk that comes to a frame of the
+ * last one (same sp, same pc, same rbp) has the rest of it for the price
+ * of checking that the stack words the last walk read there (each
+ * return address, each saved rbp) still hold what they held: the walk is
+ * a function of its state and of those words, so it would find the same
+ * frames, up to the first word that changed; from there it steps, and may
+ * meet the last walk again further out.  Those checks are independent loads; a step is a chain (load
+ * the return address, look up its rule, add the offset, load the next),
+ * 15-20 cycles a frame.  Allocations in a loop share their outer frames
+ * with the one before; in cc1 most stacks are 30 frames or more.  Two
+ * buffers: a walk reads the last while it writes its own. */
+#define MEMO_N 64
+struct memo {
+	uintptr_t sp[MEMO_N], pc[MEMO_N], bp[MEMO_N];
+	uintptr_t slot[MEMO_N]; /* where frame i's step read rbp, 0: none */
+	uintptr_t hi;           /* the stack's top it was walked under */
+	uint64_t gen;
+	int n;     /* frames recorded */
+	int final; /* the walk stopped at frame n - 1 (else it went on, or ended at max) */
+};
+static MT_TLS struct memo memos[2];
+static MT_TLS unsigned memo_cur;
+
 MT_NOINLINE int
 mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi) {
 	if (!tab)
@@ -575,30 +599,98 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi) {
 	uintptr_t lo = sp;
 	uint64_t g = __atomic_load_n(&gen, __ATOMIC_ACQUIRE) & GEN_MASK;
 	struct entry *cache = l1; /* the TLS address once */
-	int n = 0;
-	for (int inner = 1; n < max; inner = 0) {
-		uint64_t r = rule_of(cache, pc, inner, g);
+	const struct memo *old = &memos[memo_cur];
+	struct memo *rec = &memos[memo_cur ^ 1];
+	int on = old->gen == g && old->hi == hi ? old->n : 0; /* else: forgotten */
+	int n = 0, k = 0, j = 0, final = 1;
+	for (;; k++) {
+		/* k: this frame's index; n == k but for frame 0 (no pc out) */
+		while (j < on && old->sp[j] < sp)
+			j++;
+		if (j < on && old->sp[j] == sp && old->pc[j] == pc && old->bp[j] == bp) {
+			/* steps j .. t-1 read what they read before */
+			int t = j;
+			for (; t + 1 < on; t++) {
+				uintptr_t at = old->slot[t];
+				if (((const uintptr_t *)old->sp[t + 1])[-1] != old->pc[t + 1] ||
+				    (at && (at < lo || *(const uintptr_t *)at != old->bp[t + 1])))
+					break;
+			}
+			/* so frames j+1 .. t are the last walk's */
+			for (; j < t && n < max; j++, k++) {
+				if (k < MEMO_N) {
+					rec->sp[k] = old->sp[j];
+					rec->pc[k] = old->pc[j];
+					rec->bp[k] = old->bp[j];
+					rec->slot[k] = old->slot[j];
+				}
+				pcs[n++] = old->pc[j + 1];
+			}
+			pc = old->pc[j];
+			sp = old->sp[j];
+			bp = old->bp[j];
+			if (j == on - 1 && old->final && n < max) { /* it stopped here: so does this one */
+				if (k < MEMO_N) {
+					rec->sp[k] = sp;
+					rec->pc[k] = pc;
+					rec->bp[k] = bp;
+					rec->slot[k] = 0;
+				}
+				k++;
+				break;
+			}
+			j++; /* this frame is stepped below; the next may meet the last walk again */
+		}
+		if (n >= max) {
+			final = 0;
+			break;
+		}
+		if (k < MEMO_N) {
+			rec->sp[k] = sp;
+			rec->pc[k] = pc;
+			rec->bp[k] = bp;
+			rec->slot[k] = 0;
+		}
+		uint64_t r = rule_of(cache, pc, k == 0, g);
 		if (R_KIND(r) != STEP) {
-			if (R_KIND(r) == OUTERMOST)
-				return n;
+			if (R_KIND(r) == OUTERMOST) {
+				k++;
+				break;
+			}
 			mt_add(&handed, 1);
+			rec->n = 0;
+			memo_cur ^= 1;
 			return -1;
 		}
 		uintptr_t cfa = (R_CFA_RBP(r) ? bp : sp) + (uintptr_t)R_CFA_OFF(r);
 		/* inside the stack, above this frame, 8-aligned: else stop */
-		if (cfa <= sp || cfa > hi || (cfa & 7))
-			return n;
+		if (cfa <= sp || cfa > hi || (cfa & 7)) {
+			k++;
+			break;
+		}
 		if (R_RBP_OFF(r)) {
 			uintptr_t at = cfa + (uintptr_t)R_RBP_OFF(r);
-			if (at < lo || at > hi - 8)
-				return n;
+			if (at < lo || at > hi - 8) {
+				k++;
+				break;
+			}
+			if (k < MEMO_N)
+				rec->slot[k] = at;
 			bp = *(const uintptr_t *)at;
 		}
 		pc = ((const uintptr_t *)cfa)[-1];
 		sp = cfa;
-		if (!pc)
-			return n;
+		if (!pc) {
+			k++;
+			break;
+		}
 		pcs[n++] = pc;
 	}
+	/* frames 0 .. k-1 were visited; past MEMO_N the record ends early */
+	rec->n = k < MEMO_N ? k : MEMO_N;
+	rec->final = final && k <= MEMO_N;
+	rec->hi = hi;
+	rec->gen = g;
+	memo_cur ^= 1;
 	return n;
 }

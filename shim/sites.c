@@ -48,7 +48,7 @@ struct stack {
 static MT_TLS uint32_t last_stack;
 /* Each thread's stacks by hash, direct-mapped: a call site that allocates
  * again finds its id without touching the shared index. */
-#define TCACHE 64
+#define TCACHE 512
 static MT_TLS uint32_t tcache[TCACHE];
 
 struct index {

@@ -2,7 +2,8 @@
  * same stacks: recursion, libc calling back (qsort), alloca frames (the
  * CFA on rbp), a frame whose return address is past its function's end
  * (a call to a noreturn function), a thread's stack (ends at clone),
- * rules served from the table and worked out again after mt_cfi_forget.
+ * rules served from the table and worked out again after mt_cfi_forget,
+ * the last walk's frames reused only where the stack still holds them.
  * A signal handler's stack holds the kernel's signal frame, which the
  * walker does not read: it must say so (-1), and mt_unwind then gives
  * libunwind's frames. */
@@ -178,6 +179,47 @@ TEST(cached_rules_and_forget) {
 	EXPECT(c1.n == c2.n && c2.n == c3.n);
 }
 
+/* The walker reuses the thread's last walk from the frame where they
+ * meet (same sp, pc and rbp) once the stack words it read there still
+ * hold the same values.  Here the walks meet inside leaf_pair, reached
+ * through two callers whose frames are alike (the same sp at every
+ * level) but whose return addresses differ: the second walk must see its
+ * own caller, not the first one's. */
+static __attribute__((noinline)) void
+leaf_pair(struct walk *c, struct walk *u) {
+	walk_both(c, u);
+	sink++;
+}
+static __attribute__((noinline)) void
+caller_x(struct walk *c, struct walk *u) {
+	leaf_pair(c, u);
+	sink++;
+}
+static __attribute__((noinline)) void
+caller_y(struct walk *c, struct walk *u) {
+	leaf_pair(c, u);
+	sink += 2;
+}
+
+TEST(reuse_checks_the_outer_frames) {
+	struct walk c[4], u[4];
+	caller_x(&c[0], &u[0]);
+	caller_x(&c[1], &u[1]); /* the same stack again: reused */
+	caller_y(&c[2], &u[2]); /* the same sps, another caller */
+	caller_x(&c[3], &u[3]);
+	for (int i = 0; i < 4; i++)
+		check_same(&c[i], &u[i], "reuse");
+	EXPECT(c[0].n == c[2].n && c[0].n > 4);
+	EXPECT(c[0].pc[2] != c[2].pc[2]); /* leaf_pair's return: into x, into y */
+	EXPECT(c[0].pc[2] == c[3].pc[2]);
+	/* deeper and shallower than the walk before, alternately */
+	for (int d = 0; d < 12; d++) {
+		struct walk cc, uu;
+		chain(d % 2 ? 3 : 9, &cc, &uu);
+		check_same(&cc, &uu, "alternating depth");
+	}
+}
+
 /* Bounds: a stack range that ends just above the walker's frame stops the
  * walk there instead of reading past it. */
 TEST(walk_stays_inside_bounds) {
@@ -220,6 +262,7 @@ main(void) {
 	RUN(return_address_past_function_end);
 	RUN(thread_stack_ends_at_clone);
 	RUN(cached_rules_and_forget);
+	RUN(reuse_checks_the_outer_frames);
 	RUN(walk_stays_inside_bounds);
 	RUN(signal_frame_goes_to_libunwind);
 	printf("%d of %d walks the same as libunwind's\n", same, cases);
