@@ -139,18 +139,19 @@ $(B)/test/prog_mpi: test/integration/prog_mpi.c | $(B)/test
 	mpicc $(TEST_CFLAGS) -o $@ $< -ldl
 $(B)/test/lib_%.so: test/integration/lib_%.c | $(B)/test
 	$(CC) $(TEST_CFLAGS) -fPIC -shared -o $@ $<
-# Unit tests of the shim's tables, outside LD_PRELOAD: ASan+UBSan in
+# Unit tests of the shim's tables, outside LD_PRELOAD (frame pointers kept, as
+# in the shim itself: the CFI walker's reuse of its last walk keys on rbp): ASan+UBSan in
 # `make test`, ThreadSanitizer in `make check`.
 UNIT_SHIM := shim/sites.c shim/ptrtab.c shim/maptab.c shim/glue.c shim/buf.c shim/config.c shim/pylines.c shim/map64.c shim/unwind.c shim/cfi.c shim/dl.c
 $(B)/test/unit_%: test/unit/%.c $(UNIT_SHIM) $(wildcard shim/*.h) | $(B)/test
-	$(CC) -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -pthread -Ishim -o $@ $< $(UNIT_SHIM) -lunwind
+	$(CC) -std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -pthread -Ishim -o $@ $< $(UNIT_SHIM) -lunwind
 AN_TEST_CFLAGS := -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE
 $(B)/test/an_main.o: analysis/main.c $(wildcard analysis/*.h) shim/format.h | $(B)/test
 	$(CC) $(AN_TEST_CFLAGS) -Dmain=memtally_cli_main -c -o $@ $<
 $(B)/test/unit_antest_%: test/unit/antest_%.c $(AN_LIB_SRC) $(B)/test/an_main.o $(wildcard analysis/*.h) shim/format.h | $(B)/test
 	$(CC) $(AN_TEST_CFLAGS) -o $@ $< $(AN_LIB_SRC) $(B)/test/an_main.o $(AN_LIBS)
 $(B)/test/tsan_%: test/unit/%.c $(UNIT_SHIM) $(wildcard shim/*.h) | $(B)/test
-	$(CC) -std=c11 -O1 -g -fsanitize=thread -DMT_TSAN -D_GNU_SOURCE -pthread -Ishim -o $@ $< $(UNIT_SHIM) -lunwind
+	$(CC) -std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=thread -DMT_TSAN -D_GNU_SOURCE -pthread -Ishim -o $@ $< $(UNIT_SHIM) -lunwind
 $(B)/test:
 	mkdir -p $@
 PROG_LDFLAGS_znow := -Wl,-z,now

@@ -587,7 +587,7 @@ static MT_TLS struct memo memos[2];
 static MT_TLS unsigned memo_cur;
 
 MT_NOINLINE int
-mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi) {
+mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t stop_hi) {
 	if (!tab)
 		return -1;
 	uintptr_t pc, sp, bp;
@@ -599,6 +599,7 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi) {
 	uintptr_t lo = sp;
 	uint64_t g = __atomic_load_n(&gen, __ATOMIC_ACQUIRE) & GEN_MASK;
 	struct entry *cache = l1; /* the TLS address once */
+	const uintptr_t stop_base = stop_lo + 1, stop_len = stop_hi - stop_lo;
 	const struct memo *old = &memos[memo_cur];
 	struct memo *rec = &memos[memo_cur ^ 1];
 	int on = old->gen == g && old->hi == hi ? old->n : 0; /* else: forgotten */
@@ -625,6 +626,12 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi) {
 					rec->slot[k] = old->slot[j];
 				}
 				pcs[n++] = old->pc[j + 1];
+				if (old->pc[j + 1] - stop_base < stop_len) {
+					max = n; /* the stop frame: the walk ends after it */
+					j++;
+					k++;
+					break;
+				}
 			}
 			pc = old->pc[j];
 			sp = old->sp[j];
@@ -685,6 +692,8 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi) {
 			break;
 		}
 		pcs[n++] = pc;
+		if (pc - stop_base < stop_len)
+			max = n; /* the stop frame: the walk ends after it */
 	}
 	/* frames 0 .. k-1 were visited; past MEMO_N the record ends early */
 	rec->n = k < MEMO_N ? k : MEMO_N;

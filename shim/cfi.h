@@ -15,11 +15,12 @@
  * 1 when the walker can run; 0 leaves every capture to libunwind.
  * Maps the rule table (2 MiB, its pages touched as it fills).  From the constructor. */
 int mt_cfi_init(void *(*sym)(void *, const char *));
-/* Return addresses of the caller's frames, innermost first, up to max;
- * -1 when a frame needs what this walker does not read (the caller then
- * unwinds with libunwind).  hi: the top of the calling thread's stack
- * mapping; nothing at or above it is read.  Never allocates. */
-int mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi);
+/* Return addresses of the caller's frames, innermost first, up to max
+ * and up to the first in stop_lo < pc <= stop_hi (0, 0: none); -1 when a
+ * frame needs what this walker does not read (the caller then unwinds
+ * with libunwind).  hi: the top of the calling thread's stack mapping;
+ * nothing at or above it is read.  Never allocates. */
+int mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t stop_hi);
 /* After dlclose: every cached rule is forgotten (an object loaded at the
  * same address must not be walked by the unloaded one's rules). */
 void mt_cfi_forget(void);

@@ -99,13 +99,18 @@ capture(int kind, uintptr_t caller) {
 				     * mt_heap_free keep it: nothing else on
 				     * their path calls libc but memcpy/memset
 				     * and the vDSO clock) */
+	/* the Python stack first: with one, the native stack ends at the
+	 * eval loop (mt_py_cut), and the walk can stop there */
+	uint32_t py = mt_py_capture();
+	uintptr_t stop_lo = 0, stop_hi = 0;
+	if (py)
+		mt_py_cut_range(&stop_lo, &stop_hi);
 	if (caller && mt_cfg.depth == 1) {
 		pcs[0] = caller;
 		n = 1;
 	} else {
-		n = mt_unwind(pcs, (int)mt_cfg.depth, mt_cfg.unwind);
+		n = mt_unwind(pcs, (int)mt_cfg.depth, mt_cfg.unwind, stop_lo, stop_hi);
 	}
-	uint32_t py = mt_py_capture();
 	if (py)
 		n = mt_py_cut(pcs, n);
 	n = mt_unwind_loader_cut(pcs, n, (int)mt_cfg.initdepth);

@@ -430,6 +430,15 @@ mt_py_exit_hold(void) {
 }
 
 int
+mt_py_cut_range(uintptr_t *lo, uintptr_t *hi) {
+	if (!eval_hi || mt_cfg.pynative)
+		return 0;
+	*lo = eval_lo;
+	*hi = eval_hi;
+	return 1;
+}
+
+int
 mt_py_cut(const uintptr_t *pcs, int n) {
 	if (!eval_hi || mt_cfg.pynative)
 		return n;

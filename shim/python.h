@@ -35,6 +35,10 @@ uint32_t mt_py_capture(void);
  * the Python frames in its place.  MEMTALLY_PYNATIVE=1 keeps them all.
  * Never allocates. */
 int mt_py_cut(const uintptr_t *pcs, int n);
+/* The range mt_py_cut ends a stack at (the eval loop's text, return
+ * addresses lo < pc <= hi): 1 and the range when it cuts, 0 when it
+ * keeps every frame.  A walker may stop there (mt_unwind). */
+int mt_py_cut_range(uintptr_t *lo, uintptr_t *hi);
 /* Before the exit snapshot: in a finalized Python 3.10, take the GIL's
  * mutex for good, so its daemon threads cannot wake into the interpreter
  * state Py_FinalizeEx freed (python.c). */

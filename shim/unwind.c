@@ -16,10 +16,6 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
-#ifdef MT_CFI_CHECK
-extern int mt_cfi_why;
-static int mt_fmt_hex(char *b, uint64_t v) { char t[17]; int n = 0; do { t[n++] = "0123456789abcdef"[v & 15]; v >>= 4; } while (v); for (int i = 0; i < n; i++) b[i] = t[n-1-i]; return n; }
-#endif
 static uintptr_t self_lo, self_hi; /* the shim's executable segment */
 static uintptr_t ld_lo, ld_hi;     /* the dynamic loader's */
 
@@ -234,7 +230,7 @@ mt_loader_postfork(int child) {
 }
 
 int
-mt_unwind(uintptr_t *pcs, int max, int how) {
+mt_unwind(uintptr_t *pcs, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi) {
 	/* Capture a few extra to make room for the shim's own frames. */
 	enum { EXTRA = 8 };
 	uintptr_t tmp[MT_MAX_DEPTH + EXTRA];
@@ -242,38 +238,13 @@ mt_unwind(uintptr_t *pcs, int max, int how) {
 	if (how == MT_UNWIND_FP)
 		n = fp_walk(tmp, want);
 	else if (how == MT_UNWIND_CFI) {
-		n = stack_known((uintptr_t)__builtin_frame_address(0)) ? mt_cfi_walk(tmp, want, stk_hi) : -1;
+		n = stack_known((uintptr_t)__builtin_frame_address(0)) ? mt_cfi_walk(tmp, want, stk_hi, stop_lo, stop_hi) : -1;
 	}
 	if (n < 0) {
 		mt_loader_enter();
 		n = unw_backtrace((void **)tmp, want);
 		mt_loader_leave();
 	}
-#ifdef MT_CFI_CHECK
-	if (how == MT_UNWIND_CFI && n >= 0) {
-		uintptr_t t2[MT_MAX_DEPTH + EXTRA];
-		mt_loader_enter();
-		int n2 = unw_backtrace((void **)t2, want);
-		mt_loader_leave();
-		int s1 = self_frames(tmp, n), s2 = self_frames(t2, n2);
-		int a = n - s1 > max ? max : n - s1, b = n2 - s2 > max ? max : n2 - s2;
-		static uint64_t calls, bad;
-		__atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED);
-		if (a != b || memcmp(tmp + s1, t2 + s2, (size_t)a * sizeof *tmp)) {
-			char buf[4096]; int L = 0;
-			uint64_t k = __atomic_add_fetch(&bad, 1, __ATOMIC_RELAXED);
-			if (k <= 6) {
-				L += mt_fmt_hex(buf + L, k); buf[L++]=' ';
-				L += mt_fmt_hex(buf + L, (uint64_t)mt_cfi_why); buf[L++]=':';
-				for (int i = 0; i < n && L < 1800; i++) { buf[L++]=' '; L += mt_fmt_hex(buf + L, tmp[i]); }
-				buf[L++]=' '; buf[L++]='|';
-				for (int i = 0; i < n2 && L < 3800; i++) { buf[L++]=' '; L += mt_fmt_hex(buf + L, t2[i]); }
-				buf[L++]='\n';
-				mt_sys(SYS_write, 2, buf, L, 0, 0, 0);
-			}
-		}
-	}
-#endif
 	if (n <= 0)
 		return 0;
 	int skip = self_frames(tmp, n); /* one copy, past them */

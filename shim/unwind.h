@@ -16,9 +16,12 @@ void mt_unwind_init(void);
  * walker (cfi.h), which hands a stack it cannot follow to libunwind. */
 enum { MT_UNWIND_LIBUNWIND = 0, MT_UNWIND_FP = 1, MT_UNWIND_CFI = 2 };
 /* Fill pcs[0..max) with return addresses, innermost first, frames of the
- * shim itself removed, walked as `how` says.  Returns the count.
- * Never allocates. */
-int mt_unwind(uintptr_t *pcs, int max, int how);
+ * shim itself removed, walked as `how` says.  Returns the count.  A
+ * walker may end the stack after its first frame in stop_lo < pc <=
+ * stop_hi (both 0: no such frame), as a caller cuts it there anyway:
+ * the CFI walker does (under Python it need not walk the interpreter's
+ * frames outside the eval loop).  Never allocates. */
+int mt_unwind(uintptr_t *pcs, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi);
 
 /* Captures the CFI walker handed to libunwind (mt_cfi_handed). */
 uint64_t mt_unwind_fallbacks(void);

@@ -43,7 +43,7 @@ stack_bounds(void) {
  * (two call instructions), so the frames compared start at pc[1]. */
 static __attribute__((noinline)) void
 walk_both(struct walk *cfi, struct walk *unw) {
-	cfi->n = mt_cfi_walk(cfi->pc, MAXF, stk_hi);
+	cfi->n = mt_cfi_walk(cfi->pc, MAXF, stk_hi, 0, 0);
 	unw->n = unw_backtrace((void **)unw->pc, MAXF);
 	__asm__ volatile("" ::: "memory"); /* no tail call */
 }
@@ -220,6 +220,47 @@ TEST(reuse_checks_the_outer_frames) {
 	}
 }
 
+/* A stop range (the caller's eval loop under Python): the walk ends with
+ * its first frame there, walked or taken from the last walk; a later walk
+ * without one goes on past where that one stopped. */
+static uintptr_t stop_lo, stop_hi;
+static __attribute__((noinline)) void
+walk_stop(struct walk *c, struct walk *u) {
+	c->n = mt_cfi_walk(c->pc, MAXF, stk_hi, stop_lo, stop_hi);
+	u->n = unw_backtrace((void **)u->pc, MAXF);
+	__asm__ volatile("" ::: "memory");
+}
+static __attribute__((noinline)) void
+stop_leaf(struct walk *c, struct walk *u) {
+	walk_stop(c, u);
+	sink++;
+}
+static __attribute__((noinline)) void
+stop_outer(struct walk *c, struct walk *u) {
+	stop_leaf(c, u);
+	sink++;
+}
+
+TEST(stop_range_ends_the_walk) {
+	struct walk full_c, full_u;
+	stop_outer(&full_c, &full_u); /* a whole walk first: the next ones
+				       * meet it and stop inside its frames */
+	check_same(&full_c, &full_u, "before a stopped walk");
+	stop_lo = (uintptr_t)stop_outer;
+	stop_hi = stop_lo + 64; /* its call of stop_leaf is in its first bytes */
+	for (int rep = 0; rep < 3; rep++) {
+		struct walk c, u;
+		stop_outer(&c, &u);
+		EXPECT(c.n == 3); /* walk_stop's, stop_leaf's, stop_outer's return */
+		EXPECT(c.n >= 2 && c.pc[c.n - 1] > stop_lo && c.pc[c.n - 1] <= stop_hi);
+		EXPECT(c.n <= u.n && !memcmp(c.pc + 1, u.pc + 1, sizeof(uintptr_t) * (size_t)(c.n - 1)));
+	}
+	stop_lo = stop_hi = 0;
+	struct walk c, u;
+	stop_outer(&c, &u);
+	check_same(&c, &u, "after a stopped walk");
+}
+
 /* Bounds: a stack range that ends just above the walker's frame stops the
  * walk there instead of reading past it. */
 TEST(walk_stays_inside_bounds) {
@@ -237,7 +278,7 @@ on_sig(int s) {
 	(void)s;
 	walk_both(&sig_c, &sig_u);
 	for (int how = 0; how < 3; how++) /* one call instruction for all */
-		sig_m[how].n = mt_unwind(sig_m[how].pc, 32, how);
+		sig_m[how].n = mt_unwind(sig_m[how].pc, 32, how, 0, 0);
 }
 
 TEST(signal_frame_goes_to_libunwind) {
@@ -263,6 +304,7 @@ main(void) {
 	RUN(thread_stack_ends_at_clone);
 	RUN(cached_rules_and_forget);
 	RUN(reuse_checks_the_outer_frames);
+	RUN(stop_range_ends_the_walk);
 	RUN(walk_stays_inside_bounds);
 	RUN(signal_frame_goes_to_libunwind);
 	printf("%d of %d walks the same as libunwind's\n", same, cases);
