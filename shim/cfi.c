@@ -587,12 +587,22 @@ static MT_TLS struct memo memos[2];
 static MT_TLS unsigned memo_cur;
 
 MT_NOINLINE int
-mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t stop_hi) {
-	if (!tab)
+mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t stop_hi,
+	    uintptr_t from) {
+	if (!tab || max <= 0)
 		return -1;
 	uintptr_t pc, sp, bp;
-	__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
-			 : "=r"(pc), "=r"(sp), "=r"(bp));
+	int n = 0, inner = 1;
+	if (from) { /* the caller's state: after the frame's ret, rsp is 16 above */
+		pc = ((const uintptr_t *)from)[1];
+		sp = from + 16;
+		bp = ((const uintptr_t *)from)[0];
+		pcs[n++] = pc;
+		inner = 0;
+	} else {
+		__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
+				 : "=r"(pc), "=r"(sp), "=r"(bp));
+	}
 	/* Every read lies between this frame's sp and the stack's top: each
 	 * CFA must be above the one before (the main thread's stack may have
 	 * grown below where it was last looked up: its bottom is not a bound). */
@@ -603,9 +613,12 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 	const struct memo *old = &memos[memo_cur];
 	struct memo *rec = &memos[memo_cur ^ 1];
 	int on = old->gen == g && old->hi == hi ? old->n : 0; /* else: forgotten */
-	int n = 0, k = 0, j = 0, final = 1;
+	int k = 0, j = 0, final = 1;
+	if (pc - stop_base < stop_len)
+		max = n; /* from a caller that is the stop frame */
 	for (;; k++) {
-		/* k: this frame's index; n == k but for frame 0 (no pc out) */
+		/* k: this frame's index; its pc is out already (n == k + 1) when
+		 * the walk started at a caller, not for the walker's own (n == k) */
 		while (j < on && old->sp[j] < sp)
 			j++;
 		if (j < on && old->sp[j] == sp && old->pc[j] == pc && old->bp[j] == bp) {
@@ -658,7 +671,7 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 			rec->bp[k] = bp;
 			rec->slot[k] = 0;
 		}
-		uint64_t r = rule_of(cache, pc, k == 0, g);
+		uint64_t r = rule_of(cache, pc, k == 0 && inner, g);
 		if (R_KIND(r) != STEP) {
 			if (R_KIND(r) == OUTERMOST) {
 				k++;

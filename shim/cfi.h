@@ -19,8 +19,12 @@ int mt_cfi_init(void *(*sym)(void *, const char *));
  * and up to the first in stop_lo < pc <= stop_hi (0, 0: none); -1 when a
  * frame needs what this walker does not read (the caller then unwinds
  * with libunwind).  hi: the top of the calling thread's stack mapping;
- * nothing at or above it is read.  Never allocates. */
-int mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t stop_hi);
+ * nothing at or above it is read.  from: 0, or the frame pointer of a
+ * live standard frame further out (saved rbp, then the return address):
+ * the walk starts at its return address, the frames between left out.
+ * Never allocates. */
+int mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t stop_hi,
+		uintptr_t from);
 /* After dlclose: every cached rule is forgotten (an object loaded at the
  * same address must not be walked by the unloaded one's rules). */
 void mt_cfi_forget(void);

@@ -87,12 +87,13 @@ mt_heap_sample_point(size_t size) {
 	return 2;
 }
 
-/* caller: the hook's return address when it is known (heap hooks), else
- * 0.  At MEMTALLY_DEPTH=1 it is the whole native stack: the first frame
- * an unwind gives once the shim's own frames are stripped, without the
- * unwind (libunwind steps through the shim's frames first, ~100 ns). */
+/* hook: the exported hook's frame pointer when it is known (heap hooks),
+ * else 0.  Its return address is the first frame an unwind gives once
+ * the shim's own frames are stripped: at MEMTALLY_DEPTH=1 the whole native
+ * stack, without unwinding (libunwind steps through the shim's frames
+ * first, ~100 ns); the CFI walker starts there. */
 static uint32_t
-capture(int kind, uintptr_t caller) {
+capture(int kind, uintptr_t hook) {
 	uintptr_t pcs[MT_MAX_DEPTH];
 	int n, saved_errno = errno; /* libunwind may set it: the hooks' callers
 				     * see their own errno (mt_heap_alloc and
@@ -105,11 +106,11 @@ capture(int kind, uintptr_t caller) {
 	uintptr_t stop_lo = 0, stop_hi = 0;
 	if (py)
 		mt_py_cut_range(&stop_lo, &stop_hi);
-	if (caller && mt_cfg.depth == 1) {
-		pcs[0] = caller;
+	if (hook && mt_cfg.depth == 1) {
+		pcs[0] = ((const uintptr_t *)hook)[1]; /* its return address */
 		n = 1;
 	} else {
-		n = mt_unwind(pcs, (int)mt_cfg.depth, mt_cfg.unwind, stop_lo, stop_hi);
+		n = mt_unwind(pcs, (int)mt_cfg.depth, mt_cfg.unwind, stop_lo, stop_hi, hook);
 	}
 	if (py)
 		n = mt_py_cut(pcs, n);
@@ -161,7 +162,7 @@ uncharge(const struct mt_ptr *e) {
  * live bytes and count are exact in exact mode and estimates (the same
  * weights as the call sites) when sampling. */
 void
-mt_heap_track(void *p, size_t size, uintptr_t caller, int how) {
+mt_heap_track(void *p, size_t size, uintptr_t hook, int how) {
 	struct mt_totals *t = &mt_totals[MT_HEAP];
 	struct mt_tcount *tc = mt_tcount();
 	mt_ptrtab_prefetch((uintptr_t)p); /* its slot loads while we unwind */
@@ -169,7 +170,7 @@ mt_heap_track(void *p, size_t size, uintptr_t caller, int how) {
 	if (how == 2)
 		sample_weights(size, &bytes, &count);
 	struct mt_ptr e = {.addr = (uintptr_t)p, .size = size,
-			   .stack = capture(MT_HEAP, caller), .kind = MT_HEAP,
+			   .stack = capture(MT_HEAP, hook), .kind = MT_HEAP,
 			   .sampled = how == 2,
 			   .time_ms = (uint32_t)mt_ms_since_start()};
 	struct mt_ptr old;

@@ -75,18 +75,18 @@ mt_heap_how(size_t size) {
 	return mt_heap_sample_point(size);
 }
 /* Record a heap allocation mt_heap_how chose (how 1 or 2). */
-void mt_heap_track(void *p, size_t size, uintptr_t caller, int how);
+void mt_heap_track(void *p, size_t size, uintptr_t hook, int how);
 
-/* After a successful heap allocation of size bytes at p, made by a call
- * that returns to caller (the hook's return address: the stack's first
- * frame).  Never allocates. */
+/* After a successful heap allocation of size bytes at p, made in the
+ * hook whose frame pointer is hook (its return address there is the
+ * stack's first frame; 0: not known).  Never allocates. */
 static inline void
-mt_heap_alloc(void *p, size_t size, uintptr_t caller) {
+mt_heap_alloc(void *p, size_t size, uintptr_t hook) {
 	struct mt_tcount *tc = mt_tcount();
 	mt_tc_add2(&tc->allocs, 1, &tc->alloc_bytes, size);
 	int how = mt_heap_how(size);
 	if (how)
-		mt_heap_track(p, size, caller, how);
+		mt_heap_track(p, size, hook, how);
 }
 /* Before the real free of p, which the filter did not rule out
  * (mt_ptrtab_maybe, asked by the free hook): uncharge its site.  Never

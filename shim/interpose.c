@@ -122,10 +122,12 @@ oom_check(const char *api, size_t size) {
 }
 #define OOM(api, size) oom_check(api, size)
 
-/* The hook's caller: its return address, the first frame of the stack a
- * capture would unwind to (MEMTALLY_DEPTH=1 takes it instead of
- * unwinding).  Only in the exported hooks themselves. */
-#define CALLER() ((uintptr_t)__builtin_return_address(0))
+/* The hook's own frame (its frame pointer: the shim keeps them), from
+ * which a capture starts at the hook's caller: its return address is the
+ * stack's first frame (all of it at MEMTALLY_DEPTH=1), and the CFI walker
+ * starts there instead of stepping through the shim's own frames.  Only
+ * in the exported hooks themselves, while their frame is live. */
+#define CALLER() ((uintptr_t)__builtin_frame_address(0))
 
 /* Whether a hook records: the shim is active and we are not inside it. */
 #define RECORDING()                                                            \

@@ -300,7 +300,7 @@ mt_init(int argc, char **argv, char **envp) {
 	mt_pid = mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0);
 	{ /* warm libunwind (its caches and pools) before tracking starts */
 		uintptr_t pcs[4];
-		mt_unwind(pcs, 4, mt_cfg.unwind, 0, 0);
+		mt_unwind(pcs, 4, mt_cfg.unwind, 0, 0, 0);
 	}
 	pthread_atfork(prefork, postfork_parent, postfork_child);
 	mt_signal_init();

@@ -230,16 +230,17 @@ mt_loader_postfork(int child) {
 }
 
 int
-mt_unwind(uintptr_t *pcs, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi) {
+mt_unwind(uintptr_t *pcs, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi,
+	  uintptr_t hook) {
 	/* Capture a few extra to make room for the shim's own frames. */
 	enum { EXTRA = 8 };
 	uintptr_t tmp[MT_MAX_DEPTH + EXTRA];
 	int want = max + EXTRA, n = -1;
 	if (how == MT_UNWIND_FP)
 		n = fp_walk(tmp, want);
-	else if (how == MT_UNWIND_CFI) {
-		n = stack_known((uintptr_t)__builtin_frame_address(0)) ? mt_cfi_walk(tmp, want, stk_hi, stop_lo, stop_hi) : -1;
-	}
+	else if (how == MT_UNWIND_CFI && stack_known((uintptr_t)__builtin_frame_address(0)))
+		/* from the hook's caller: no frame of the shim's to skip */
+		n = mt_cfi_walk(tmp, hook ? max : want, stk_hi, stop_lo, stop_hi, hook);
 	if (n < 0) {
 		mt_loader_enter();
 		n = unw_backtrace((void **)tmp, want);

@@ -20,8 +20,11 @@ enum { MT_UNWIND_LIBUNWIND = 0, MT_UNWIND_FP = 1, MT_UNWIND_CFI = 2 };
  * walker may end the stack after its first frame in stop_lo < pc <=
  * stop_hi (both 0: no such frame), as a caller cuts it there anyway:
  * the CFI walker does (under Python it need not walk the interpreter's
- * frames outside the eval loop).  Never allocates. */
-int mt_unwind(uintptr_t *pcs, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi);
+ * frames outside the eval loop).  hook: the frame pointer of the shim's
+ * exported hook the capture runs under (0: none); the CFI walker starts
+ * at its caller.  Never allocates. */
+int mt_unwind(uintptr_t *pcs, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi,
+	      uintptr_t hook);
 
 /* Captures the CFI walker handed to libunwind (mt_cfi_handed). */
 uint64_t mt_unwind_fallbacks(void);

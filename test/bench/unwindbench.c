@@ -23,7 +23,7 @@ __attribute__((noinline)) static double chain(int depth, int fp, int reps) {
 	int n = 0;
 	double t0 = now();
 	for (int i = 0; i < reps; i++)
-		n += mt_unwind(pcs, 128, fp, 0, 0);
+		n += mt_unwind(pcs, 128, fp, 0, 0, 0);
 	double t = (now() - t0) / reps;
 	sink += n;
 	return t;

@@ -43,7 +43,7 @@ stack_bounds(void) {
  * (two call instructions), so the frames compared start at pc[1]. */
 static __attribute__((noinline)) void
 walk_both(struct walk *cfi, struct walk *unw) {
-	cfi->n = mt_cfi_walk(cfi->pc, MAXF, stk_hi, 0, 0);
+	cfi->n = mt_cfi_walk(cfi->pc, MAXF, stk_hi, 0, 0, 0);
 	unw->n = unw_backtrace((void **)unw->pc, MAXF);
 	__asm__ volatile("" ::: "memory"); /* no tail call */
 }
@@ -226,7 +226,7 @@ TEST(reuse_checks_the_outer_frames) {
 static uintptr_t stop_lo, stop_hi;
 static __attribute__((noinline)) void
 walk_stop(struct walk *c, struct walk *u) {
-	c->n = mt_cfi_walk(c->pc, MAXF, stk_hi, stop_lo, stop_hi);
+	c->n = mt_cfi_walk(c->pc, MAXF, stk_hi, stop_lo, stop_hi, 0);
 	u->n = unw_backtrace((void **)u->pc, MAXF);
 	__asm__ volatile("" ::: "memory");
 }
@@ -261,6 +261,50 @@ TEST(stop_range_ends_the_walk) {
 	check_same(&c, &u, "after a stopped walk");
 }
 
+/* From a frame further out (the shim's hooks pass their own): the walk
+ * starts at that frame's return address, libunwind's frames past it. */
+static __attribute__((noinline)) void
+walk_from(struct walk *c, struct walk *u, uintptr_t fp) {
+	c->n = mt_cfi_walk(c->pc, MAXF, stk_hi, stop_lo, stop_hi, fp);
+	u->n = unw_backtrace((void **)u->pc, MAXF);
+	__asm__ volatile("" ::: "memory");
+}
+static __attribute__((noinline)) void
+hook_like(struct walk *c, struct walk *u) {
+	walk_from(c, u, (uintptr_t)__builtin_frame_address(0));
+	sink++;
+}
+static __attribute__((noinline)) void
+from_chain(int d, struct walk *c, struct walk *u) {
+	if (d > 0) {
+		from_chain(d - 1, c, u);
+		sink++;
+		return;
+	}
+	hook_like(c, u);
+}
+
+TEST(walk_from_a_frame) {
+	for (int d = 0; d < 12; d += 5)
+		for (int rep = 0; rep < 2; rep++) { /* the second reuses the first */
+			struct walk c, u;
+			from_chain(d, &c, &u);
+			/* libunwind: walk_from's call, hook_like's, then hook_like's caller */
+			cases++;
+			int ok = c.n >= d + 2 && c.n == u.n - 2 &&
+				 !memcmp(c.pc, u.pc + 2, sizeof(uintptr_t) * (size_t)c.n);
+			same += ok;
+			EXPECT(ok);
+		}
+	/* a stop at the first frame: that frame alone */
+	struct walk c, u;
+	stop_lo = (uintptr_t)from_chain;
+	stop_hi = stop_lo + 256;
+	from_chain(0, &c, &u);
+	EXPECT(c.n == 1 && c.pc[0] > stop_lo && c.pc[0] <= stop_hi);
+	stop_lo = stop_hi = 0;
+}
+
 /* Bounds: a stack range that ends just above the walker's frame stops the
  * walk there instead of reading past it. */
 TEST(walk_stays_inside_bounds) {
@@ -278,7 +322,7 @@ on_sig(int s) {
 	(void)s;
 	walk_both(&sig_c, &sig_u);
 	for (int how = 0; how < 3; how++) /* one call instruction for all */
-		sig_m[how].n = mt_unwind(sig_m[how].pc, 32, how, 0, 0);
+		sig_m[how].n = mt_unwind(sig_m[how].pc, 32, how, 0, 0, 0);
 }
 
 TEST(signal_frame_goes_to_libunwind) {
@@ -305,6 +349,7 @@ main(void) {
 	RUN(cached_rules_and_forget);
 	RUN(reuse_checks_the_outer_frames);
 	RUN(stop_range_ends_the_walk);
+	RUN(walk_from_a_frame);
 	RUN(walk_stays_inside_bounds);
 	RUN(signal_frame_goes_to_libunwind);
 	printf("%d of %d walks the same as libunwind's\n", same, cases);

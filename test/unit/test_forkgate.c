@@ -64,7 +64,7 @@ static volatile int stop;
 static void *unwind_once(void *arg) {
 	(void)arg;
 	uintptr_t pcs[32];
-	mt_unwind(pcs, 32, 0, 0, 0); /* a new thread: libunwind's cache is cold */
+	mt_unwind(pcs, 32, 0, 0, 0, 0); /* a new thread: libunwind's cache is cold */
 	return NULL;
 }
 static void *unwinder(void *arg) {
@@ -94,7 +94,7 @@ TEST(fork_while_unwinding) {
 		mt_loader_postfork(pid == 0);
 		if (pid == 0) {
 			uintptr_t pcs[32];
-			_exit(mt_unwind(pcs, 32, 0, 0, 0) > 0 ? 0 : 1);
+			_exit(mt_unwind(pcs, 32, 0, 0, 0, 0) > 0 ? 0 : 1);
 		}
 		int st;
 		waitpid(pid, &st, 0);
