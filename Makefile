@@ -142,7 +142,7 @@ $(B)/test/lib_%.so: test/integration/lib_%.c | $(B)/test
 # Unit tests of the shim's tables, outside LD_PRELOAD (frame pointers kept, as
 # in the shim itself: the CFI walker's reuse of its last walk keys on rbp): ASan+UBSan in
 # `make test`, ThreadSanitizer in `make check`.
-UNIT_SHIM := shim/sites.c shim/ptrtab.c shim/maptab.c shim/glue.c shim/buf.c shim/config.c shim/pylines.c shim/map64.c shim/unwind.c shim/cfi.c shim/dl.c
+UNIT_SHIM := shim/sites.c shim/ptrtab.c shim/maptab.c shim/glue.c shim/buf.c shim/config.c shim/pylines.c shim/map64.c shim/unwind.c shim/cfi.c
 $(B)/test/unit_%: test/unit/%.c $(UNIT_SHIM) $(wildcard shim/*.h) | $(B)/test
 	$(CC) -std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -pthread -Ishim -o $@ $< $(UNIT_SHIM) -lunwind
 AN_TEST_CFLAGS := -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE

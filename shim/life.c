@@ -55,7 +55,11 @@ static int init_sites(void) { return mt_sites_init(mt_cfg.max_stacks, (int)mt_cf
 static int init_ptrtab(void) { return mt_ptrtab_init(mt_cfg.max_live, mt_cfg.sample != 0); }
 static int init_maptab(void) { return mt_maptab_init(mt_cfg.max_live); }
 static int init_snapshot(void) { return mt_snapshot_init(init_argv, init_envp); }
-static int init_unwind(void) { mt_unwind_init(); return 0; }
+static int init_unwind(void) {
+	mt_unwind_init(mt_dlsym);
+	mt_dl_on_close(mt_unwind_unloaded); /* the CFI walker's rules go */
+	return 0;
+}
 static int init_procstat(void) { mt_procstat_init(); return 0; }
 static int init_cuda(void) { mt_cuda_init(); return 0; }
 static int init_python(void) { mt_py_init(); return 0; }

@@ -9,7 +9,6 @@
 #include "format.h"
 #include "unwind.h"
 #include "cfi.h"
-#include "dl.h"
 #include <link.h>
 #include <sys/auxv.h>
 #include <string.h>
@@ -49,13 +48,12 @@ find_texts(struct dl_phdr_info *info, size_t size, void *arg) {
 }
 
 void
-mt_unwind_init(void) {
+mt_unwind_init(void *(*sym)(void *, const char *)) {
 	/* dl_iterate_phdr takes the loader lock; called from the constructor,
 	 * never from a hook. */
 	struct texts t = {(uintptr_t)&mt_unwind_init, (uintptr_t)getauxval(AT_BASE)};
 	dl_iterate_phdr(find_texts, &t);
-	if (mt_cfi_init(mt_dlsym))
-		mt_dl_on_close(mt_cfi_forget);
+	mt_cfi_init(sym);
 	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
 }
 
@@ -259,6 +257,11 @@ mt_unwind(uintptr_t *pcs, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi
 uint64_t
 mt_unwind_fallbacks(void) {
 	return mt_cfi_handed();
+}
+
+void
+mt_unwind_unloaded(void) {
+	mt_cfi_forget();
 }
 
 uint64_t

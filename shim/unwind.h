@@ -9,8 +9,12 @@
 #include <stdint.h>
 
 /* Record our own text range so frames inside the shim are dropped, and
- * the dynamic loader's (AT_BASE) for mt_unwind_loader_cut. */
-void mt_unwind_init(void);
+ * the dynamic loader's (AT_BASE) for mt_unwind_loader_cut; sym (the real
+ * dlsym) finds what the CFI walker needs (mt_cfi_init). */
+void mt_unwind_init(void *(*sym)(void *, const char *));
+/* After a dlclose: what the walkers cached per code address goes.
+ * Async-signal-safe; sets no errno. */
+void mt_unwind_unloaded(void);
 /* The walkers (MEMTALLY_UNWIND): libunwind's unw_backtrace; frame
  * pointers, bounds-checked against the current stack; the shim's own CFI
  * walker (cfi.h), which hands a stack it cannot follow to libunwind. */

@@ -3,6 +3,7 @@
  * the CFI walker (shim/cfi.c), at depths 10 and 30, the same stack captured repeatedly (caches hot, as
  * for a call site seen before). */
 #include "../../shim/unwind.h"
+#include <dlfcn.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -30,7 +31,7 @@ __attribute__((noinline)) static double chain(int depth, int fp, int reps) {
 }
 
 int main(void) {
-	mt_unwind_init();
+	mt_unwind_init(dlsym);
 	static const char *const name[] = {"libunwind", "fp", "cfi"};
 	for (int how = 0; how < 3; how++)
 		for (int d = 10; d <= 30; d += 20) {

@@ -9,7 +9,7 @@
  * libunwind's frames. */
 #include "../test.h"
 #include "cfi.h"
-#include "dl.h"
+#include <dlfcn.h>
 #include "unwind.h"
 #include <alloca.h>
 #include <pthread.h>
@@ -305,6 +305,67 @@ TEST(walk_from_a_frame) {
 	stop_lo = stop_hi = 0;
 }
 
+/* Threads walking at once, through the shared rule table (inserts racing
+ * on the same entries), while another keeps forgetting every rule (as
+ * dlclose does): every walk still equals libunwind's. */
+static volatile int forgetting;
+static void *
+forgetter(void *arg) {
+	(void)arg;
+	while (forgetting)
+		mt_cfi_forget();
+	return NULL;
+}
+struct racer { uintptr_t lo, hi; int walks, bad; };
+static __thread uintptr_t my_hi;
+static __attribute__((noinline)) void
+race_walk(int d, struct racer *r) {
+	if (d > 0) {
+		race_walk(d - 1, r);
+		sink++;
+		return;
+	}
+	struct walk c, u;
+	c.n = mt_cfi_walk(c.pc, MAXF, my_hi, 0, 0, 0);
+	u.n = unw_backtrace((void **)u.pc, MAXF);
+	r->walks++;
+	if (c.n < 2 || c.n != u.n || memcmp(c.pc + 1, u.pc + 1, sizeof(uintptr_t) * (size_t)(c.n - 1)))
+		r->bad++;
+}
+static void *
+racer_main(void *arg) {
+	struct racer *r = arg;
+	pthread_attr_t a;
+	void *base;
+	size_t size;
+	pthread_getattr_np(pthread_self(), &a);
+	pthread_attr_getstack(&a, &base, &size);
+	pthread_attr_destroy(&a);
+	my_hi = (uintptr_t)base + size;
+	for (int i = 0; i < 3000; i++)
+		race_walk(i % 17, r);
+	return NULL;
+}
+
+TEST(threads_and_forgetting) {
+	struct racer r[4] = {{0}};
+	pthread_t t[4], f;
+	forgetting = 1;
+	pthread_create(&f, NULL, forgetter, NULL);
+	for (int i = 0; i < 4; i++)
+		pthread_create(&t[i], NULL, racer_main, &r[i]);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	forgetting = 0;
+	pthread_join(f, NULL);
+	for (int i = 0; i < 4; i++) {
+		EXPECT(r[i].walks == 3000);
+		EXPECT(r[i].bad == 0);
+		if (r[i].bad)
+			printf("  thread %d: %d of %d walks differ\n", i, r[i].bad, r[i].walks);
+	}
+}
+
 /* Bounds: a stack range that ends just above the walker's frame stops the
  * walk there instead of reading past it. */
 TEST(walk_stays_inside_bounds) {
@@ -338,8 +399,8 @@ TEST(signal_frame_goes_to_libunwind) {
 
 int
 main(void) {
-	mt_unwind_init();
-	EXPECT(mt_cfi_init(mt_dlsym) == 1); /* glibc 2.35+: _dl_find_object */
+	mt_unwind_init(dlsym);
+	EXPECT(mt_cfi_init(dlsym) == 1); /* glibc 2.35+: _dl_find_object */
 	stack_bounds();
 	RUN(recursion_matches_libunwind);
 	RUN(through_libc_qsort);
@@ -350,6 +411,7 @@ main(void) {
 	RUN(reuse_checks_the_outer_frames);
 	RUN(stop_range_ends_the_walk);
 	RUN(walk_from_a_frame);
+	RUN(threads_and_forgetting);
 	RUN(walk_stays_inside_bounds);
 	RUN(signal_frame_goes_to_libunwind);
 	printf("%d of %d walks the same as libunwind's\n", same, cases);

@@ -6,6 +6,7 @@
  * unwind.  Ordering is asserted through flags, never through time. */
 #include "../test.h"
 #include "unwind.h"
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -107,7 +108,7 @@ TEST(fork_while_unwinding) {
 }
 
 int main(void) {
-	mt_unwind_init();
+	mt_unwind_init(dlsym);
 	RUN(prefork_waits_for_inside);
 	RUN(fork_while_unwinding);
 	return TEST_DONE();
