@@ -122,7 +122,16 @@ AN_LIB_SRC := $(filter-out analysis/main.c,$(AN_SRC))
 TEST_CFLAGS := -O0 -g -fno-omit-frame-pointer -fno-inline -pthread -D_GNU_SOURCE -Wno-alloc-size-larger-than
 .PHONY: tests
 FAKECUDA := $(B)/test/fakecuda/libcuda.so.1 $(B)/test/cuda_prog $(B)/test/cuda_direct
-tests: all $(TEST_PROGS) $(TEST_LIBS) $(UNIT) $(FAKECUDA)
+tests: all $(TEST_PROGS) $(TEST_LIBS) $(UNIT) $(FAKECUDA) $(B)/cfi-check/libmemtally.so
+# The shim with its CFI walker checked against libunwind at every capture
+# (unwind.c, MT_CFI_CHECK): test_cfi_programs runs real programs under it.
+CHECK_OBJ := $(SHIM_SRC:shim/%.c=$(B)/cfi-check/%.o)
+$(B)/cfi-check/%.o: shim/%.c $(wildcard shim/*.h) | $(B)/cfi-check
+	$(CC) $(SHIM_CFLAGS) -DMT_CFI_CHECK -c -o $@ $<
+$(B)/cfi-check/libmemtally.so: $(CHECK_OBJ)
+	$(CC) -shared -o $@ $^ $(SHIM_LIBS) -Wl,-z,now -Wl,--no-undefined
+$(B)/cfi-check:
+	mkdir -p $@
 # The fake driver: -Bsymbolic, so its own name table never resolves into
 # the shim (tests would pass for the wrong reason).
 $(B)/test/fakecuda/libcuda.so.1: test/fakecuda/fakecuda.c

@@ -227,6 +227,99 @@ mt_loader_postfork(int child) {
 	__atomic_store_n(&forking, 0, __ATOMIC_RELEASE);
 }
 
+#ifdef MT_CFI_CHECK
+/* The checking build (make's $(B)/cfi-check/libmemtally.so, for
+ * test_cfi_programs): each stack the CFI walker gives is walked again by
+ * libunwind and the two compared past the shim's own frames, cut where the
+ * capture cuts (max frames, the stop range).  A difference is written to
+ * stderr with both stacks; the destructor writes the counts.  Raw writes:
+ * this runs inside malloc too. */
+static uint64_t chk_walks, chk_differ;
+
+static void
+chk_hex(char *b, int *len, uint64_t v) {
+	char t[16];
+	int k = 0;
+	do
+		t[k++] = "0123456789abcdef"[v & 15];
+	while ((v >>= 4) && k < 16);
+	while (k && *len < 4000)
+		b[(*len)++] = t[--k];
+}
+
+static void
+chk_dec(char *b, int *len, uint64_t v) {
+	char t[24];
+	int k = 0;
+	do
+		t[k++] = (char)('0' + v % 10);
+	while ((v /= 10) && k < 24);
+	while (k)
+		b[(*len)++] = t[--k];
+}
+
+/* frames past the shim's, cut after the first in the stop range and at max */
+static int
+chk_cut(const uintptr_t *pcs, int n, int max, uintptr_t stop_lo, uintptr_t stop_hi, int *skip) {
+	*skip = self_frames(pcs, n);
+	int m = 0;
+	while (*skip + m < n && m < max) {
+		uintptr_t pc = pcs[*skip + m++];
+		if (pc - (stop_lo + 1) < stop_hi - stop_lo)
+			break;
+	}
+	return m;
+}
+
+static void
+chk_walk(const uintptr_t *got, int n, int max, uintptr_t stop_lo, uintptr_t stop_hi) {
+	uintptr_t ref[MT_MAX_DEPTH + 24];
+	mt_loader_enter();
+	int nr = unw_backtrace((void **)ref, max + 24);
+	mt_loader_leave();
+	int sa, sb, a = chk_cut(got, n, max, stop_lo, stop_hi, &sa);
+	int b = chk_cut(ref, nr, max, stop_lo, stop_hi, &sb);
+	__atomic_add_fetch(&chk_walks, 1, __ATOMIC_RELAXED);
+	if (a == b && !memcmp(got + sa, ref + sb, (size_t)a * sizeof *got))
+		return;
+	if (__atomic_add_fetch(&chk_differ, 1, __ATOMIC_RELAXED) > 20)
+		return;
+	char buf[4096];
+	int len = 0;
+	memcpy(buf, "memtally-cfi-check: differs: cfi", 32);
+	len = 32;
+	for (int i = sa; i < sa + a && len < 1900; i++) {
+		buf[len++] = ' ';
+		chk_hex(buf, &len, got[i]);
+	}
+	memcpy(buf + len, " libunwind", 10);
+	len += 10;
+	for (int i = sb; i < sb + b && len < 3900; i++) {
+		buf[len++] = ' ';
+		chk_hex(buf, &len, ref[i]);
+	}
+	buf[len++] = '\n';
+	mt_sys(SYS_write, 2, buf, len, 0, 0, 0);
+}
+
+__attribute__((destructor)) static void
+chk_report(void) {
+	char buf[128];
+	int len = 0;
+	memcpy(buf, "memtally-cfi-check: walks ", 26);
+	len = 26;
+	chk_dec(buf, &len, chk_walks);
+	memcpy(buf + len, " differ ", 8);
+	len += 8;
+	chk_dec(buf, &len, chk_differ);
+	memcpy(buf + len, " handed ", 8);
+	len += 8;
+	chk_dec(buf, &len, mt_cfi_handed());
+	buf[len++] = '\n';
+	mt_sys(SYS_write, 2, buf, len, 0, 0, 0);
+}
+#endif
+
 int
 mt_unwind(uintptr_t *pcs, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi,
 	  uintptr_t hook) {
@@ -236,9 +329,14 @@ mt_unwind(uintptr_t *pcs, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi
 	int want = max + EXTRA, n = -1;
 	if (how == MT_UNWIND_FP)
 		n = fp_walk(tmp, want);
-	else if (how == MT_UNWIND_CFI && stack_known((uintptr_t)__builtin_frame_address(0)))
+	else if (how == MT_UNWIND_CFI && stack_known((uintptr_t)__builtin_frame_address(0))) {
 		/* from the hook's caller: no frame of the shim's to skip */
 		n = mt_cfi_walk(tmp, hook ? max : want, stk_hi, stop_lo, stop_hi, hook);
+#ifdef MT_CFI_CHECK
+		if (n >= 0)
+			chk_walk(tmp, n, max, stop_lo, stop_hi);
+#endif
+	}
 	if (n < 0) {
 		mt_loader_enter();
 		n = unw_backtrace((void **)tmp, want);
