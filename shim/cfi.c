@@ -247,6 +247,15 @@ set_reg(struct state *s, uint64_t reg, int how, int64_t off) {
 	}
 }
 
+/* A register's rule back to the CIE's initial one. */
+static void
+restore_reg(struct state *s, const struct prog *pg, uint64_t reg) {
+	if (reg == DW_RBP)
+		set_reg(s, reg, pg->init.rbp, pg->init.rbp_off);
+	else if (reg == DW_RA)
+		set_reg(s, reg, pg->init.ra, pg->init.ra_off);
+}
+
 /* Run CFI instructions from loc while the row they describe starts at or
  * before target; 0 on an opcode this walker does not read. */
 static int
@@ -266,13 +275,7 @@ run(struct rd *d, const struct prog *pg, struct state *s, uint64_t loc, uint64_t
 			set_reg(s, lo, R_OFFSET, off);
 			continue;
 		case 3: /* restore */
-			if (lo == DW_RBP) {
-				s->rbp = pg->init.rbp;
-				s->rbp_off = pg->init.rbp_off;
-			} else if (lo == DW_RA) {
-				s->ra = pg->init.ra;
-				s->ra_off = pg->init.ra_off;
-			}
+			restore_reg(s, pg, lo);
 			continue;
 		}
 		switch (op) {
@@ -294,14 +297,7 @@ run(struct rd *d, const struct prog *pg, struct state *s, uint64_t loc, uint64_t
 			set_reg(s, reg, R_OFFSET, off);
 			continue;
 		case 0x06: /* restore_extended */
-			reg = uleb(d);
-			if (reg == DW_RBP) {
-				s->rbp = pg->init.rbp;
-				s->rbp_off = pg->init.rbp_off;
-			} else if (reg == DW_RA) {
-				s->ra = pg->init.ra;
-				s->ra_off = pg->init.ra_off;
-			}
+			restore_reg(s, pg, uleb(d));
 			continue;
 		case 0x07: set_reg(s, uleb(d), R_UNDEF, 0); continue;  /* undefined */
 		case 0x08: set_reg(s, uleb(d), R_SAME, 0); continue;   /* same_value */

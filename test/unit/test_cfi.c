@@ -67,14 +67,21 @@ check_same(const struct walk *c, const struct walk *u, const char *what) {
 
 static volatile int sink;
 
+/* d frames of recursion, then leaf */
 static __attribute__((noinline)) void
-chain(int d, struct walk *c, struct walk *u) {
+descend(int d, void (*leaf)(struct walk *, struct walk *), struct walk *c, struct walk *u) {
 	if (d > 0) {
-		chain(d - 1, c, u);
+		descend(d - 1, leaf, c, u);
 		sink++;
 		return;
 	}
-	walk_both(c, u);
+	leaf(c, u);
+	sink++; /* no tail call: this frame stays */
+}
+
+static void
+chain(int d, struct walk *c, struct walk *u) {
+	descend(d, walk_both, c, u);
 }
 
 TEST(recursion_matches_libunwind) {
@@ -274,21 +281,12 @@ hook_like(struct walk *c, struct walk *u) {
 	walk_from(c, u, (uintptr_t)__builtin_frame_address(0));
 	sink++;
 }
-static __attribute__((noinline)) void
-from_chain(int d, struct walk *c, struct walk *u) {
-	if (d > 0) {
-		from_chain(d - 1, c, u);
-		sink++;
-		return;
-	}
-	hook_like(c, u);
-}
 
 TEST(walk_from_a_frame) {
 	for (int d = 0; d < 12; d += 5)
 		for (int rep = 0; rep < 2; rep++) { /* the second reuses the first */
 			struct walk c, u;
-			from_chain(d, &c, &u);
+			descend(d, hook_like, &c, &u);
 			/* libunwind: walk_from's call, hook_like's, then hook_like's caller */
 			cases++;
 			int ok = c.n >= d + 2 && c.n == u.n - 2 &&
@@ -298,9 +296,9 @@ TEST(walk_from_a_frame) {
 		}
 	/* a stop at the first frame: that frame alone */
 	struct walk c, u;
-	stop_lo = (uintptr_t)from_chain;
+	stop_lo = (uintptr_t)descend;
 	stop_hi = stop_lo + 256;
-	from_chain(0, &c, &u);
+	descend(0, hook_like, &c, &u);
 	EXPECT(c.n == 1 && c.pc[0] > stop_lo && c.pc[0] <= stop_hi);
 	stop_lo = stop_hi = 0;
 }
