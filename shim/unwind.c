@@ -77,6 +77,13 @@ self_frames(const uintptr_t *pcs, int n) {
  * Never allocates. */
 static MT_TLS uintptr_t stk_lo, stk_hi;
 static MT_TLS int stk_none; /* sp in no readable mapping: do not look again */
+/* Reads of the maps a thread may make: a program switching between many
+ * stacks (coroutines on mmap'd stacks) would read them at each switch;
+ * past this, a stack pointer outside the last range found goes to
+ * libunwind, which needs no bounds.  (The main thread's stack growing
+ * below where it was found takes one read each time it does.) */
+#define STK_FINDS 256
+static MT_TLS unsigned stk_finds;
 
 static uint64_t
 hexval(const char **s, const char *end) {
@@ -146,7 +153,10 @@ find_stack(uintptr_t sp) {
 static inline int
 stack_known(uintptr_t sp) {
 	if (MT_UNLIKELY(sp < stk_lo || sp >= stk_hi)) {
-		if (stk_none || !find_stack(sp)) {
+		if (stk_none || stk_finds >= STK_FINDS)
+			return 0;
+		stk_finds++;
+		if (!find_stack(sp)) {
 			stk_none = 1;
 			return 0;
 		}

@@ -17,6 +17,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
@@ -364,6 +366,63 @@ TEST(threads_and_forgetting) {
 	}
 }
 
+/* On a coroutine's stack (makecontext, the stack an mmap of its own):
+ * the outermost return address is glibc's __start_context's first byte,
+ * which no FDE covers (the walker looks up the byte before a return
+ * address), so the CFI walker hands these stacks on (-1) and mt_unwind
+ * gives libunwind's frames, also after 600 switches back and forth (past
+ * the reads of the maps a thread may make). */
+static ucontext_t co_main, co_ctx;
+static struct walk co_m[2], co_c, co_u;
+static uintptr_t co_hi;
+static int co_rounds, co_bad;
+static __attribute__((noinline)) void
+co_leaf(void) {
+	for (int how = 0; how < 3; how += 2) /* one call instruction for both */
+		co_m[how / 2].n = mt_unwind(co_m[how / 2].pc, 32, how, 0, 0, 0);
+	co_c.n = mt_cfi_walk(co_c.pc, MAXF, co_hi, 0, 0, 0);
+	co_u.n = unw_backtrace((void **)co_u.pc, MAXF);
+	__asm__ volatile("" ::: "memory");
+}
+static void
+co_body(void) {
+	for (;;) {
+		co_leaf();
+		/* mt_unwind leaves out this binary's frames (its "shim") */
+		if (co_m[0].n != co_m[1].n || co_m[0].n < 1 ||
+		    memcmp(co_m[0].pc, co_m[1].pc, sizeof(uintptr_t) * (size_t)co_m[0].n) ||
+		    (co_c.n != -1 && (co_c.n != co_u.n ||
+				      memcmp(co_c.pc + 1, co_u.pc + 1, sizeof(uintptr_t) * (size_t)(co_c.n - 1)))))
+			co_bad++;
+		co_rounds++;
+		swapcontext(&co_ctx, &co_main);
+	}
+}
+
+TEST(coroutine_stack) {
+	size_t sz = 256 << 10;
+	void *stk = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	EXPECT(stk != MAP_FAILED);
+	getcontext(&co_ctx);
+	co_ctx.uc_stack.ss_sp = stk;
+	co_ctx.uc_stack.ss_size = sz;
+	co_hi = (uintptr_t)stk + sz;
+	co_ctx.uc_link = &co_main;
+	makecontext(&co_ctx, co_body, 0);
+	for (int i = 0; i < 600; i++) {
+		struct walk c, u;
+		swapcontext(&co_main, &co_ctx); /* a walk there */
+		chain(3, &c, &u);               /* and one here, on the main stack */
+		if (i % 100 == 0)
+			check_same(&c, &u, "main stack between switches");
+	}
+	EXPECT(co_rounds == 600);
+	EXPECT(co_bad == 0);
+	if (co_bad)
+		printf("  %d of %d walks on the coroutine's stack differ\n", co_bad, co_rounds);
+	munmap(stk, sz);
+}
+
 /* Bounds: a stack range that ends just above the walker's frame stops the
  * walk there instead of reading past it. */
 TEST(walk_stays_inside_bounds) {
@@ -410,6 +469,7 @@ main(void) {
 	RUN(stop_range_ends_the_walk);
 	RUN(walk_from_a_frame);
 	RUN(threads_and_forgetting);
+	RUN(coroutine_stack);
 	RUN(walk_stays_inside_bounds);
 	RUN(signal_frame_goes_to_libunwind);
 	printf("%d of %d walks the same as libunwind's\n", same, cases);
