@@ -381,14 +381,28 @@ run(struct rd *d, const struct prog *pg, struct state *s, uint64_t loc, uint64_t
 	return d->ok;
 }
 
+/* The loaded object's mapped range (_dl_find_object's): every byte of
+ * unwind information read lies in it, whatever its offsets say. */
+struct span {
+	uintptr_t lo, hi;
+};
+
+static inline int
+inside(const struct span *o, const void *p, uint64_t n) {
+	uintptr_t a = (uintptr_t)p;
+	return a >= o->lo && a <= o->hi && n <= o->hi - a;
+}
+
 /* The CIE at cie: its alignment factors, pointer encoding and initial
  * state; 0 for what this walker does not read (a signal frame's "S", a
  * 64-bit length, version 2 or 4 fields). */
 static int
-read_cie(const uint8_t *cie, struct prog *pg) {
+read_cie(const struct span *o, const uint8_t *cie, struct prog *pg) {
 	uint32_t len;
+	if (!inside(o, cie, 4))
+		return 0;
 	memcpy(&len, cie, 4);
-	if (len == 0 || len == 0xffffffffu)
+	if (len == 0 || len == 0xffffffffu || !inside(o, cie + 4, len))
 		return 0;
 	struct rd d = {cie + 4, cie + 4 + len, 1};
 	if (fixed(&d, 4) != 0) /* CIE id */
@@ -435,14 +449,15 @@ read_cie(const uint8_t *cie, struct prog *pg) {
 
 /* The FDE covering pc from the object's .eh_frame_hdr search table. */
 static const uint8_t *
-find_fde(const uint8_t *hdr, uintptr_t pc) {
+find_fde(const struct span *o, const uint8_t *hdr, uintptr_t pc) {
 	/* version 1; eh_frame_ptr's encoding; the count's; the table's, which
 	 * must be datarel sdata4 (what every linker writes) */
-	if (hdr[0] != 1 || hdr[3] != 0x3b)
+	if (!inside(o, hdr, 20) || hdr[0] != 1 || hdr[3] != 0x3b)
 		return NULL;
 	struct rd d = {hdr + 4, hdr + 4 + 16, 1};
 	uint64_t ehf, count;
-	if (!encoded(&d, hdr[1], &ehf) || !encoded(&d, hdr[2], &count) || !count)
+	if (!encoded(&d, hdr[1], &ehf) || !encoded(&d, hdr[2], &count) || !count ||
+	    count > (o->hi - o->lo) / 8 || !inside(o, d.p, count * 8))
 		return NULL;
 	const int32_t *t = (const int32_t *)d.p; /* pairs: start, fde; relative to hdr */
 	uintptr_t base = (uintptr_t)hdr;
@@ -468,16 +483,18 @@ compute(uintptr_t target) {
 	struct dl_find_object fo;
 	if (!find_object || find_object((void *)target, &fo) != 0 || !fo.dlfo_eh_frame)
 		return bad;
-	const uint8_t *fde = find_fde(fo.dlfo_eh_frame, target);
-	if (!fde)
+	const struct span obj = {(uintptr_t)fo.dlfo_map_start, (uintptr_t)fo.dlfo_map_end};
+	const uint8_t *fde = find_fde(&obj, fo.dlfo_eh_frame, target);
+	if (!fde || !inside(&obj, fde, 8))
 		return bad;
 	uint32_t len, cie_off;
 	memcpy(&len, fde, 4);
 	memcpy(&cie_off, fde + 4, 4);
-	if (len == 0 || len == 0xffffffffu || cie_off == 0)
+	if (len < 8 || len == 0xffffffffu || cie_off == 0 || !inside(&obj, fde + 4, len) ||
+	    (uintptr_t)fde + 4 < cie_off)
 		return bad;
 	struct prog pg;
-	if (!read_cie(fde + 4 - cie_off, &pg))
+	if (!read_cie(&obj, fde + 4 - cie_off, &pg))
 		return bad;
 	struct rd d = {fde + 8, fde + 4 + len, 1};
 	uint64_t start, range;
