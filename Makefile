@@ -122,7 +122,11 @@ AN_LIB_SRC := $(filter-out analysis/main.c,$(AN_SRC))
 TEST_CFLAGS := -O0 -g -fno-omit-frame-pointer -fno-inline -pthread -D_GNU_SOURCE -Wno-alloc-size-larger-than
 .PHONY: tests
 FAKECUDA := $(B)/test/fakecuda/libcuda.so.1 $(B)/test/cuda_prog $(B)/test/cuda_direct
-tests: all $(TEST_PROGS) $(TEST_LIBS) $(UNIT) $(FAKECUDA) $(B)/cfi-check/libmemtally.so
+tests: all $(TEST_PROGS) $(TEST_LIBS) $(UNIT) $(FAKECUDA) $(B)/cfi-check/libmemtally.so $(B)/test/lib_cfibad.so
+# A library with corrupt unwind information (test_cfi reads it).
+$(B)/test/lib_cfibad.so: test/unit/lib_cfibad.c test/unit/corrupt_eh_frame.py | $(B)/test
+	$(CC) -O1 -fPIC -shared -o $@ $<
+	python3 test/unit/corrupt_eh_frame.py $@
 # The shim with its CFI walker checked against libunwind at every capture
 # (unwind.c, MT_CFI_CHECK): test_cfi_programs runs real programs under it.
 CHECK_OBJ := $(SHIM_SRC:shim/%.c=$(B)/cfi-check/%.o)

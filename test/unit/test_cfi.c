@@ -423,6 +423,27 @@ TEST(coroutine_stack) {
 	munmap(stk, sz);
 }
 
+/* A library whose FDEs point at a CIE 2 GiB away (lib_cfibad.so, made so
+ * by the build): the walker refuses the frame (-1: libunwind's to try)
+ * without reading there. */
+static int bad_n = -2;
+static int
+bad_cb(void) {
+	uintptr_t pc[MAXF];
+	bad_n = mt_cfi_walk(pc, MAXF, stk_hi, 0, 0, 0);
+	return 1;
+}
+
+TEST(corrupt_unwind_info) {
+	void *h = dlopen("build/test/lib_cfibad.so", RTLD_NOW);
+	EXPECT(h != NULL);
+	if (!h)
+		return;
+	int (*call)(int (*)(void)) = (int (*)(int (*)(void)))dlsym(h, "cfibad_call");
+	EXPECT(call && call(bad_cb) == 2);
+	EXPECT(bad_n == -1);
+}
+
 /* Bounds: a stack range that ends just above the walker's frame stops the
  * walk there instead of reading past it. */
 TEST(walk_stays_inside_bounds) {
@@ -470,6 +491,7 @@ main(void) {
 	RUN(walk_from_a_frame);
 	RUN(threads_and_forgetting);
 	RUN(coroutine_stack);
+	RUN(corrupt_unwind_info);
 	RUN(walk_stays_inside_bounds);
 	RUN(signal_frame_goes_to_libunwind);
 	printf("%d of %d walks the same as libunwind's\n", same, cases);
