@@ -2,10 +2,11 @@
  * cfi.c — the shim's own stack walker (cfi.h): each frame's call frame
  * information (.eh_frame, found through .eh_frame_hdr's sorted table)
  * reduced to one rule a return address, kept in a table all threads
- * share, so a return address seen before costs a hash probe and two loads
- * instead of libunwind's ~1,300 instructions a capture (its cursor set-up)
- * and its first-time lookups (dl_iterate_phdr under a signal mask: two
- * syscalls each).
+ * share behind a small cache per thread, so a return address seen before
+ * costs a probe of that cache instead of libunwind's ~1,300 instructions a
+ * capture (its cursor set-up) and its first-time lookups (dl_iterate_phdr
+ * under a signal mask: two syscalls each); and a walk takes the frames it
+ * shares with the thread's last walk from that walk (mt_cfi_walk).
  *
  * A rule holds what x86-64 code nearly always does: the CFA is rsp or rbp
  * plus a constant, the return address is at CFA - 8, and rbp is either
@@ -51,7 +52,10 @@ enum { UNSUPPORTED = 0, STEP = 1, OUTERMOST = 2 };
  * interrupts an inserter computes its own rule and inserts nothing).
  * dlclose bumps the generation (mt_cfi_forget): every older entry is
  * stale at once, and an unloaded object's rules cannot serve a new one
- * mapped at the same address.  Entries are never removed otherwise; a full
+ * mapped at the same address.  The keys hold its low 15 bits: when those
+ * wrap to 0 (every 32768 dlcloses) every key is cleared, so an entry of
+ * 32768 generations ago cannot come back (only one put racing with that
+ * clear could).  Entries are never removed otherwise; a full
  * neighbourhood (PROBES entries) means the rule is computed each time. */
 #define TAB_BITS 17
 #define TAB_SIZE ((uint64_t)1 << TAB_BITS)
@@ -67,7 +71,7 @@ struct entry {
 };
 
 static struct entry *tab;
-static uint64_t gen;
+static uint64_t gen; /* dlcloses; the keys hold gen & GEN_MASK */
 /* the table's pages that hold an entry: its memory as the process sees it */
 #define TAB_PAGES (TAB_SIZE * sizeof(struct entry) / 4096)
 static uint64_t touched[TAB_PAGES / 64], touched_bytes;
@@ -521,10 +525,11 @@ compute(uintptr_t target) {
  * direct-mapped by pc: the frames a thread walks again and again (a
  * loop's callers, its allocator's own) stay in its L1 cache, while the
  * shared table's entries are a cache miss each (46% of the walker's
- * samples under `import torch` without it).  Keyed as the table is
- * (pc | generation), so a dlclose forgets these too. */
+ * samples under `import torch` without it).  Keyed by pc (0: empty);
+ * emptied by its own thread when the generation moved (l1_gen). */
 #define L1_BITS 8
 static MT_TLS struct entry l1[1u << L1_BITS];
+static MT_TLS uint64_t l1_gen;
 
 /* A miss in the thread's cache: the shared table, else the CFI. */
 static MT_NOINLINE uint64_t
@@ -534,7 +539,7 @@ rule_miss(uintptr_t pc, int inner, uint64_t g, struct entry *c) {
 		r = compute(inner ? pc : pc - 1);
 		tab_put(pc, g, r);
 	}
-	c->key = (uint64_t)pc | g << GEN_SHIFT;
+	c->key = pc;
 	c->rule = r;
 	return r;
 }
@@ -542,7 +547,7 @@ rule_miss(uintptr_t pc, int inner, uint64_t g, struct entry *c) {
 static inline uint64_t
 rule_of(struct entry *cache, uintptr_t pc, int inner, uint64_t g) {
 	struct entry *c = &cache[(pc ^ pc >> L1_BITS) & ((1u << L1_BITS) - 1)];
-	if (MT_LIKELY(c->key == ((uint64_t)pc | g << GEN_SHIFT)))
+	if (MT_LIKELY(c->key == pc))
 		return c->rule;
 	return rule_miss(pc, inner, g, c);
 }
@@ -572,7 +577,10 @@ mt_cfi_memory(void) {
 
 void
 mt_cfi_forget(void) {
-	__atomic_add_fetch(&gen, 1, __ATOMIC_RELEASE);
+	uint64_t n = __atomic_add_fetch(&gen, 1, __ATOMIC_ACQ_REL);
+	if (tab && !(n & GEN_MASK)) /* the keys' generation wrapped */
+		for (uint64_t i = 0; i < TAB_SIZE; i++)
+			__atomic_store_n(&tab[i].key, 0, __ATOMIC_RELAXED);
 }
 
 /* The thread's last walk, frame by frame: each frame's state (pc, sp,
@@ -620,12 +628,16 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 	 * CFA must be above the one before (the main thread's stack may have
 	 * grown below where it was last looked up: its bottom is not a bound). */
 	uintptr_t lo = sp;
-	uint64_t g = __atomic_load_n(&gen, __ATOMIC_ACQUIRE) & GEN_MASK;
+	uint64_t full = __atomic_load_n(&gen, __ATOMIC_ACQUIRE), g = full & GEN_MASK;
 	struct entry *cache = l1; /* the TLS address once */
+	if (MT_UNLIKELY(l1_gen != full)) { /* a dlclose since: forget them all */
+		memset(l1, 0, sizeof l1);
+		l1_gen = full;
+	}
 	const uintptr_t stop_base = stop_lo + 1, stop_len = stop_hi - stop_lo;
 	const struct memo *old = &memos[memo_cur];
 	struct memo *rec = &memos[memo_cur ^ 1];
-	int on = old->gen == g && old->hi == hi ? old->n : 0; /* else: forgotten */
+	int on = old->gen == full && old->hi == hi ? old->n : 0; /* else: forgotten */
 	int k = 0, j = 0, final = 1;
 	if (pc - stop_base < stop_len)
 		max = n; /* from a caller that is the stop frame */
@@ -725,7 +737,7 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 	rec->n = k < MEMO_N ? k : MEMO_N;
 	rec->final = final && k <= MEMO_N;
 	rec->hi = hi;
-	rec->gen = g;
+	rec->gen = full;
 	memo_cur ^= 1;
 	return n;
 }

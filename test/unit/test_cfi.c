@@ -307,13 +307,19 @@ TEST(walk_from_a_frame) {
 
 /* Threads walking at once, through the shared rule table (inserts racing
  * on the same entries), while another keeps forgetting every rule (as
- * dlclose does): every walk still equals libunwind's. */
+ * dlclose does; past two wraps of the generation the keys hold, each of
+ * which clears the table under the walkers): every walk still equals
+ * libunwind's. */
 static volatile int forgetting;
+static long forgets;
 static void *
 forgetter(void *arg) {
 	(void)arg;
-	while (forgetting)
+	/* past 32768 at least: the keys' generation wraps, the table is cleared */
+	while (forgetting || forgets < 70000) {
 		mt_cfi_forget();
+		forgets++;
+	}
 	return NULL;
 }
 struct racer { uintptr_t lo, hi; int walks, bad; };
@@ -358,6 +364,7 @@ TEST(threads_and_forgetting) {
 		pthread_join(t[i], NULL);
 	forgetting = 0;
 	pthread_join(f, NULL);
+	EXPECT(forgets >= 70000);
 	for (int i = 0; i < 4; i++) {
 		EXPECT(r[i].walks == 3000);
 		EXPECT(r[i].bad == 0);
