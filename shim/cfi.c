@@ -188,6 +188,17 @@ fixed(struct rd *d, int bytes) {
 	return v;
 }
 
+/* Past a block: its ULEB128 length, then that many bytes; 0 when they
+ * run past the end. */
+static int
+skip_block(struct rd *d) {
+	uint64_t n = uleb(d);
+	if (!d->ok || (uint64_t)(d->end - d->p) < n)
+		return d->ok = 0;
+	d->p += n;
+	return 1;
+}
+
 /* DW_EH_PE_* pointer encodings: the value's form (low nibble) and what
  * it is relative to (pcrel only; others are not used by x86-64's .eh_frame). */
 static int
@@ -306,6 +317,8 @@ run(struct rd *d, const struct prog *pg, struct state *s, uint64_t loc, uint64_t
 		case 0x07: set_reg(s, uleb(d), R_UNDEF, 0); continue;  /* undefined */
 		case 0x08: set_reg(s, uleb(d), R_SAME, 0); continue;   /* same_value */
 		case 0x09: /* register */
+		case 0x14: /* val_offset */
+		case 0x15: /* val_offset_sf: its LEB128 operand skips as the others' */
 			reg = uleb(d);
 			uleb(d);
 			set_reg(s, reg, R_OTHER, 0);
@@ -328,24 +341,18 @@ run(struct rd *d, const struct prog *pg, struct state *s, uint64_t loc, uint64_t
 			continue;
 		case 0x0d: s->cfa_reg = (int)uleb(d); continue; /* def_cfa_register */
 		case 0x0e: s->cfa_off = (int64_t)uleb(d); continue; /* def_cfa_offset */
-		case 0x0f: { /* def_cfa_expression */
-			uint64_t n = uleb(d);
-			if ((uint64_t)(d->end - d->p) < n)
+		case 0x0f: /* def_cfa_expression */
+			if (!skip_block(d))
 				return 0;
-			d->p += n;
 			s->cfa_reg = -1;
 			continue;
-		}
-		case 0x10:   /* expression */
-		case 0x16: { /* val_expression */
+		case 0x10: /* expression */
+		case 0x16: /* val_expression */
 			reg = uleb(d);
-			uint64_t n = uleb(d);
-			if ((uint64_t)(d->end - d->p) < n)
+			if (!skip_block(d))
 				return 0;
-			d->p += n;
 			set_reg(s, reg, R_OTHER, 0);
 			continue;
-		}
 		case 0x11: /* offset_extended_sf */
 			reg = uleb(d);
 			off = sleb(d) * pg->data_align;
@@ -356,16 +363,6 @@ run(struct rd *d, const struct prog *pg, struct state *s, uint64_t loc, uint64_t
 			s->cfa_off = sleb(d) * pg->data_align;
 			continue;
 		case 0x13: s->cfa_off = sleb(d) * pg->data_align; continue; /* def_cfa_offset_sf */
-		case 0x14: /* val_offset */
-			reg = uleb(d);
-			uleb(d);
-			set_reg(s, reg, R_OTHER, 0);
-			continue;
-		case 0x15: /* val_offset_sf */
-			reg = uleb(d);
-			sleb(d);
-			set_reg(s, reg, R_OTHER, 0);
-			continue;
 		case 0x2e: uleb(d); continue; /* GNU_args_size */
 		case 0x2f: /* GNU_negative_offset_extended */
 			reg = uleb(d);
@@ -506,8 +503,7 @@ compute(uintptr_t target) {
 		return bad;
 	if (target < start || target - start >= range)
 		return bad; /* no FDE covers it */
-	d.p += uleb(&d); /* augmentation data ('z': every CIE we accept) */
-	if (!d.ok || d.p > d.end)
+	if (!skip_block(&d)) /* augmentation data ('z': every CIE we accept) */
 		return bad;
 	struct state s = pg.init;
 	if (!run(&d, &pg, &s, start, target))
@@ -590,9 +586,9 @@ mt_cfi_forget(void) {
  * return address, each saved rbp) still hold what they held: the walk is
  * a function of its state and of those words, so it would find the same
  * frames, up to the first word that changed; from there it steps, and may
- * meet the last walk again further out.  Those checks are independent loads; a step is a chain (load
- * the return address, look up its rule, add the offset, load the next),
- * 15-20 cycles a frame.  Allocations in a loop share their outer frames
+ * meet the last walk again further out.  Those checks are independent
+ * loads; a step is a chain (load the return address, look up its rule,
+ * add the offset, load the next), 15-20 cycles a frame.  Allocations in a loop share their outer frames
  * with the one before; in cc1 most stacks are 30 frames or more.  Two
  * buffers: a walk reads the last while it writes its own. */
 #define MEMO_N 64
@@ -606,6 +602,17 @@ struct memo {
 };
 static MT_TLS struct memo memos[2];
 static MT_TLS unsigned memo_cur;
+
+/* Frame k of the walk being recorded (past MEMO_N: not kept). */
+static inline void
+remember(struct memo *rec, int k, uintptr_t sp, uintptr_t pc, uintptr_t bp, uintptr_t slot) {
+	if (k < MEMO_N) {
+		rec->sp[k] = sp;
+		rec->pc[k] = pc;
+		rec->bp[k] = bp;
+		rec->slot[k] = slot;
+	}
+}
 
 MT_NOINLINE int
 mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t stop_hi,
@@ -634,12 +641,11 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 		memset(l1, 0, sizeof l1);
 		l1_gen = full;
 	}
-	const uintptr_t stop_base = stop_lo + 1, stop_len = stop_hi - stop_lo;
 	const struct memo *old = &memos[memo_cur];
 	struct memo *rec = &memos[memo_cur ^ 1];
 	int on = old->gen == full && old->hi == hi ? old->n : 0; /* else: forgotten */
 	int k = 0, j = 0, final = 1;
-	if (pc - stop_base < stop_len)
+	if (mt_pc_in(pc, stop_lo, stop_hi))
 		max = n; /* from a caller that is the stop frame */
 	for (;; k++) {
 		/* k: this frame's index; its pc is out already (n == k + 1) when
@@ -657,14 +663,9 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 			}
 			/* so frames j+1 .. t are the last walk's */
 			for (; j < t && n < max; j++, k++) {
-				if (k < MEMO_N) {
-					rec->sp[k] = old->sp[j];
-					rec->pc[k] = old->pc[j];
-					rec->bp[k] = old->bp[j];
-					rec->slot[k] = old->slot[j];
-				}
+				remember(rec, k, old->sp[j], old->pc[j], old->bp[j], old->slot[j]);
 				pcs[n++] = old->pc[j + 1];
-				if (old->pc[j + 1] - stop_base < stop_len) {
+				if (mt_pc_in(old->pc[j + 1], stop_lo, stop_hi)) {
 					max = n; /* the stop frame: the walk ends after it */
 					j++;
 					k++;
@@ -675,13 +676,7 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 			sp = old->sp[j];
 			bp = old->bp[j];
 			if (j == on - 1 && old->final && n < max) { /* it stopped here: so does this one */
-				if (k < MEMO_N) {
-					rec->sp[k] = sp;
-					rec->pc[k] = pc;
-					rec->bp[k] = bp;
-					rec->slot[k] = 0;
-				}
-				k++;
+				remember(rec, k, sp, pc, bp, 0);
 				break;
 			}
 			j++; /* this frame is stepped below; the next may meet the last walk again */
@@ -690,18 +685,11 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 			final = 0;
 			break;
 		}
-		if (k < MEMO_N) {
-			rec->sp[k] = sp;
-			rec->pc[k] = pc;
-			rec->bp[k] = bp;
-			rec->slot[k] = 0;
-		}
+		remember(rec, k, sp, pc, bp, 0);
 		uint64_t r = rule_of(cache, pc, k == 0 && inner, g);
 		if (R_KIND(r) != STEP) {
-			if (R_KIND(r) == OUTERMOST) {
-				k++;
+			if (R_KIND(r) == OUTERMOST)
 				break;
-			}
 			mt_add(&handed, 1);
 			rec->n = 0;
 			memo_cur ^= 1;
@@ -709,31 +697,28 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 		}
 		uintptr_t cfa = (R_CFA_RBP(r) ? bp : sp) + (uintptr_t)R_CFA_OFF(r);
 		/* inside the stack, above this frame, 8-aligned: else stop */
-		if (cfa <= sp || cfa > hi || (cfa & 7)) {
-			k++;
+		if (cfa <= sp || cfa > hi || (cfa & 7))
 			break;
-		}
 		if (R_RBP_OFF(r)) {
 			uintptr_t at = cfa + (uintptr_t)R_RBP_OFF(r);
-			if (at < lo || at > hi - 8) {
-				k++;
+			if (at < lo || at > hi - 8)
 				break;
-			}
 			if (k < MEMO_N)
 				rec->slot[k] = at;
 			bp = *(const uintptr_t *)at;
 		}
 		pc = ((const uintptr_t *)cfa)[-1];
 		sp = cfa;
-		if (!pc) {
-			k++;
+		if (!pc)
 			break;
-		}
 		pcs[n++] = pc;
-		if (pc - stop_base < stop_len)
+		if (mt_pc_in(pc, stop_lo, stop_hi))
 			max = n; /* the stop frame: the walk ends after it */
 	}
-	/* frames 0 .. k-1 were visited; past MEMO_N the record ends early */
+	/* The walk stopped at frame k (final: recorded, it counts) or ended
+	 * before stepping it (max reached: not recorded); frames 0 .. k-1, or
+	 * 0 .. k, were visited.  Past MEMO_N the record ends early. */
+	k += final;
 	rec->n = k < MEMO_N ? k : MEMO_N;
 	rec->final = final && k <= MEMO_N;
 	rec->hi = hi;

@@ -158,19 +158,25 @@ mt_mix64(uint64_t h) {
 	return h ^ (h >> 32);
 }
 
-/* The index of the first return address in pcs[0..n) whose call lies in
- * the text [lo, hi) (pc - 1 does: a call that ends a function returns
- * past it), n when none.  Four frames a step, one branch for the four:
- * most stacks are scanned whole (the interpreter loop, the loader). */
+/* Whether the call a return address returns from lies in the text
+ * [lo, hi): pc - 1 does (a call that ends a function returns past it).
+ * Never true for lo == hi. */
+static inline int
+mt_pc_in(uintptr_t pc, uintptr_t lo, uintptr_t hi) {
+	return pc - (lo + 1) < hi - lo;
+}
+
+/* The index of the first return address in pcs[0..n) for which mt_pc_in
+ * holds, n when none.  Four frames a step, one branch for the four: most
+ * stacks are scanned whole (the interpreter loop, the loader). */
 static inline int
 mt_pcs_find(const uintptr_t *pcs, int n, uintptr_t lo, uintptr_t hi) {
-	const uintptr_t base = lo + 1, len = hi - lo;
 	int k = 0;
 	for (; k + 4 <= n; k += 4)
-		if ((pcs[k] - base < len) | (pcs[k + 1] - base < len) | (pcs[k + 2] - base < len) |
-		    (pcs[k + 3] - base < len))
+		if (mt_pc_in(pcs[k], lo, hi) | mt_pc_in(pcs[k + 1], lo, hi) |
+		    mt_pc_in(pcs[k + 2], lo, hi) | mt_pc_in(pcs[k + 3], lo, hi))
 			break;
-	while (k < n && pcs[k] - base >= len)
+	while (k < n && !mt_pc_in(pcs[k], lo, hi))
 		k++;
 	return k;
 }

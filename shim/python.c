@@ -440,9 +440,10 @@ mt_py_cut_range(uintptr_t *lo, uintptr_t *hi) {
 
 int
 mt_py_cut(const uintptr_t *pcs, int n) {
-	if (!eval_hi || mt_cfg.pynative)
+	uintptr_t lo, hi;
+	if (!mt_py_cut_range(&lo, &hi))
 		return n;
-	int i = mt_pcs_find(pcs, n, eval_lo, eval_hi);
+	int i = mt_pcs_find(pcs, n, lo, hi);
 	return i < n ? i + 1 : n; /* the eval frame stays: the views put the Python stack there */
 }
 

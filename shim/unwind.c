@@ -9,6 +9,9 @@
 #include "format.h"
 #include "unwind.h"
 #include "cfi.h"
+#ifdef MT_CFI_CHECK
+#include "buf.h"
+#endif
 #include <link.h>
 #include <sys/auxv.h>
 #include <string.h>
@@ -146,10 +149,9 @@ find_stack(uintptr_t sp) {
 	return found;
 }
 
-/* Frame-pointer walk inside the thread's stack: each frame must lie above
- * the previous one, 16 bytes below the stack's top at most, and be 16-byte
- * aligned as the x86-64 ABI requires.  Returns -1 when the stack is not
- * known (the caller falls back to libunwind). */
+/* 1 when sp lies in the stack mapping last found (stk_lo, stk_hi), found
+ * again if not (STK_FINDS times a thread at most); 0: the stack is not
+ * known, and the caller falls back to libunwind. */
 static inline int
 stack_known(uintptr_t sp) {
 	if (MT_UNLIKELY(sp < stk_lo || sp >= stk_hi)) {
@@ -164,6 +166,10 @@ stack_known(uintptr_t sp) {
 	return 1;
 }
 
+/* Frame-pointer walk inside the thread's stack: each frame must lie above
+ * the previous one, 16 bytes below the stack's top at most, and be 16-byte
+ * aligned as the x86-64 ABI requires.  Returns -1 when the stack is not
+ * known (the caller falls back to libunwind). */
 static int
 fp_walk(uintptr_t *pcs, int max) {
 	uintptr_t *fp = __builtin_frame_address(0);
@@ -242,43 +248,17 @@ mt_loader_postfork(int child) {
  * test_cfi_programs): each stack the CFI walker gives is walked again by
  * libunwind and the two compared past the shim's own frames, cut where the
  * capture cuts (max frames, the stop range).  A difference is written to
- * stderr with both stacks; the destructor writes the counts.  Raw writes:
- * this runs inside malloc too. */
+ * stderr with both stacks; the destructor writes the counts.  The shim's
+ * own formatter and write(2): this runs inside malloc too. */
 static uint64_t chk_walks, chk_differ;
-
-static void
-chk_hex(char *b, int *len, uint64_t v) {
-	char t[16];
-	int k = 0;
-	do
-		t[k++] = "0123456789abcdef"[v & 15];
-	while ((v >>= 4) && k < 16);
-	while (k && *len < 4000)
-		b[(*len)++] = t[--k];
-}
-
-static void
-chk_dec(char *b, int *len, uint64_t v) {
-	char t[24];
-	int k = 0;
-	do
-		t[k++] = (char)('0' + v % 10);
-	while ((v /= 10) && k < 24);
-	while (k)
-		b[(*len)++] = t[--k];
-}
 
 /* frames past the shim's, cut after the first in the stop range and at max */
 static int
 chk_cut(const uintptr_t *pcs, int n, int max, uintptr_t stop_lo, uintptr_t stop_hi, int *skip) {
 	*skip = self_frames(pcs, n);
-	int m = 0;
-	while (*skip + m < n && m < max) {
-		uintptr_t pc = pcs[*skip + m++];
-		if (pc - (stop_lo + 1) < stop_hi - stop_lo)
-			break;
-	}
-	return m;
+	int m = n - *skip < max ? n - *skip : max;
+	int k = mt_pcs_find(pcs + *skip, m, stop_lo, stop_hi);
+	return k < m ? k + 1 : m;
 }
 
 static void
@@ -294,39 +274,28 @@ chk_walk(const uintptr_t *got, int n, int max, uintptr_t stop_lo, uintptr_t stop
 		return;
 	if (__atomic_add_fetch(&chk_differ, 1, __ATOMIC_RELAXED) > 20)
 		return;
-	char buf[4096];
-	int len = 0;
-	memcpy(buf, "memtally-cfi-check: differs: cfi", 32);
-	len = 32;
-	for (int i = sa; i < sa + a && len < 1900; i++) {
-		buf[len++] = ' ';
-		chk_hex(buf, &len, got[i]);
-	}
-	memcpy(buf + len, " libunwind", 10);
-	len += 10;
-	for (int i = sb; i < sb + b && len < 3900; i++) {
-		buf[len++] = ' ';
-		chk_hex(buf, &len, ref[i]);
-	}
-	buf[len++] = '\n';
-	mt_sys(SYS_write, 2, buf, len, 0, 0, 0);
+	char mem[4096];
+	struct mt_buf buf;
+	mt_buf_fixed(&buf, mem, sizeof mem);
+	mt_buf_puts(&buf, "memtally-cfi-check: differs: cfi");
+	for (int i = sa; i < sa + a; i++)
+		mt_buf_printf(&buf, " %lx", (unsigned long)got[i]);
+	mt_buf_puts(&buf, " libunwind");
+	for (int i = sb; i < sb + b; i++)
+		mt_buf_printf(&buf, " %lx", (unsigned long)ref[i]);
+	mt_buf_putc(&buf, '\n');
+	mt_write_all(2, buf.p, buf.len);
 }
 
 __attribute__((destructor)) static void
 chk_report(void) {
-	char buf[128];
-	int len = 0;
-	memcpy(buf, "memtally-cfi-check: walks ", 26);
-	len = 26;
-	chk_dec(buf, &len, chk_walks);
-	memcpy(buf + len, " differ ", 8);
-	len += 8;
-	chk_dec(buf, &len, chk_differ);
-	memcpy(buf + len, " handed ", 8);
-	len += 8;
-	chk_dec(buf, &len, mt_cfi_handed());
-	buf[len++] = '\n';
-	mt_sys(SYS_write, 2, buf, len, 0, 0, 0);
+	char mem[128];
+	struct mt_buf buf;
+	mt_buf_fixed(&buf, mem, sizeof mem);
+	mt_buf_printf(&buf, "memtally-cfi-check: walks %lu differ %lu handed %lu\n",
+		      (unsigned long)chk_walks, (unsigned long)chk_differ,
+		      (unsigned long)mt_cfi_handed());
+	mt_write_all(2, buf.p, buf.len);
 }
 #endif
 

@@ -27,25 +27,28 @@ struct walk {
 	uintptr_t pc[MAXF];
 	int n;
 };
-static uintptr_t stk_lo, stk_hi;
+static uintptr_t stk_hi; /* the walking thread's stack top */
 
-static void
-stack_bounds(void) {
+/* The calling thread's stack top. */
+static uintptr_t
+stack_top(void) {
 	pthread_attr_t a;
 	void *base;
 	size_t size;
 	pthread_getattr_np(pthread_self(), &a);
 	pthread_attr_getstack(&a, &base, &size);
 	pthread_attr_destroy(&a);
-	stk_lo = (uintptr_t)base;
-	stk_hi = stk_lo + size;
+	return (uintptr_t)base + size;
 }
+
+/* The CFI walker's stop range (0, 0: none; stop_range_ends_the_walk). */
+static uintptr_t stop_lo, stop_hi;
 
 /* Both walkers from one frame: pc[0] is each call's own return address
  * (two call instructions), so the frames compared start at pc[1]. */
 static __attribute__((noinline)) void
 walk_both(struct walk *cfi, struct walk *unw) {
-	cfi->n = mt_cfi_walk(cfi->pc, MAXF, stk_hi, 0, 0, 0);
+	cfi->n = mt_cfi_walk(cfi->pc, MAXF, stk_hi, stop_lo, stop_hi, 0);
 	unw->n = unw_backtrace((void **)unw->pc, MAXF);
 	__asm__ volatile("" ::: "memory"); /* no tail call */
 }
@@ -155,14 +158,7 @@ TEST(return_address_past_function_end) {
 static void *
 thread_main(void *arg) {
 	struct walk *w = arg;
-	pthread_attr_t a;
-	void *base;
-	size_t size;
-	pthread_getattr_np(pthread_self(), &a);
-	pthread_attr_getstack(&a, &base, &size);
-	pthread_attr_destroy(&a);
-	stk_lo = (uintptr_t)base; /* this thread's bounds while it walks */
-	stk_hi = stk_lo + size;
+	stk_hi = stack_top(); /* this thread's while it walks */
 	chain(5, &w[0], &w[1]);
 	return NULL;
 }
@@ -172,7 +168,7 @@ TEST(thread_stack_ends_at_clone) {
 	pthread_t t;
 	pthread_create(&t, NULL, thread_main, w);
 	pthread_join(t, NULL);
-	stack_bounds();
+	stk_hi = stack_top();
 	check_same(&w[0], &w[1], "thread");
 }
 
@@ -232,41 +228,23 @@ TEST(reuse_checks_the_outer_frames) {
 /* A stop range (the caller's eval loop under Python): the walk ends with
  * its first frame there, walked or taken from the last walk; a later walk
  * without one goes on past where that one stopped. */
-static uintptr_t stop_lo, stop_hi;
-static __attribute__((noinline)) void
-walk_stop(struct walk *c, struct walk *u) {
-	c->n = mt_cfi_walk(c->pc, MAXF, stk_hi, stop_lo, stop_hi, 0);
-	u->n = unw_backtrace((void **)u->pc, MAXF);
-	__asm__ volatile("" ::: "memory");
-}
-static __attribute__((noinline)) void
-stop_leaf(struct walk *c, struct walk *u) {
-	walk_stop(c, u);
-	sink++;
-}
-static __attribute__((noinline)) void
-stop_outer(struct walk *c, struct walk *u) {
-	stop_leaf(c, u);
-	sink++;
-}
-
 TEST(stop_range_ends_the_walk) {
 	struct walk full_c, full_u;
-	stop_outer(&full_c, &full_u); /* a whole walk first: the next ones
-				       * meet it and stop inside its frames */
+	caller_x(&full_c, &full_u); /* a whole walk first: the next ones
+				     * meet it and stop inside its frames */
 	check_same(&full_c, &full_u, "before a stopped walk");
-	stop_lo = (uintptr_t)stop_outer;
-	stop_hi = stop_lo + 64; /* its call of stop_leaf is in its first bytes */
+	stop_lo = (uintptr_t)caller_x;
+	stop_hi = stop_lo + 64; /* its call of leaf_pair is in its first bytes */
 	for (int rep = 0; rep < 3; rep++) {
 		struct walk c, u;
-		stop_outer(&c, &u);
-		EXPECT(c.n == 3); /* walk_stop's, stop_leaf's, stop_outer's return */
+		caller_x(&c, &u);
+		EXPECT(c.n == 3); /* walk_both's, leaf_pair's, caller_x's return */
 		EXPECT(c.n >= 2 && c.pc[c.n - 1] > stop_lo && c.pc[c.n - 1] <= stop_hi);
 		EXPECT(c.n <= u.n && !memcmp(c.pc + 1, u.pc + 1, sizeof(uintptr_t) * (size_t)(c.n - 1)));
 	}
 	stop_lo = stop_hi = 0;
 	struct walk c, u;
-	stop_outer(&c, &u);
+	caller_x(&c, &u);
 	check_same(&c, &u, "after a stopped walk");
 }
 
@@ -341,13 +319,7 @@ race_walk(int d, struct racer *r) {
 static void *
 racer_main(void *arg) {
 	struct racer *r = arg;
-	pthread_attr_t a;
-	void *base;
-	size_t size;
-	pthread_getattr_np(pthread_self(), &a);
-	pthread_attr_getstack(&a, &base, &size);
-	pthread_attr_destroy(&a);
-	my_hi = (uintptr_t)base + size;
+	my_hi = stack_top();
 	for (int i = 0; i < 3000; i++)
 		race_walk(i % 17, r);
 	return NULL;
@@ -486,7 +458,7 @@ int
 main(void) {
 	mt_unwind_init(dlsym);
 	EXPECT(mt_cfi_init(dlsym) == 1); /* glibc 2.35+: _dl_find_object */
-	stack_bounds();
+	stk_hi = stack_top();
 	RUN(recursion_matches_libunwind);
 	RUN(through_libc_qsort);
 	RUN(alloca_frame_cfa_on_rbp);
