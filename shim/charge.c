@@ -139,16 +139,19 @@ mt_tslot_pick(void) {
 	mt_self.tslot = (i < MT_TSLOTS - 1 ? i : MT_TSLOTS - 1) + 1;
 }
 
+/* plain: the solo thread's plain updates (glue.h), for heap entries only
+ * (other kinds' totals are changed by any thread). */
 static void
-uncharge(const struct mt_ptr *e) {
+uncharge(const struct mt_ptr *e, int plain) {
 	int64_t bytes = (int64_t)e->size, count = 1;
+	plain &= e->kind == MT_HEAP;
 	if (e->size >= mt_cfg.exact_above)
 		mt_event(MT_EV_FREE, e->kind, e->addr, e->size, e->stack);
 	if (e->sampled)
 		sample_weights(e->size, &bytes, &count);
-	mt_site_free(e->stack, e->kind, bytes, count);
+	mt_site_free(e->stack, e->kind, bytes, count, plain);
 	struct mt_totals *t = &mt_totals[e->kind];
-	mt_add(&t->live_bytes, -bytes);
+	mt_addp(plain, &t->live_bytes, -bytes);
 	if (e->kind == MT_HEAP) { /* per-thread: no shared cache line */
 		struct mt_tcount *tc = mt_tcount();
 		mt_tc_add2(&tc->live_count, (uint64_t)-count, &tc->free_bytes, e->size);
@@ -174,18 +177,22 @@ mt_heap_track(void *p, size_t size, uintptr_t hook, int how) {
 			   .sampled = how == 2,
 			   .time_ms = (uint32_t)mt_ms_since_start()};
 	struct mt_ptr old;
-	int err = mt_ptrtab_put(&e, &old);
+	int plain = mt_plain_enter(); /* from here to mt_plain_leave */
+	int err = mt_ptrtab_put(&e, &old, plain);
 	if (err == ENOMEM) {
+		mt_plain_leave(plain);
 		mt_add(&mt_dropped_live, 1);
 		return;
 	}
 	if (err == EEXIST) /* freed behind our back: forget the old one */
-		uncharge(&old);
-	mt_site_alloc(e.stack, MT_HEAP, bytes, count);
+		uncharge(&old, plain);
+	mt_site_alloc(e.stack, MT_HEAP, bytes, count, plain);
+	int peak = mt_raise_peakp(plain, &t->peak_bytes, mt_addp(plain, &t->live_bytes, bytes));
+	mt_plain_leave(plain);
 	if (size >= mt_cfg.exact_above) /* large blocks go to the event ring */
 		mt_event(MT_EV_ALLOC, MT_HEAP, (uintptr_t)p, size, e.stack);
 	mt_tc_add(&tc->live_count, (uint64_t)count);
-	if (mt_raise_peak(&t->peak_bytes, mt_add(&t->live_bytes, bytes)))
+	if (peak)
 		mt_peak_moved(MT_HEAP);
 	count_tracked();
 }
@@ -194,22 +201,26 @@ void
 mt_heap_free(void *p) {
 	struct mt_ptr e;
 	mt_tc_add(&mt_tcount()->frees, 1);
-	if (mt_ptrtab_take((uintptr_t)p, &e))
-		uncharge(&e);
+	int plain = mt_plain_enter();
+	if (mt_ptrtab_take((uintptr_t)p, &e, plain))
+		uncharge(&e, plain);
+	mt_plain_leave(plain);
 }
 
 void
 mt_heap_take(void *p, struct mt_ptr *e, int *had) {
-	*had = mt_ptrtab_maybe((uintptr_t)p) && mt_ptrtab_take((uintptr_t)p, e);
+	int plain = mt_plain_enter();
+	*had = mt_ptrtab_maybe((uintptr_t)p) && mt_ptrtab_take((uintptr_t)p, e, plain);
 	if (*had)
-		uncharge(e);
+		uncharge(e, plain);
+	mt_plain_leave(plain);
 }
 
 void
 mt_heap_restore(const struct mt_ptr *e) {
 	struct mt_ptr old;
 	int64_t bytes = (int64_t)e->size, count = 1;
-	if (mt_ptrtab_put(e, &old) == ENOMEM) {
+	if (mt_ptrtab_put(e, &old, 0) == ENOMEM) {
 		mt_add(&mt_dropped_live, 1);
 		return;
 	}
@@ -231,15 +242,15 @@ mt_dev_track(uintptr_t key, uint64_t size, int kind, int device, uint32_t stream
 			   .stream = stream,
 			   .time_ms = (uint32_t)mt_ms_since_start()};
 	struct mt_ptr old;
-	int err = mt_ptrtab_put(&e, &old);
+	int err = mt_ptrtab_put(&e, &old, 0);
 	if (err == ENOMEM) {
 		mt_add(&mt_dropped_live, 1);
 		return -1;
 	}
 	if (err == EEXIST && !(old.flags & MT_PTR_MAPPED))
-		uncharge(&old);
+		uncharge(&old, 0);
 	if (!(flags & MT_PTR_MAPPED)) { /* a mapping of a handle: charged at create */
-		mt_site_alloc(e.stack, kind, (int64_t)size, 1);
+		mt_site_alloc(e.stack, kind, (int64_t)size, 1, 0);
 		mt_totals_alloc(kind, size);
 		count_tracked();
 	}
@@ -249,10 +260,10 @@ mt_dev_track(uintptr_t key, uint64_t size, int kind, int device, uint32_t stream
 
 int
 mt_dev_untrack(uintptr_t key, struct mt_ptr *e) {
-	if (!mt_ptrtab_take(key, e))
+	if (!mt_ptrtab_take(key, e, 0))
 		return 0;
 	if (!(e->flags & MT_PTR_MAPPED)) {
-		mt_site_free(e->stack, e->kind, (int64_t)e->size, 1);
+		mt_site_free(e->stack, e->kind, (int64_t)e->size, 1, 0);
 		mt_totals_free(e->kind, e->size, 1);
 	}
 	mt_event(MT_EV_FREE, e->kind, key & ~MT_TAG_MASK, e->size, e->stack);

@@ -492,9 +492,9 @@ cuMemMap(CUdeviceptr p, size_t n, size_t off, CUhandle h, unsigned long long fl)
 		struct mt_ptr he;
 		uint32_t stack = 0;
 		int d = 0, kind = MT_CUDA_VMM;
-		if (mt_ptrtab_take(HANDLE(h), &he)) { /* look, then put it back */
+		if (mt_ptrtab_take(HANDLE(h), &he, 0)) { /* look, then put it back */
 			struct mt_ptr old;
-			mt_ptrtab_put(&he, &old);
+			mt_ptrtab_put(&he, &old, 0);
 			stack = he.stack, d = he.device, kind = he.kind;
 		}
 		mt_dev_track(DEV(p), n, kind, d, 0, MT_PTR_MAPPED, stack);

@@ -233,6 +233,7 @@ postfork_child(void) {
 		mt_active = 0;
 	} else {
 		mt_clock_start();
+		mt_solo_start(); /* the child's one thread */
 		start_writer();
 	}
 	mt_self.guard--;
@@ -311,6 +312,7 @@ mt_init(int argc, char **argv, char **envp) {
 	start_writer();
 	if (mt_cfg.verbose)
 		mt_snapshot_describe();
+	mt_solo_start(); /* this thread records plainly until another does */
 	__atomic_store_n(&mt_active, 1, __ATOMIC_RELEASE);
 	mt_self.guard--;
 }

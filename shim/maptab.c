@@ -67,13 +67,13 @@ release_locked(uintptr_t start, uintptr_t end, struct mt_map *first) {
 		uintptr_t hi = m->end < end ? m->end : end;
 		int64_t bytes = (int64_t)(hi - lo);
 		if (lo == m->start && hi == m->end) { /* whole piece */
-			mt_site_free(m->stack, m->kind, bytes, m->counted);
+			mt_site_free(m->stack, m->kind, bytes, m->counted, 0);
 			mt_totals_free(m->kind, (uint64_t)bytes, m->counted);
 			memmove(m, m + 1, (nmaps - i - 1) * sizeof *m);
 			nmaps--;
 			continue;
 		}
-		mt_site_free(m->stack, m->kind, bytes, 0);
+		mt_site_free(m->stack, m->kind, bytes, 0, 0);
 		mt_totals_free(m->kind, (uint64_t)bytes, 0);
 		if (lo == m->start) {
 			m->start = hi;
@@ -115,7 +115,7 @@ mt_maptab_add(const struct mt_map *m) {
 		/* Charged under the lock, so a racing munmap of this range
 		 * always uncharges after it. */
 		uint64_t bytes = m->end - m->start;
-		mt_site_alloc(m->stack, m->kind, (int64_t)bytes, 1);
+		mt_site_alloc(m->stack, m->kind, (int64_t)bytes, 1, 0);
 		mt_totals_alloc(m->kind, bytes);
 	}
 	mt_unlock(&map_lock);

@@ -312,17 +312,33 @@ put_in(struct shard *s, int wide, const struct mt_ptr *e, struct mt_ptr *replace
 	return err;
 }
 
+/* A shard's lock, unless the caller is the solo thread working plainly
+ * (glue.h); anyone else ends solo mode first. */
+static inline void
+shard_lock(struct shard *s, int plain) {
+	if (plain)
+		return;
+	mt_solo_gate();
+	mt_lock(&s->lock);
+}
+
+static inline void
+shard_unlock(struct shard *s, int plain) {
+	if (!plain)
+		mt_unlock(&s->lock);
+}
+
 int
-mt_ptrtab_put(const struct mt_ptr *e, struct mt_ptr *replaced) {
+mt_ptrtab_put(const struct mt_ptr *e, struct mt_ptr *replaced, int plain) {
 	uint64_t h = mt_ptr_hash(e->addr);
 	struct shard *s = shard_of(h);
 	int err;
-	mt_lock(&s->lock);
+	shard_lock(s, plain);
 	if (MT_LIKELY(fits_compact(e)))
 		err = put_in(s, 0, e, replaced, h);
 	else
 		err = put_in(s, 1, e, replaced, h);
-	mt_unlock(&s->lock);
+	shard_unlock(s, plain);
 	return err;
 }
 
@@ -355,24 +371,25 @@ take_in(struct shard *s, int wide, uintptr_t addr, uint64_t h, struct mt_ptr *ou
 }
 
 int
-mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out) {
+mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out, int plain) {
 	uint64_t h = mt_ptr_hash(addr);
 	struct shard *s = shard_of(h);
 	int found = 0;
-	mt_lock(&s->lock);
+	shard_lock(s, plain);
 	/* an address no compact slot can hold is looked for in the wide
 	 * table only; the wide one only when it holds anything */
 	if (MT_LIKELY(compact_addr(addr)))
 		found = take_in(s, 0, addr, h, out);
 	if (!found && s->t[1].count)
 		found = take_in(s, 1, addr, h, out);
-	mt_unlock(&s->lock);
+	shard_unlock(s, plain);
 	return found;
 }
 
 void
 mt_ptrtab_each(void (*fn)(const struct mt_ptr *, void *), void *arg) {
 	uint64_t now = mt_ms_since_start();
+	mt_solo_gate();
 	for (int k = 0; k < NSHARDS; k++) {
 		struct shard *s = &shards[k];
 		mt_lock(&s->lock);
@@ -408,6 +425,7 @@ mt_ptrtab_memory(void) {
 
 void
 mt_ptrtab_prefork(void) {
+	mt_solo_gate();
 	for (int i = 0; i < NSHARDS; i++)
 		mt_lock(&shards[i].lock);
 }

@@ -4,7 +4,8 @@
  * there.  Sharded by address hash; each shard is an open-addressing table
  * that grows by doubling under its lock, in memory from raw mmap.
  * Rules: never calls malloc; may run inside malloc, in any thread, before
- * main.  Every function takes one shard lock for a probe, never across a
+ * main.  Every function takes one shard lock for a probe (but the solo
+ * thread's plain put and take: glue.h), never across a
  * call out of the shim.
  */
 #ifndef MT_PTRTAB_H
@@ -59,14 +60,17 @@ mt_ptrtab_maybe(uintptr_t a) {
 /* Insert; 0, ENOMEM when the table is full (the caller counts it as
  * dropped and does not charge the site), or EEXIST when a stale entry for
  * the same address was replaced (copied to *replaced for the caller to
- * uncharge).  Takes a shard lock. */
-int mt_ptrtab_put(const struct mt_ptr *e, struct mt_ptr *replaced);
+ * uncharge).  plain: the caller is the solo thread in a hook that
+ * mt_plain_enter allowed (glue.h), and no lock is taken; else takes a
+ * shard lock. */
+int mt_ptrtab_put(const struct mt_ptr *e, struct mt_ptr *replaced, int plain);
 /* Start loading the slot a host heap block at addr would go in (a cache
  * miss a put, hidden behind the stack capture that comes between).
  * Takes no lock. */
 void mt_ptrtab_prefetch(uintptr_t addr);
-/* Remove addr, copying its entry to *out; 1 if it was there.  Takes a shard lock. */
-int mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out);
+/* Remove addr, copying its entry to *out; 1 if it was there.  plain: as
+ * for mt_ptrtab_put; else takes a shard lock. */
+int mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out, int plain);
 /* Entries live now (racy read). */
 uint64_t mt_ptrtab_count(void);
 /* Call fn for every entry, one shard at a time under its lock (fn must not

@@ -410,20 +410,20 @@ keep_at_peak(struct mt_site *s, int kind) {
 }
 
 void
-mt_site_alloc(uint32_t id, int kind, int64_t bytes, int64_t count) {
+mt_site_alloc(uint32_t id, int kind, int64_t bytes, int64_t count, int plain) {
 	struct mt_site *s = mt_site_get(id, kind);
 	keep_at_peak(s, kind);
-	mt_raise_peak(&s->peak_bytes, mt_add(&s->live_bytes, bytes));
-	mt_add(&s->allocs, (uint64_t)count);
-	mt_add(&s->alloc_bytes, (uint64_t)bytes);
+	mt_raise_peakp(plain, &s->peak_bytes, mt_addp(plain, &s->live_bytes, bytes));
+	mt_addp(plain, &s->allocs, (uint64_t)count);
+	mt_addp(plain, &s->alloc_bytes, (uint64_t)bytes);
 }
 
 void
-mt_site_free(uint32_t id, int kind, int64_t bytes, int64_t count) {
+mt_site_free(uint32_t id, int kind, int64_t bytes, int64_t count, int plain) {
 	struct mt_site *s = mt_site_get(id, kind);
 	keep_at_peak(s, kind);
-	mt_add(&s->live_bytes, -bytes);
-	mt_add(&s->frees, (uint64_t)count);
+	mt_addp(plain, &s->live_bytes, -bytes);
+	mt_addp(plain, &s->frees, (uint64_t)count);
 }
 
 void

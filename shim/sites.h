@@ -77,9 +77,10 @@ mt_stack_public(uint32_t id) {
 
 /* Charge an allocation or free of (weighted) bytes/count to site id (its
  * kind is the id's own; the argument is kept for the callers' clarity).
- * Never allocates.  Async-signal-safe. */
-void mt_site_alloc(uint32_t id, int kind, int64_t bytes, int64_t count);
-void mt_site_free(uint32_t id, int kind, int64_t bytes, int64_t count);
+ * plain: plain updates, for the solo thread in a hook mt_plain_enter
+ * allowed (glue.h); else atomic adds.  Never allocates.  Async-signal-safe. */
+void mt_site_alloc(uint32_t id, int kind, int64_t bytes, int64_t count, int plain);
+void mt_site_free(uint32_t id, int kind, int64_t bytes, int64_t count, int plain);
 /* Undo a free (a failed realloc keeps its block).  Async-signal-safe. */
 void mt_site_unfree(uint32_t id, int kind, int64_t bytes, int64_t count);
 struct mt_site *mt_site_get(uint32_t id, int kind);

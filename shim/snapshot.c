@@ -501,7 +501,7 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 		      "\"live_entries\":%lu,\"live_maps\":%lu,"
 		      "\"dropped_stacks\":%lu,\"dropped_live\":%lu,"
 		      "\"oom_dumps\":%lu,\"dropped_snapshots\":%lu,\"last_write_ns\":%lu,"
-		      "\"unwind_fallbacks\":%lu",
+		      "\"unwind_fallbacks\":%lu,\"solo\":%d",
 		      (unsigned long)(sites_mem + live_mem + writer_mem + pybytes),
 		      (unsigned long)stack_mem, (unsigned long)site_mem, (unsigned long)live_mem,
 		      (unsigned long)writer_mem, (unsigned long)pybytes,
@@ -510,7 +510,8 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 		      (unsigned long)mt_sites_dropped,
 		      (unsigned long)mt_dropped_live, (unsigned long)mt_dump_count(),
 		      (unsigned long)W.dropped_snaps, (unsigned long)W.last_write_ns,
-		      (unsigned long)mt_unwind_fallbacks());
+		      (unsigned long)mt_unwind_fallbacks(),
+		      __atomic_load_n(&mt_solo.one, __ATOMIC_RELAXED) == 1);
 	if (mt_py_on)
 		mt_buf_printf(b, ",\"pystacks\":%lu,\"pyframes\":%lu,"
 			      "\"pycode_retired\":%lu,\"dropped_pystacks\":%lu",

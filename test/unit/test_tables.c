@@ -24,13 +24,13 @@ static void *worker(void *arg) {
 		uintptr_t addr = ((uintptr_t)t << 40) | ((uintptr_t)i << 4);
 		struct mt_ptr e = {.addr = addr, .size = 16, .stack = id, .kind = MT_HEAP};
 		struct mt_ptr old;
-		if (mt_ptrtab_put(&e, &old) == 0)
-			mt_site_alloc(id, MT_HEAP, 16, 1);
+		if (mt_ptrtab_put(&e, &old, 0) == 0)
+			mt_site_alloc(id, MT_HEAP, 16, 1, 0);
 		if (i % 2) { /* free every other block */
 			struct mt_ptr got;
 			uintptr_t prev = ((uintptr_t)t << 40) | ((uintptr_t)(i - 1) << 4);
-			if (mt_ptrtab_take(prev, &got))
-				mt_site_free(got.stack, MT_HEAP, (int64_t)got.size, 1);
+			if (mt_ptrtab_take(prev, &got, 0))
+				mt_site_free(got.stack, MT_HEAP, (int64_t)got.size, 1, 0);
 		}
 		if (i % 1000 == 0) {
 			struct mt_map m = {.start = ((uintptr_t)t << 36) + (uintptr_t)i * 8192,
@@ -62,8 +62,8 @@ TEST(concurrent_tables) {
 	EXPECT(mt_maptab_count() == (uint64_t)NT * (N / 1000));
 	struct mt_ptr got;
 	/* the odd blocks stay, the even ones were freed */
-	EXPECT(mt_ptrtab_take(((uintptr_t)1 << 40) | ((uintptr_t)(N - 1) << 4), &got) && got.size == 16);
-	EXPECT(!mt_ptrtab_take(((uintptr_t)1 << 40) | ((uintptr_t)(N - 2) << 4), &got));
+	EXPECT(mt_ptrtab_take(((uintptr_t)1 << 40) | ((uintptr_t)(N - 1) << 4), &got, 0) && got.size == 16);
+	EXPECT(!mt_ptrtab_take(((uintptr_t)1 << 40) | ((uintptr_t)(N - 2) << 4), &got, 0));
 }
 
 /* n blocks like *e at base | i << shift; how many puts failed. */
@@ -73,7 +73,7 @@ put_blocks(struct mt_ptr *e, uintptr_t base, int shift, long n) {
 	long failed = 0;
 	for (long i = 0; i < n; i++) {
 		e->addr = base | ((uintptr_t)i << shift);
-		failed += mt_ptrtab_put(e, &old) != 0;
+		failed += mt_ptrtab_put(e, &old, 0) != 0;
 	}
 	return failed;
 }
@@ -90,14 +90,14 @@ static void shrink_after_peak(void) {
 	EXPECT(peak >= before + (uint64_t)PEAK * 16); /* a compact slot a block, at most half full */
 	long missing = 0;
 	for (long i = KEEP; i < PEAK; i++)
-		missing += !mt_ptrtab_take(base | ((uintptr_t)i << 4), &got);
+		missing += !mt_ptrtab_take(base | ((uintptr_t)i << 4), &got, 0);
 	EXPECT(missing == 0);
 	uint64_t after = mt_ptrtab_memory();
 	/* 441 k entries at the peak, 41 k after (concurrent_tables left its
 	 * odd blocks): the shards go from 16 k slots to 4 k */
 	EXPECT(after * 3 < peak);
 	for (long i = 0; i < KEEP; i++)
-		missing += !(mt_ptrtab_take(base | ((uintptr_t)i << 4), &got) && got.size == 24);
+		missing += !(mt_ptrtab_take(base | ((uintptr_t)i << 4), &got, 0) && got.size == 24);
 	EXPECT(missing == 0);
 }
 
@@ -123,24 +123,24 @@ fields_round_trip(void) {
 	uint64_t count0 = mt_ptrtab_count();
 	struct mt_ptr old, got;
 	for (int i = 0; i < n; i++)
-		EXPECT(mt_ptrtab_put(&in[i], &old) == 0);
+		EXPECT(mt_ptrtab_put(&in[i], &old, 0) == 0);
 	EXPECT(mt_ptrtab_count() == count0 + (uint64_t)n);
 	for (int i = 0; i < n; i++) {
 		struct mt_ptr want = in[i];
 		if (want.kind == MT_HEAP && !(want.addr & 7) && want.size < (1ull << 32) &&
 		    want.addr < (1ull << 48))
 			want.time_ms &= ~7u; /* compact: 8 ms units */
-		EXPECT(mt_ptrtab_take(in[i].addr, &got) && !memcmp(&got, &want, sizeof got));
-		EXPECT(!mt_ptrtab_take(in[i].addr, &got));
+		EXPECT(mt_ptrtab_take(in[i].addr, &got, 0) && !memcmp(&got, &want, sizeof got));
+		EXPECT(!mt_ptrtab_take(in[i].addr, &got, 0));
 	}
 	/* a stale compact entry replaced by a wide one and back */
 	struct mt_ptr small = {.addr = 0x6000, .size = 10, .stack = 3, .kind = MT_HEAP};
 	struct mt_ptr big = {.addr = 0x6000, .size = 5ull << 32, .stack = 4, .kind = MT_HEAP};
-	EXPECT(mt_ptrtab_put(&small, &old) == 0);
-	EXPECT(mt_ptrtab_put(&big, &old) == EEXIST && old.size == 10 && old.stack == 3);
-	EXPECT(mt_ptrtab_put(&small, &old) == EEXIST && old.size == 5ull << 32 && old.stack == 4);
+	EXPECT(mt_ptrtab_put(&small, &old, 0) == 0);
+	EXPECT(mt_ptrtab_put(&big, &old, 0) == EEXIST && old.size == 10 && old.stack == 3);
+	EXPECT(mt_ptrtab_put(&small, &old, 0) == EEXIST && old.size == 5ull << 32 && old.stack == 4);
 	EXPECT(mt_ptrtab_count() == count0 + 1);
-	EXPECT(mt_ptrtab_take(0x6000, &got) && got.size == 10 && !mt_ptrtab_take(0x6000, &got));
+	EXPECT(mt_ptrtab_take(0x6000, &got, 0) && got.size == 10 && !mt_ptrtab_take(0x6000, &got, 0));
 	EXPECT(mt_ptrtab_count() == count0);
 }
 
@@ -157,11 +157,11 @@ dump_time(void) {
 	uint64_t now = mt_ms_since_start();
 	struct mt_ptr e = {.addr = 0x7000, .size = 1, .stack = 2, .kind = MT_HEAP,
 			   .time_ms = (uint32_t)now}, old, got;
-	EXPECT(mt_ptrtab_put(&e, &old) == 0);
+	EXPECT(mt_ptrtab_put(&e, &old, 0) == 0);
 	uint32_t t = ~0u;
 	mt_ptrtab_each(count_time, &t);
 	EXPECT(t <= now && now - t < 8);
-	EXPECT(mt_ptrtab_take(0x7000, &got));
+	EXPECT(mt_ptrtab_take(0x7000, &got, 0));
 }
 
 /* What a live block costs at a million: the bench's figure, here exact
@@ -176,7 +176,7 @@ bytes_per_block(void) {
 	uint64_t per = (mt_ptrtab_memory() - before) / M;
 	EXPECT(per <= 36);
 	for (long i = 0; i < M; i++)
-		mt_ptrtab_take(base | ((uintptr_t)i << 5), &got);
+		mt_ptrtab_take(base | ((uintptr_t)i << 5), &got, 0);
 }
 
 /* The sampling filter: 4 threads put and take blocks whose filter slots
@@ -189,16 +189,16 @@ static void *filter_worker(void *arg) {
 	struct mt_ptr e = {.size = 8, .stack = 2, .kind = MT_HEAP}, old, got;
 	for (long i = 0; i < 50000; i++) {
 		e.addr = ((uintptr_t)(20 + t) << 40) | ((uintptr_t)i << 4);
-		if (mt_ptrtab_put(&e, &old) != 0)
+		if (mt_ptrtab_put(&e, &old, 0) != 0)
 			miss++;
 		miss += !mt_ptrtab_maybe(e.addr);
 		if (i >= 100) { /* 100 live a thread */
 			uintptr_t a = ((uintptr_t)(20 + t) << 40) | ((uintptr_t)(i - 100) << 4);
-			miss += !mt_ptrtab_maybe(a) || !mt_ptrtab_take(a, &got);
+			miss += !mt_ptrtab_maybe(a) || !mt_ptrtab_take(a, &got, 0);
 		}
 	}
 	for (long i = 49900; i < 50000; i++)
-		miss += !mt_ptrtab_take(((uintptr_t)(20 + t) << 40) | ((uintptr_t)i << 4), &got);
+		miss += !mt_ptrtab_take(((uintptr_t)(20 + t) << 40) | ((uintptr_t)i << 4), &got, 0);
 	__atomic_add_fetch(&filter_misses, miss, __ATOMIC_RELAXED);
 	return NULL;
 }
