@@ -95,11 +95,9 @@ mt_heap_sample_point(size_t size) {
 static uint32_t
 capture(int kind, uintptr_t hook) {
 	uintptr_t pcs[MT_MAX_DEPTH];
-	int n, saved_errno = errno; /* libunwind may set it: the hooks' callers
-				     * see their own errno (mt_heap_alloc and
-				     * mt_heap_free keep it: nothing else on
-				     * their path calls libc but memcpy/memset
-				     * and the vDSO clock) */
+	int n; /* errno: mt_unwind keeps it (libunwind may set it), and
+		* nothing else here calls libc but memcpy/memset and the vDSO
+		* clock: the hooks' callers see their own errno */
 	/* the Python stack first: with one, the native stack ends at the
 	 * eval loop (mt_py_cut), and the walk can stop there */
 	uint32_t py = mt_py_capture();
@@ -114,10 +112,9 @@ capture(int kind, uintptr_t hook) {
 	}
 	if (py)
 		n = mt_py_cut(pcs, n);
-	n = mt_unwind_loader_cut(pcs, n, (int)mt_cfg.initdepth);
-	uint32_t id = mt_stack_intern(pcs, n, kind, py);
-	errno = saved_errno;
-	return id;
+	if (n > (int)mt_cfg.initdepth + 1) /* else nothing to cut */
+		n = mt_unwind_loader_cut(pcs, n, (int)mt_cfg.initdepth);
+	return mt_stack_intern(pcs, n, kind, py);
 }
 
 static void

@@ -317,9 +317,12 @@ mt_unwind(uintptr_t *pcs, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi
 #endif
 	}
 	if (n < 0) {
+		int saved_errno = errno; /* libunwind may set it; the hook's
+					  * caller sees its own */
 		mt_loader_enter();
 		n = unw_backtrace((void **)tmp, want);
 		mt_loader_leave();
+		errno = saved_errno;
 	}
 	if (n <= 0)
 		return 0;

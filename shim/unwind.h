@@ -26,7 +26,7 @@ enum { MT_UNWIND_LIBUNWIND = 0, MT_UNWIND_FP = 1, MT_UNWIND_CFI = 2 };
  * the CFI walker does (under Python it need not walk the interpreter's
  * frames outside the eval loop).  hook: the frame pointer of the shim's
  * exported hook the capture runs under (0: none); the CFI walker starts
- * at its caller.  Never allocates. */
+ * at its caller.  Keeps errno.  Never allocates. */
 int mt_unwind(uintptr_t *pcs, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi,
 	      uintptr_t hook);
 
