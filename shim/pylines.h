@@ -15,4 +15,23 @@ int mt_py_line_pep626(const uint8_t *t, long len, int first, long addr);
  * of 2 bytes; addr the byte offset. */
 int mt_py_line_locations(const uint8_t *t, long len, int first, long addr);
 
+/* Where the last lookup in a table ended: the entry that held its address
+ * (its index in the table, its first byte offset of code, the line before
+ * its delta).  A lookup at that offset or later resumes there instead of
+ * decoding the table from its start again: a module's top-level code is
+ * one code object of thousands of instructions that runs once, top to
+ * bottom, and decoding from the start for each new instruction made
+ * `import torch` quadratic in module size (the decoder was 1.8% of its
+ * samples).  Zeroed: nothing known yet. */
+struct mt_py_lpos {
+	long i, start;
+	int line, valid;
+};
+/* As above, with a position (pos, NULL: none) that is read and updated;
+ * the answer is the same as without. */
+int mt_py_line_pep626_at(const uint8_t *t, long len, int first, long addr,
+			 struct mt_py_lpos *pos);
+int mt_py_line_locations_at(const uint8_t *t, long len, int first, long addr,
+			    struct mt_py_lpos *pos);
+
 #endif

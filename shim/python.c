@@ -75,6 +75,7 @@ static uintptr_t eval_lo, eval_hi;
 struct pycode {
 	const char *file, *name; /* in the string arena */
 	int32_t first;           /* co_firstlineno */
+	struct mt_py_lpos pos;   /* where its line table was last read */
 };
 struct pyframe {
 	uint32_t code; /* serial */
@@ -190,7 +191,7 @@ str_copy(uintptr_t s) {
 }
 
 static int
-code_line(uintptr_t co, int32_t li, int first) {
+code_line(uintptr_t co, int32_t li, int first, struct mt_py_lpos *pos) {
 	if (li < 0)
 		return first;
 	uintptr_t tab = rd(co + (uintptr_t)L.co_lines);
@@ -200,8 +201,8 @@ code_line(uintptr_t co, int32_t li, int first) {
 	const uint8_t *t = (const uint8_t *)(tab + (uintptr_t)L.bytes_data);
 	if (len < 0 || len > (1 << 24))
 		return first;
-	return L.lines == PY_LINES_PEP626 ? mt_py_line_pep626(t, len, first, (long)li * 2)
-					  : mt_py_line_locations(t, len, first, (long)li * 2);
+	return L.lines == PY_LINES_PEP626 ? mt_py_line_pep626_at(t, len, first, (long)li * 2, pos)
+					  : mt_py_line_locations_at(t, len, first, (long)li * 2, pos);
 }
 
 /* ---- capture ---------------------------------------------------------- */
@@ -299,6 +300,7 @@ frame_id(uintptr_t co, int32_t li) {
 		c->file = str_copy(rd(co + (uintptr_t)L.co_file));
 		c->name = str_copy(rd(co + (uintptr_t)L.co_name));
 		c->first = *(const int32_t *)(co + (uintptr_t)L.co_first);
+		c->pos = (struct mt_py_lpos){0};
 		if (mt_map64_put(&codes, co, ncodes))
 			return 0;
 		serial = ncodes++;
@@ -308,7 +310,7 @@ frame_id(uintptr_t co, int32_t li) {
 	if (id)
 		return id;
 	struct pycode *c = mt_chunk_at(&code_rec, serial);
-	int line = code_line(co, li, c->first);
+	int line = code_line(co, li, c->first, &c->pos);
 	uint64_t lk = (uint64_t)serial << 32 | (uint32_t)line;
 	id = mt_map64_get(&lines, lk);
 	if (!id) {

@@ -65,6 +65,40 @@ TEST(locations) {
 	EXPECT(mt_py_line_locations(t, 1, 5, 0) == 5);
 }
 
+/* The resumable lookups give the stateless answer for every address, in
+ * order, backwards and at random, carrying one position throughout (a
+ * position past the address must start again from the table's top). */
+TEST(resume) {
+	const uint8_t p[] = {6, 0, 4, 1, 2, (uint8_t)-128, 8, 2, 0, 5, 3, (uint8_t)-3};
+	const uint8_t l[] = {
+		ENTRY(13, 2), 6,
+		ENTRY(11, 1), 4, 9,
+		ENTRY(0, 3), 1,
+		ENTRY(13, 1), 5,
+		ENTRY(15, 1),
+		ENTRY(14, 1), 16 | 64, 1, 0, 3, 7,
+		ENTRY(12, 8), 0, 0,
+		ENTRY(13, 3), 9,
+	};
+	int bad = 0;
+	for (int order = 0; order < 3; order++) {
+		struct mt_py_lpos pp = {0}, lp = {0};
+		uint32_t r = 12345;
+		for (long k = 0; k < 400; k++) {
+			long a = order == 0 ? k % 50 : order == 1 ? 49 - k % 50 : (r = r * 1103515245 + 12345) >> 16 & 63;
+			bad += mt_py_line_pep626_at(p, sizeof p, 10, a, &pp) != mt_py_line_pep626(p, sizeof p, 10, a);
+			bad += mt_py_line_locations_at(l, sizeof l, 5, a, &lp) !=
+			       mt_py_line_locations(l, sizeof l, 5, a);
+		}
+	}
+	EXPECT(bad == 0);
+	/* it does resume: a later address is answered from the position */
+	struct mt_py_lpos pos = {0};
+	EXPECT(mt_py_line_locations_at(l, sizeof l, 5, 16, &pos) == 47);
+	EXPECT(pos.valid && pos.start == 16 && pos.line == 7);
+	EXPECT(mt_py_line_locations_at(l, sizeof l, 5, 18, &pos) == 49 && pos.start == 18);
+}
+
 TEST(map64) {
 	struct mt_map64 m = {0};
 	EXPECT(mt_map64_get(&m, 42) == 0);
@@ -96,6 +130,7 @@ int
 main(void) {
 	RUN(pep626);
 	RUN(locations);
+	RUN(resume);
 	RUN(map64);
 	return TEST_DONE();
 }
