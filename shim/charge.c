@@ -195,13 +195,25 @@ mt_heap_track(void *p, size_t size, uintptr_t hook, int how) {
 }
 
 void
-mt_heap_free(void *p) {
+mt_heap_free(void *p, void (*real_free)(void *)) {
 	struct mt_ptr e;
 	mt_tc_add(&mt_tcount()->frees, 1);
 	int plain = mt_plain_enter();
-	if (mt_ptrtab_take((uintptr_t)p, &e, plain))
-		uncharge(&e, plain);
-	mt_plain_leave(plain);
+	if (plain) {
+		/* Solo: mt_solo.busy stays set across the real free, so a
+		 * thread's first allocation waits for it in mt_solo_end; that
+		 * thread holds nothing the real free needs (its own real call
+		 * has returned, or not begun).  errno: free keeps it. */
+		mt_ptrtab_prefetch((uintptr_t)p);
+		real_free(p);
+		if (mt_ptrtab_take((uintptr_t)p, &e, 1))
+			uncharge(&e, 1);
+		mt_plain_leave(1);
+		return;
+	}
+	if (mt_ptrtab_take((uintptr_t)p, &e, 0))
+		uncharge(&e, 0);
+	real_free(p);
 }
 
 void

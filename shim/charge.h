@@ -88,10 +88,14 @@ mt_heap_alloc(void *p, size_t size, uintptr_t hook) {
 	if (how)
 		mt_heap_track(p, size, hook, how);
 }
-/* Before the real free of p, which the filter did not rule out
- * (mt_ptrtab_maybe, asked by the free hook): uncharge its site.  Never
- * allocates. */
-void mt_heap_free(void *p);
+/* Free p, which the filter did not rule out (mt_ptrtab_maybe, asked by
+ * the free hook): uncharge its site and call real_free.  Another thread
+ * may be handed the address the moment the real free returns, so p's
+ * entry comes out first; only the solo thread (glue.h), whom no other
+ * thread's allocation can race, starts loading the entry's slot and runs
+ * the real free while it loads (the two cache misses of an old block's
+ * free overlap).  Keeps errno.  Never allocates. */
+void mt_heap_free(void *p, void (*real_free)(void *));
 /* A heap block was released (free counted in the exact totals). */
 static inline void
 mt_heap_freed(void) {

@@ -212,9 +212,8 @@ free(void *p) {
 		return;
 	}
 	mt_self.guard = 1;
-	mt_heap_free(p); /* before the real free: the address cannot be
-			  * reused; keeps errno */
-	real.free(p);
+	mt_heap_free(p, real.free); /* the entry out before the real free
+				     * (charge.h); keeps errno */
 	mt_self.guard = 0;
 }
 
