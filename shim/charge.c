@@ -114,7 +114,7 @@ capture(int kind, uintptr_t hook) {
 		n = mt_py_cut(pcs, n);
 	if (n > (int)mt_cfg.initdepth + 1) /* else nothing to cut */
 		n = mt_unwind_loader_cut(pcs, n, (int)mt_cfg.initdepth);
-	return mt_stack_intern(pcs, n, kind, py);
+	return n == 1 ? mt_stack_intern1(pcs[0], kind, py) : mt_stack_intern(pcs, n, kind, py);
 }
 
 static void

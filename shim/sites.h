@@ -61,6 +61,9 @@ int mt_sites_init(uint64_t max_stacks, int depth);
  * the table is full or there is neither a frame nor a Python stack.
  * Takes the stack lock on a miss only.  Never allocates. */
 uint32_t mt_stack_intern(const uintptr_t *pcs, int n, int kind, uint32_t py);
+/* The same for a stack of one frame, through a per-thread cache keyed by
+ * the frame.  Never allocates. */
+uint32_t mt_stack_intern1(uintptr_t pc, int kind, uint32_t py);
 /* The Python stack id (python.h) a stack was captured with; 0 = none. */
 uint32_t mt_stack_py(uint32_t id);
 /* How a stack is kept: its own innermost *nown frames (returned), then

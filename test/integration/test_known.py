@@ -1,8 +1,10 @@
 """Known allocations give exactly their bytes and counts in the exit
 snapshot, charged to the right functions (symbolized here with addr2line);
 what was freed shows zero live.  With each walker: the shim's CFI walker
-(the default), libunwind and frame pointers; the CFI walker's stacks are
-libunwind's, frame for frame (as module + offset)."""
+(the default), libunwind and frame pointers, and at MEMTALLY_DEPTH=1 (the
+hook's return address alone, through the one-frame stack cache); the CFI
+walker's stacks are libunwind's, frame for frame (as module + offset), and
+the one-frame stacks are their innermost frames."""
 import os, subprocess, sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
@@ -21,10 +23,12 @@ def shapes(f):
     return out
 
 seen = {}
-for unwind in ('cfi', 'libunwind', 'fp'):
+for unwind in ('cfi', 'libunwind', 'fp', 'depth1'):
     out = os.path.join(OUT, unwind)
     env = dict(os.environ, LD_PRELOAD=os.path.join(B, 'libmemtally.so'),
-               MEMTALLY_OUT=out, MEMTALLY_UNWIND=unwind)
+               MEMTALLY_OUT=out, MEMTALLY_UNWIND='cfi' if unwind == 'depth1' else unwind)
+    if unwind == 'depth1':
+        env['MEMTALLY_DEPTH'] = '1'
     r = subprocess.run([prog], env=env, capture_output=True, text=True)
     mt.eq(r.returncode, 0, unwind + ': exit code')
     mt.eq(r.stdout, 'done 1043\n', unwind + ': output')
@@ -61,7 +65,15 @@ for unwind in ('cfi', 'libunwind', 'fp'):
         # information) under the constructors it runs at start
         fb = snap['shim'].get('unwind_fallbacks')
         mt.check(fb is not None and fb <= 2, 'cfi: %r of 2000 captures handed to libunwind' % fb)
-cfi, lu = seen['cfi'], seen['libunwind']
+cfi, lu, d1 = seen['cfi'], seen['libunwind'], seen['depth1']
+mt.check(all(len(k[0]) == 1 for k in d1), 'depth1: every stack is one frame')
+inner = {}
+for (frames, kind), (a, b, l) in cfi.items():
+    if frames:
+        x = inner.setdefault((frames[:1], kind), [0, 0, 0])
+        x[0] += a; x[1] += b; x[2] += l
+mt.eq({k: tuple(v) for k, v in inner.items()}, d1,
+      'depth1: each one-frame site sums the full stacks with that innermost frame')
 mt.check(len(cfi) > 10 and cfi == lu,
          'cfi: the same %d stacks as libunwind, frame for frame (%d only cfi, %d only libunwind)'
          % (len(lu), len(set(cfi) - set(lu)), len(set(lu) - set(cfi))))

@@ -223,6 +223,36 @@ sampling_filter(void) {
 	EXPECT(set == 0);
 }
 
+/* One-frame stacks through the per-thread cache (mt_stack_intern1): 3000
+ * frames, many to each of its 128 entries, in two kinds and with and
+ * without a Python stack, asked three times each from 4 threads: always
+ * the id the general path gives. */
+static long intern1_wrong;
+
+static void *
+intern1_worker(void *arg) {
+	(void)arg;
+	long wrong = 0;
+	for (int round = 0; round < 3; round++)
+		for (uintptr_t k = 0; k < 3000; k++) {
+			uintptr_t pc = 0x400000 + k * 48;
+			int kind = k % 3 ? MT_HEAP : MT_MMAP;
+			uint32_t py = k % 5 == 0 ? (uint32_t)k : 0;
+			wrong += mt_stack_intern1(pc, kind, py) != mt_stack_intern(&pc, 1, kind, py);
+		}
+	__atomic_add_fetch(&intern1_wrong, wrong, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+TEST(one_frame_cache) {
+	pthread_t th[NT];
+	for (long t = 0; t < NT; t++)
+		pthread_create(&th[t], NULL, intern1_worker, (void *)t);
+	for (int t = 0; t < NT; t++)
+		pthread_join(th[t], NULL);
+	EXPECT(intern1_wrong == 0);
+}
+
 int main(void) {
 	mt_sites_init(1 << 16, 8);
 	mt_ptrtab_init(1 << 22, 0);
@@ -233,5 +263,6 @@ int main(void) {
 	RUN(dump_time);
 	RUN(bytes_per_block);
 	RUN(sampling_filter);
+	RUN(one_frame_cache);
 	return TEST_DONE();
 }
