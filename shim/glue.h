@@ -161,7 +161,12 @@ mt_plain_leave(int plain) {
 }
 /* An add that is a plain read-modify-write when plain (relaxed loads and
  * stores: the snapshot thread's racy reads see whole values). */
-#define mt_add_plain(p, v)                                                     	({                                                                     		__typeof__(*(p)) _mt_v = __atomic_load_n((p), __ATOMIC_RELAXED) + (v); 		__atomic_store_n((p), _mt_v, __ATOMIC_RELAXED);                		_mt_v;                                                         	})
+#define mt_add_plain(p, v)                                                     \
+	({                                                                     \
+		__typeof__(*(p)) _mt_v = __atomic_load_n((p), __ATOMIC_RELAXED) + (v); \
+		__atomic_store_n((p), _mt_v, __ATOMIC_RELAXED);                \
+		_mt_v;                                                         \
+	})
 #define mt_addp(plain, p, v) ((plain) ? mt_add_plain((p), (v)) : mt_add((p), (v)))
 static inline int
 mt_raise_peakp(int plain, int64_t *peak, int64_t live) {

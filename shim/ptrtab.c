@@ -276,9 +276,10 @@ tab_delete(struct tab *t, int wide, uint64_t i) {
 
 /* ---- the interface ----------------------------------------------------- */
 
-/* Insert e into table `wide` of shard s, under its lock.  Inlined with
- * wide a constant at each call (the compact table's put was generic code
- * testing `wide` at every slot: ~180 instructions a put, ~70 now). */
+/* Insert e into table `wide` of shard s, under its lock (or by the solo
+ * thread: glue.h).  Inlined with wide a constant at each call (the
+ * compact table's put was generic code testing `wide` at every slot: ~180
+ * instructions a put, ~115 now in callgrind). */
 static inline __attribute__((always_inline)) int
 put_in(struct shard *s, int wide, const struct mt_ptr *e, struct mt_ptr *replaced,
        uint64_t h) {
@@ -354,8 +355,8 @@ mt_ptrtab_prefetch(uintptr_t addr) {
 		__builtin_prefetch(&slot[h & mask], 1);
 }
 
-/* Take addr from table `wide` of shard s, under its lock; 1 if it was
- * there.  Inlined with wide a constant, as put_in. */
+/* Take addr from table `wide` of shard s, under its lock (or by the solo
+ * thread); 1 if it was there.  Inlined with wide a constant, as put_in. */
 static inline __attribute__((always_inline)) int
 take_in(struct shard *s, int wide, uintptr_t addr, uint64_t h, struct mt_ptr *out) {
 	struct tab *t = &s->t[wide];
