@@ -90,11 +90,19 @@ mt_buf_reserve(struct mt_buf *b, size_t n) {
 
 void
 mt_buf_put(struct mt_buf *b, const void *s, size_t n) {
-	if (mt_buf_reserve(b, n)) {
+	if (MT_UNLIKELY(b->cap - b->len < n) && mt_buf_reserve(b, n))
 		n = b->cap - b->len; /* fixed buffer: keep what fits */
-	}
-	memcpy(b->p + b->len, s, n);
+	char *d = b->p + b->len;
 	b->len += n;
+	if (n > 16) {
+		memcpy(d, s, n);
+		return;
+	}
+	/* most pieces are a few bytes (a key, a number): a call to memcpy
+	 * cost more than the copy (a tenth of a snapshot's instructions) */
+	const char *c = s;
+	for (size_t i = 0; i < n; i++)
+		d[i] = c[i];
 }
 
 void
@@ -102,11 +110,6 @@ mt_buf_puts(struct mt_buf *b, const char *s) {
 	mt_buf_put(b, s, strlen(s));
 }
 
-void
-mt_buf_putc(struct mt_buf *b, char c) {
-	if (b->len < b->cap || !mt_buf_reserve(b, 1))
-		b->p[b->len++] = c;
-}
 
 /* Digits by a constant base, so the compiler divides by multiplying (a
  * variable base cost a 64-bit division a digit: put_unsigned was 4% of
@@ -121,16 +124,44 @@ put_unsigned(struct mt_buf *b, uint64_t v, unsigned base, int prefix) {
 			v >>= 4;
 		} while (v);
 	} else {
-		do {
-			tmp[--i] = (char)('0' + v % 10);
-			v /= 10;
-		} while (v);
+		/* two digits a division (the divisions are multiplies, but
+		 * each waits for the last), from the pairs table */
+		static const char pairs[201] = "00010203040506070809"
+					       "10111213141516171819"
+					       "20212223242526272829"
+					       "30313233343536373839"
+					       "40414243444546474849"
+					       "50515253545556575859"
+					       "60616263646566676869"
+					       "70717273747576777879"
+					       "80818283848586878889"
+					       "90919293949596979899";
+		while (v >= 100) {
+			unsigned r = (unsigned)(v % 100);
+			v /= 100;
+			tmp[--i] = pairs[2 * r + 1];
+			tmp[--i] = pairs[2 * r];
+		}
+		if (v >= 10) {
+			tmp[--i] = pairs[2 * v + 1];
+			tmp[--i] = pairs[2 * v];
+		} else {
+			tmp[--i] = (char)('0' + v);
+		}
 	}
 	if (prefix) {
 		tmp[--i] = 'x';
 		tmp[--i] = '0';
 	}
-	mt_buf_put(b, tmp + i, sizeof tmp - i);
+	size_t n = sizeof tmp - (size_t)i;
+	if (MT_UNLIKELY(b->cap - b->len < n)) {
+		mt_buf_put(b, tmp + i, n);
+		return;
+	}
+	char *d = b->p + b->len; /* a few bytes: no call to memcpy */
+	b->len += n;
+	for (size_t k = 0; k < n; k++)
+		d[k] = tmp[i + (int)k];
 }
 
 void
@@ -150,7 +181,34 @@ mt_buf_i64(struct mt_buf *b, int64_t v) {
 
 void
 mt_buf_hex(struct mt_buf *b, uint64_t v) {
-	put_unsigned(b, v, 16, 1);
+	int nd = (64 - __builtin_clzll(v | 1) + 3) / 4; /* digits */
+	if (MT_UNLIKELY(b->cap - b->len < (size_t)nd + 2)) {
+		put_unsigned(b, v, 16, 1); /* grows, flushes or cuts */
+		return;
+	}
+	/* in place, last digit first: every frame of every stack record is
+	 * one of these (put through a scratch array and a copy, they were a
+	 * fifth of a snapshot's instructions) */
+	static const char hex2[513] =
+		"000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+		"202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+		"404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+		"606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
+		"808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+		"a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
+		"c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
+		"e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+	char *d = b->p + b->len;
+	b->len += (size_t)nd + 2;
+	d[0] = '0';
+	d[1] = 'x';
+	int i = nd + 1; /* two digits a byte of v, the odd one last */
+	for (; i >= 3; i -= 2, v >>= 8) {
+		d[i] = hex2[2 * (v & 255) + 1];
+		d[i - 1] = hex2[2 * (v & 255)];
+	}
+	if (i == 2)
+		d[2] = "0123456789abcdef"[v & 15];
 }
 
 void

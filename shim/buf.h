@@ -38,8 +38,25 @@ void mt_buf_free(struct mt_buf *b);
 /* Ensure room for n more bytes; 0 or ENOMEM (sets overflow).  Never allocates via malloc. */
 int mt_buf_reserve(struct mt_buf *b, size_t n);
 void mt_buf_put(struct mt_buf *b, const void *s, size_t n);
+/* A string literal, its length known at compile time: when there is room
+ * it is a few moves, not a call. */
+#define mt_buf_lit(b, s)                                                       \
+	do {                                                                   \
+		struct mt_buf *b_ = (b);                                       \
+		if (__builtin_expect(b_->cap - b_->len >= sizeof(s) - 1, 1)) { \
+			__builtin_memcpy(b_->p + b_->len, "" s, sizeof(s) - 1); \
+			b_->len += sizeof(s) - 1;                              \
+		} else {                                                       \
+			mt_buf_put(b_, s, sizeof(s) - 1);                      \
+		}                                                              \
+	} while (0)
 void mt_buf_puts(struct mt_buf *b, const char *s);
-void mt_buf_putc(struct mt_buf *b, char c);
+/* One byte; inline: JSON is written a few bytes at a time. */
+static inline void
+mt_buf_putc(struct mt_buf *b, char c) {
+	if (__builtin_expect(b->len < b->cap, 1) || !mt_buf_reserve(b, 1))
+		b->p[b->len++] = c;
+}
 void mt_buf_u64(struct mt_buf *b, uint64_t v);
 void mt_buf_i64(struct mt_buf *b, int64_t v);
 void mt_buf_hex(struct mt_buf *b, uint64_t v);       /* 0x... */

@@ -293,12 +293,22 @@ stack_line(struct mt_buf *b, uint32_t id, int mark) {
 	uint32_t py = mt_stack_py(id);
 	if (mark) /* its Python records first (a dump has written them all) */
 		mt_py_emit(b, py);
-	mt_buf_printf(b, "{\"type\":\"stack\",\"id\":%u,", id);
-	if (mt_py_on)
-		mt_buf_printf(b, "\"py\":%u,", py);
-	if (up)
-		mt_buf_printf(b, "\"up\":%u,\"keep\":%d,", up, keep);
-	mt_buf_puts(b, "\"pcs\":[");
+	/* written piece by piece, not through mt_buf_printf: a snapshot
+	 * writes hundreds of thousands of these (and of site_json's rows),
+	 * and parsing the format each time was a third of its instructions */
+	mt_buf_lit(b, "{\"type\":\"stack\",\"id\":");
+	mt_buf_u64(b, id);
+	if (mt_py_on) {
+		mt_buf_lit(b, ",\"py\":");
+		mt_buf_u64(b, py);
+	}
+	if (up) {
+		mt_buf_lit(b, ",\"up\":");
+		mt_buf_u64(b, up);
+		mt_buf_lit(b, ",\"keep\":");
+		mt_buf_i64(b, keep);
+	}
+	mt_buf_lit(b, ",\"pcs\":[");
 	for (int i = 0; i < n; i++) {
 		if (i)
 			mt_buf_putc(b, ',');
@@ -306,7 +316,7 @@ stack_line(struct mt_buf *b, uint32_t id, int mark) {
 		mt_buf_hex(b, pcs[i]);
 		mt_buf_putc(b, '"');
 	}
-	mt_buf_puts(b, "]}\n");
+	mt_buf_lit(b, "]}\n");
 	struct track *t;
 	if (mark && (t = track_at(id)))
 		t->sig |= TRACK_WRITTEN;
@@ -351,14 +361,25 @@ site_json(struct mt_buf *b, uint32_t id, int kind, const struct mt_site *s,
 	if (!*first)
 		mt_buf_putc(b, ',');
 	*first = 0;
-	mt_buf_printf(b,
-		      "{\"stack\":%u,\"kind\":\"%s\",\"live_bytes\":%ld,"
-		      "\"live_count\":%ld,\"allocs\":%lu,\"alloc_bytes\":%lu,"
-		      "\"frees\":%lu,\"peak_bytes\":%ld,\"at_peak_bytes\":%ld}",
-		      mt_stack_public(id), mt_kind_names[kind], (long)s->live_bytes,
-		      (long)mt_site_live_count(s), (unsigned long)s->allocs,
-		      (unsigned long)s->alloc_bytes, (unsigned long)s->frees,
-		      (long)s->peak_bytes, (long)mt_site_at_peak(s, kind));
+	mt_buf_lit(b, "{\"stack\":"); /* piece by piece: see stack_line */
+	mt_buf_u64(b, mt_stack_public(id));
+	mt_buf_lit(b, ",\"kind\":\"");
+	mt_buf_puts(b, mt_kind_names[kind]);
+	mt_buf_lit(b, "\",\"live_bytes\":");
+	mt_buf_i64(b, s->live_bytes);
+	mt_buf_lit(b, ",\"live_count\":");
+	mt_buf_i64(b, mt_site_live_count(s));
+	mt_buf_lit(b, ",\"allocs\":");
+	mt_buf_u64(b, s->allocs);
+	mt_buf_lit(b, ",\"alloc_bytes\":");
+	mt_buf_u64(b, s->alloc_bytes);
+	mt_buf_lit(b, ",\"frees\":");
+	mt_buf_u64(b, s->frees);
+	mt_buf_lit(b, ",\"peak_bytes\":");
+	mt_buf_i64(b, s->peak_bytes);
+	mt_buf_lit(b, ",\"at_peak_bytes\":");
+	mt_buf_i64(b, mt_site_at_peak(s, kind));
+	mt_buf_putc(b, '}');
 	return 1;
 }
 

@@ -67,8 +67,54 @@ TEST(fixed_buffer_runs_out) {
 	EXPECT(!memcmp(mem, "0123456789", b.len));
 }
 
+/* The writers' direct paths (mt_buf_hex in place, two digits at a time,
+ * decimal from the pairs table, mt_buf_lit): every digit count of both
+ * bases against snprintf, in a roomy buffer and in fixed buffers of every
+ * size below the text, which must hold its first bytes, flagged as cut. */
+TEST(direct_paths) {
+	uint64_t vs[200];
+	int nv = 0;
+	vs[nv++] = 0;
+	for (int k = 0; k < 64; k++) {
+		vs[nv++] = 1ull << k;
+		vs[nv++] = (1ull << k) - 1;
+		vs[nv++] = (1ull << k) + 0x5a5a5a5a5a5a5a5aull % ((1ull << k) + 1);
+	}
+	uint64_t p10 = 1;
+	for (int k = 0; k < 19 && nv < 200; k++, p10 *= 10) {
+		vs[nv++] = p10 - 1 + (k == 0);
+		if (nv < 200)
+			vs[nv++] = p10;
+	}
+	int bad = 0;
+	for (int i = 0; i < nv; i++) {
+		char want[64], mem[64];
+		snprintf(want, sizeof want, "[0x%" PRIx64 "|%" PRIu64 "|%" PRId64 "]", vs[i], vs[i],
+			 (int64_t)vs[i]);
+		for (size_t cap = 0; cap <= strlen(want) + 2; cap++) {
+			struct mt_buf b;
+			mt_buf_fixed(&b, mem, cap);
+			mt_buf_lit(&b, "[");
+			mt_buf_hex(&b, vs[i]);
+			mt_buf_putc(&b, '|');
+			mt_buf_u64(&b, vs[i]);
+			mt_buf_lit(&b, "|");
+			mt_buf_i64(&b, (int64_t)vs[i]);
+			mt_buf_lit(&b, "]");
+			size_t full = strlen(want);
+			if (cap >= full)
+				bad += b.len != full || memcmp(mem, want, full) || b.overflow;
+			else
+				bad += b.len > cap || !b.overflow || memcmp(mem, want, b.len);
+		}
+	}
+	EXPECT(bad == 0);
+	EXPECT(nv > 180);
+}
+
 int main(void) {
 	RUN(numbers);
+	RUN(direct_paths);
 	RUN(literal_runs);
 	RUN(fixed_buffer_runs_out);
 	return TEST_DONE();
