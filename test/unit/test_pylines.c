@@ -38,16 +38,16 @@ TEST(pep626) {
  *   form 14 (long), 1 unit, varint +40 in two bytes (zigzag 80: 16|64, 1),
  *     then end line, column and end column varints bytes [16, 18) line 47
  *   form 12 (+2), 8 units                          bytes [18, 34) line 49 */
+#define LOCATIONS                                                              \
+	ENTRY(13, 2), 6,                                                       \
+	ENTRY(11, 1), 4, 9,                                                    \
+	ENTRY(0, 3), 1,                                                        \
+	ENTRY(13, 1), 5,                                                       \
+	ENTRY(15, 1),                                                          \
+	ENTRY(14, 1), 16 | 64, 1, 0, 3, 7,                                     \
+	ENTRY(12, 8), 0, 0
 TEST(locations) {
-	const uint8_t t[] = {
-		ENTRY(13, 2), 6,
-		ENTRY(11, 1), 4, 9,
-		ENTRY(0, 3), 1,
-		ENTRY(13, 1), 5,
-		ENTRY(15, 1),
-		ENTRY(14, 1), 16 | 64, 1, 0, 3, 7,
-		ENTRY(12, 8), 0, 0,
-	};
+	const uint8_t t[] = {LOCATIONS};
 	long n = sizeof t;
 	EXPECT(mt_py_line_locations(t, n, 5, 0) == 8);
 	EXPECT(mt_py_line_locations(t, n, 5, 3) == 8);
@@ -70,16 +70,7 @@ TEST(locations) {
  * position past the address must start again from the table's top). */
 TEST(resume) {
 	const uint8_t p[] = {6, 0, 4, 1, 2, (uint8_t)-128, 8, 2, 0, 5, 3, (uint8_t)-3};
-	const uint8_t l[] = {
-		ENTRY(13, 2), 6,
-		ENTRY(11, 1), 4, 9,
-		ENTRY(0, 3), 1,
-		ENTRY(13, 1), 5,
-		ENTRY(15, 1),
-		ENTRY(14, 1), 16 | 64, 1, 0, 3, 7,
-		ENTRY(12, 8), 0, 0,
-		ENTRY(13, 3), 9,
-	};
+	const uint8_t l[] = {LOCATIONS, ENTRY(13, 3), 9}; /* one more: -4 */
 	int bad = 0;
 	for (int order = 0; order < 3; order++) {
 		struct mt_py_lpos pp = {0}, lp = {0};
