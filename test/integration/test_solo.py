@@ -6,19 +6,11 @@ the heap totals must still be exact (a plain update racing another
 thread's would lose counts; an unlocked table change would lose or corrupt
 entries), `shim.solo` must say 1 before the first thread and 0 after, and
 a fork child records alone again (solo 1, its own figures exact)."""
-import json, os, subprocess, sys
+import os, sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
 
-B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
-env = dict(os.environ, LD_PRELOAD=os.path.join(B, 'libmemtally.so'), MEMTALLY_OUT=OUT)
-r = subprocess.run([os.path.join(B, 'test', 'prog_solo'), '100000'], env=env,
-                   capture_output=True, text=True, timeout=280)
-mt.eq(r.returncode, 0, 'exit code')
-want = json.loads(r.stdout)
-fs = {f.header['pid']: f for f in mt.files(OUT)}
-mt.eq(len(fs), 2, 'two files (parent and fork child)')
-parent = [f for f in fs.values() if f.header['pid'] != want['child']][0]
+want, parent, fs = mt.run_forking('prog_solo', '100000')
 alone, end = parent.by_label('alone'), parent.by_label('end')
 mt.eq(alone['shim'].get('solo'), 1, 'solo before any other thread recorded')
 mt.eq(end['shim'].get('solo'), 0, 'not solo after the workers recorded')

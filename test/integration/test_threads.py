@@ -1,19 +1,11 @@
 """8 threads x 1 M mixed operations with a fork mid-run: no deadlock (the
 runner's watchdog), exact totals between two requested snapshots equal what
 the program computed itself, and the child writes its own file."""
-import json, os, subprocess, sys
+import os, sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
 
-B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
-env = dict(os.environ, LD_PRELOAD=os.path.join(B, 'libmemtally.so'), MEMTALLY_OUT=OUT)
-r = subprocess.run([os.path.join(B, 'test', 'prog_threads'), '1000000'], env=env,
-                   capture_output=True, text=True, timeout=280)
-mt.eq(r.returncode, 0, 'exit code')
-want = json.loads(r.stdout)
-fs = {f.header['pid']: f for f in mt.files(OUT)}
-mt.eq(len(fs), 2, 'two files (parent and fork child)')
-parent = [f for f in fs.values() if f.header['pid'] != want['child']][0]
+want, parent, fs = mt.run_forking('prog_threads', '1000000')
 s0, s1 = parent.by_label('start')['heap'], parent.by_label('end')['heap']
 for k in ('allocs', 'alloc_bytes', 'frees', 'live_bytes', 'live_count'):
     mt.eq(s1[k] - s0[k], want[k], 'parent heap %s between start and end' % k)

@@ -166,6 +166,22 @@ def files(outdir):
 
 failures = 0
 
+def run_forking(prog, *args):
+    """Run build/test/<prog> under the shim into MT_OUT; it prints a JSON
+    object with its own figures and the pid of the child it forked
+    ("child").  Checks the exit code and that there are two files; returns
+    (figures, the parent's File, {pid: File})."""
+    b, out = os.environ['MT_BUILD'], os.environ['MT_OUT']
+    env = dict(os.environ, LD_PRELOAD=os.path.join(b, 'libmemtally.so'), MEMTALLY_OUT=out)
+    r = subprocess.run([os.path.join(b, 'test', prog)] + list(args), env=env,
+                       capture_output=True, text=True, timeout=280)
+    eq(r.returncode, 0, 'exit code')
+    want = json.loads(r.stdout)
+    fs = {f.header['pid']: f for f in files(out)}
+    eq(len(fs), 2, 'two files (parent and fork child)')
+    parent = [f for f in fs.values() if f.header['pid'] != want['child']][0]
+    return want, parent, fs
+
 def check(cond, what):
     global failures
     if cond:
