@@ -99,7 +99,8 @@ capture(int kind, uintptr_t hook) {
 		* nothing else here calls libc but memcpy/memset and the vDSO
 		* clock: the hooks' callers see their own errno */
 	/* the Python stack first: with one, the native stack ends at the
-	 * eval loop (mt_py_cut), and the walk can stop there */
+	 * eval loop (mt_py_cut_range: mt_unwind stops or cuts there; one
+	 * frame needs no cut) */
 	uint32_t py = mt_py_capture();
 	uintptr_t stop_lo = 0, stop_hi = 0;
 	if (py)
@@ -110,8 +111,6 @@ capture(int kind, uintptr_t hook) {
 	} else {
 		n = mt_unwind(pcs, (int)mt_cfg.depth, mt_cfg.unwind, stop_lo, stop_hi, hook);
 	}
-	if (py)
-		n = mt_py_cut(pcs, n);
 	if (n > (int)mt_cfg.initdepth + 1) /* else nothing to cut */
 		n = mt_unwind_loader_cut(pcs, n, (int)mt_cfg.initdepth);
 	return n == 1 ? mt_stack_intern1(pcs[0], kind, py) : mt_stack_intern(pcs, n, kind, py);

@@ -440,15 +440,6 @@ mt_py_cut_range(uintptr_t *lo, uintptr_t *hi) {
 	return 1;
 }
 
-int
-mt_py_cut(const uintptr_t *pcs, int n) {
-	uintptr_t lo, hi;
-	if (!mt_py_cut_range(&lo, &hi))
-		return n;
-	int i = mt_pcs_find(pcs, n, lo, hi);
-	return i < n ? i + 1 : n; /* the eval frame stays: the views put the Python stack there */
-}
-
 /* PyCode_Type.tp_dealloc: forget the serial of a dying code object before
  * its memory can be reused.  Runs with the GIL held, on the thread that
  * dropped the last reference; never calls out while holding py_lock. */

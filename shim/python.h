@@ -27,17 +27,14 @@ extern int mt_py_on;
  * has no Python frame (no thread state, finalizing, table full).  Takes
  * the Python lock on a thread-cache miss only.  Never allocates. */
 uint32_t mt_py_capture(void);
-/* A native stack captured with a Python stack: how many of its n frames to
- * keep.  The frames outside the interpreter's innermost eval loop are what
- * the Python stack already explains (and differ by every return address
- * inside the interpreter: a PyTorch process made 700 k distinct stacks of
- * 19 k Python stacks), so the stack ends at that eval frame; the views put
- * the Python frames in its place.  MEMTALLY_PYNATIVE=1 keeps them all.
- * Never allocates. */
-int mt_py_cut(const uintptr_t *pcs, int n);
-/* The range mt_py_cut ends a stack at (the eval loop's text, return
- * addresses lo < pc <= hi): 1 and the range when it cuts, 0 when it
- * keeps every frame.  A walker may stop there (mt_unwind). */
+/* Where a native stack captured with a Python stack ends: the frames
+ * outside the interpreter's innermost eval loop are what the Python stack
+ * already explains (and differ by every return address inside the
+ * interpreter: a PyTorch process made 700 k distinct stacks of 19 k
+ * Python stacks), so the stack ends at that eval frame (kept: the views
+ * put the Python frames in its place).  1 and the eval loop's text
+ * (return addresses lo < pc <= hi) for mt_unwind to stop or cut at; 0
+ * when every frame is kept (MEMTALLY_PYNATIVE=1, no interpreter). */
 int mt_py_cut_range(uintptr_t *lo, uintptr_t *hi);
 /* Before the exit snapshot: in a finalized Python 3.10, take the GIL's
  * mutex for good, so its daemon threads cannot wake into the interpreter

@@ -305,12 +305,13 @@ mt_unwind(uintptr_t *pcs, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi
 	/* Capture a few extra to make room for the shim's own frames. */
 	enum { EXTRA = 8 };
 	uintptr_t tmp[MT_MAX_DEPTH + EXTRA];
-	int want = max + EXTRA, n = -1;
+	int want = max + EXTRA, n = -1, stopped = 0;
 	if (how == MT_UNWIND_FP)
 		n = fp_walk(tmp, want);
 	else if (how == MT_UNWIND_CFI && stack_known((uintptr_t)__builtin_frame_address(0))) {
 		/* from the hook's caller: no frame of the shim's to skip */
 		n = mt_cfi_walk(tmp, hook ? max : want, stk_hi, stop_lo, stop_hi, hook);
+		stopped = n >= 0; /* at the first frame in the stop range */
 #ifdef MT_CFI_CHECK
 		if (n >= 0)
 			chk_walk(tmp, n, max, stop_lo, stop_hi);
@@ -330,6 +331,11 @@ mt_unwind(uintptr_t *pcs, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi
 	n -= skip;
 	if (n > max)
 		n = max;
+	if (!stopped && stop_hi) { /* the other walkers walk on: cut there */
+		int k = mt_pcs_find(tmp + skip, n, stop_lo, stop_hi);
+		if (k < n)
+			n = k + 1;
+	}
 	memcpy(pcs, tmp + skip, (size_t)n * sizeof *pcs);
 	return n;
 }

@@ -20,11 +20,10 @@ void mt_unwind_unloaded(void);
  * walker (cfi.h), which hands a stack it cannot follow to libunwind. */
 enum { MT_UNWIND_LIBUNWIND = 0, MT_UNWIND_FP = 1, MT_UNWIND_CFI = 2 };
 /* Fill pcs[0..max) with return addresses, innermost first, frames of the
- * shim itself removed, walked as `how` says.  Returns the count.  A
- * walker may end the stack after its first frame in stop_lo < pc <=
- * stop_hi (both 0: no such frame), as a caller cuts it there anyway:
- * the CFI walker does (under Python it need not walk the interpreter's
- * frames outside the eval loop).  hook: the frame pointer of the shim's
+ * shim itself removed, walked as `how` says.  Returns the count.  The
+ * stack ends after its first frame in stop_lo < pc <= stop_hi (both 0: no
+ * such frame; under Python, the eval loop: mt_py_cut_range): the CFI
+ * walker stops there, the others' stacks are cut there.  hook: the frame pointer of the shim's
  * exported hook the capture runs under (0: none); the CFI walker starts
  * at its caller.  Keeps errno.  Never allocates. */
 int mt_unwind(uintptr_t *pcs, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi,

@@ -81,6 +81,23 @@ print(len(d), len(objs), len(s), sum(len(v[1]) for v in d.values()))
 def python():
     fs = both('python', ['/usr/bin/python3', '-c', script])
     mt.check(len(fs) == 1 and fs[0].final()['heap']['allocs'] > 1000, 'python: allocations tracked')
+    if fs:
+        eval_ends(fs[0])
+
+def eval_ends(f):
+    """A native stack captured with a Python stack ends at the innermost
+    eval loop's frame (the Python stack explains the rest): the CFI walker
+    stops there, libunwind's stacks are cut there."""
+    withpy = [s for s, py in f.stack_py.items() if py and s in f.stacks]
+    pcs = sorted({pc for s in withpy for pc in f.stacks[s]})
+    name = dict(zip(pcs, (fn for fn, _ in f.symbolize(pcs))))
+    ending = [s for s in withpy if '_PyEval_EvalFrameDefault' in [name[pc] for pc in f.stacks[s]]]
+    past = [s for s in ending if name[f.stacks[s][-1]] != '_PyEval_EvalFrameDefault']
+    # Debian's python3 keeps no frame pointers: the fp walk never gets
+    # as far as the eval loop
+    mt.check((len(ending) > 100 or UNWIND == 'fp') and not past,
+             '%s/python: %d stacks with Python frames reach the eval loop, %d go on past it'
+             % (UNWIND, len(ending), len(past)))
 
 def gcc():
     with tempfile.TemporaryDirectory() as d:
