@@ -136,12 +136,18 @@ oom_check(const char *api, size_t size) {
 
 /* The real.* calls below are the allocator the program would have called
  * without us: forwarding is what a hook is for.
- *  - recursion: the guard set around them (mt_self.guard) sends any
- *    allocation they make, or a signal handler's, straight through the
- *    !RECORDING() path, which touches no shim state;
+ *  - not recording (before the constructor, inside the shim, host
+ *    tracking off): the call is forwarded as it came, and nothing of the
+ *    shim's is touched or held;
+ *  - recursion: the guard set around the recording calls (mt_self.guard)
+ *    sends any allocation they make, or a signal handler's, straight
+ *    through the !RECORDING() path;
  *  - deadlock: no shim lock is held across a real.* call (the pointer
  *    table's shard locks are taken and released inside mt_heap_* before
- *    or after it), so glibc's own arena locks never nest inside ours;
+ *    or after it), so glibc's own arena locks never nest inside ours.
+ *    The one thing held across one is solo mode's busy flag around the
+ *    solo thread's real free (mt_heap_free, which makes that call): a
+ *    thread waiting on it in mt_solo_end holds no allocator lock;
  *  - OOM dumps: a dump is written only after the real call has returned
  *    NULL (OOM() below), never from inside it, and it allocates nothing
  *    itself; an allocation by anything it calls arrives with the guard
