@@ -128,11 +128,25 @@ count_tracked(void) {
 		mt_trigger(MT_REASON_EVERY);
 }
 
-void
+struct mt_tcount *
 mt_tslot_pick(void) {
 	static uint32_t next;
-	uint32_t i = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
-	mt_self.tslot = (i < MT_TSLOTS - 1 ? i : MT_TSLOTS - 1) + 1;
+	if (!mt_self.tslot) {
+		uint32_t i = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
+		mt_self.tslot = (i < MT_TSLOTS - 1 ? i : MT_TSLOTS - 1) + 1;
+		if (i < MT_TSLOTS - 1)
+			mt_self.tc = &mt_tcounts[i];
+	}
+	return &mt_tcounts[mt_self.tslot - 1];
+}
+
+size_t mt_fast_below;
+
+void
+mt_set_active(int on) {
+	int fast = on && mt_cfg.host && mt_cfg.sample && mt_ptr_filter; /* free's fast path reads it */
+	__atomic_store_n(&mt_fast_below, fast ? mt_cfg.exact_above : 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&mt_active, on, __ATOMIC_RELEASE);
 }
 
 /* plain: the solo thread's plain updates (glue.h), for heap entries only

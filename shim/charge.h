@@ -19,12 +19,23 @@ struct mt_thread {
 	int64_t countdown; /* bytes until the next sample */
 	uint64_t rng;      /* xorshift64* state */
 	uint32_t tslot;    /* mt_tcounts slot + 1, 0 = not chosen yet */
+	struct mt_tcount *tc; /* the slot this thread owns; NULL: none yet,
+			       * or it shares the last one (atomic adds) */
 };
 extern MT_TLS struct mt_thread mt_self;
 
 /* 1 while hooks record (after the constructor; 0 when disabled, after the
- * final snapshot, or in a child with MEMTALLY_FOLLOW=0). */
+ * final snapshot, or in a child with MEMTALLY_FOLLOW=0).  Set only by
+ * mt_set_active. */
 extern int mt_active;
+void mt_set_active(int on);
+/* The sampling fast path's gate (interpose.c's malloc, calloc, free):
+ * while hooks record host allocations by sampling (and the pointer table
+ * has its filter), MEMTALLY_EXACT_ABOVE (every smaller allocation may be
+ * one the countdown skips); else 0.  One load stands for mt_active,
+ * mt_cfg.host, mt_cfg.sample, the filter and the size test.  The real
+ * allocator is resolved before it is first nonzero (mt_hooks_resolve). */
+extern size_t mt_fast_below;
 
 /* ---- the heap hooks' common path, inline in each hook -----------------
  * Every heap call counts in its thread's slot of mt_tcounts: each of the
@@ -34,24 +45,32 @@ extern int mt_active;
  * exact.  Inline, with the rare parts out of line: a sampling run's hook
  * that records nothing is a few instructions (a call into charge.c and
  * its frame were a third of them). */
-void mt_tslot_pick(void); /* a thread's first count: its slot */
+/* A thread's first count picks its slot (and sets mt_self.tc if it owns
+ * one); returns the slot it counts in. */
+struct mt_tcount *mt_tslot_pick(void);
 static inline struct mt_tcount *
 mt_tcount(void) {
-	if (MT_UNLIKELY(!mt_self.tslot))
-		mt_tslot_pick();
-	return &mt_tcounts[mt_self.tslot - 1];
+	struct mt_tcount *tc = mt_self.tc;
+	return MT_LIKELY(tc) ? tc : mt_tslot_pick();
 }
+/* Add to a counter of the slot mt_tcount() returned. */
 static inline void
 mt_tc_add(uint64_t *c, uint64_t v) {
-	if (MT_LIKELY(mt_self.tslot < MT_TSLOTS))
+	if (MT_LIKELY(mt_self.tc))
 		__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
 	else
 		mt_add(c, v);
 }
+/* Two counts of the slot this thread owns (mt_self.tc). */
+static inline void
+mt_tc_own_add2(uint64_t *a, uint64_t va, uint64_t *b, uint64_t vb) {
+	__atomic_store_n(a, __atomic_load_n(a, __ATOMIC_RELAXED) + va, __ATOMIC_RELAXED);
+	__atomic_store_n(b, __atomic_load_n(b, __ATOMIC_RELAXED) + vb, __ATOMIC_RELAXED);
+}
 /* Two counts of one slot, the slot's owner tested once. */
 static inline void
 mt_tc_add2(uint64_t *a, uint64_t va, uint64_t *b, uint64_t vb) {
-	if (MT_LIKELY(mt_self.tslot < MT_TSLOTS)) {
+	if (MT_LIKELY(mt_self.tc)) {
 		__atomic_store_n(a, __atomic_load_n(a, __ATOMIC_RELAXED) + va, __ATOMIC_RELAXED);
 		__atomic_store_n(b, __atomic_load_n(b, __ATOMIC_RELAXED) + vb, __ATOMIC_RELAXED);
 	} else {

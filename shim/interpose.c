@@ -18,6 +18,7 @@
 #include "buf.h"
 #include "sites.h"
 #include "oom.h"
+#include "interpose.h"
 #include <dlfcn.h>
 #include <malloc.h>
 #include <stdlib.h>
@@ -69,7 +70,7 @@ pool_alloc(size_t n, size_t align) {
 
 static inline int
 in_pool(const void *p) {
-	return (const char *)p >= pool && (const char *)p < pool + sizeof pool;
+	return (uintptr_t)p - (uintptr_t)pool < sizeof pool;
 }
 
 MT_NOINLINE static void
@@ -102,6 +103,12 @@ resolve(void) {
 		__builtin_trap();
 	}
 	resolving = 0;
+}
+
+void
+mt_hooks_resolve(void) {
+	if (!real.malloc)
+		resolve();
 }
 
 #define ENSURE(name)                                                           \
@@ -152,8 +159,48 @@ oom_check(const char *api, size_t size) {
  *    NULL (OOM() below), never from inside it, and it allocates nothing
  *    itself; an allocation by anything it calls arrives with the guard
  *    set and goes straight to real.*. */
-MT_EXPORT void *
-malloc(size_t n) {
+/* The sampling fast path (malloc, calloc, free): while sampling, most
+ * calls record nothing but their counts.  One load (mt_fast_below, which
+ * holds mt_active, host tracking, sampling and MEMTALLY_EXACT_ABOVE) and
+ * this thread's own state decide it, and the hook does no more than
+ * that: the rest (its registers, the other tests, the frame a capture
+ * starts from) is in the *_full functions, for the calls that record.
+ * The real allocator is resolved whenever mt_fast_below is nonzero.
+ *
+ * fast_alloc: whether an allocation of n bytes only counts; if so the
+ * counts and the countdown are taken now (fast_failed puts them back). */
+static inline int
+fast_alloc(size_t n) {
+	struct mt_tcount *tc;
+	if (MT_LIKELY(n < __atomic_load_n(&mt_fast_below, __ATOMIC_RELAXED)) &&
+	    !mt_self.guard && (tc = mt_self.tc)) {
+		int64_t c = mt_self.countdown - (int64_t)n;
+		if (MT_LIKELY(c > 0)) {
+			mt_self.countdown = c;
+			mt_tc_own_add2(&tc->allocs, 1, &tc->alloc_bytes, n);
+			return 1;
+		}
+	}
+	return 0;
+}
+/* The real call of a fast_alloc failed: its counts go back, and the
+ * failure is an OOM like any other. */
+static __attribute__((noinline, cold)) void *
+fast_failed(const char *api, size_t n) {
+	struct mt_tcount *tc = mt_self.tc;
+	mt_tc_own_add2(&tc->allocs, (uint64_t)-1, &tc->alloc_bytes, (uint64_t)-n);
+	mt_self.countdown += (int64_t)n;
+	mt_self.guard = 1;
+	OOM(api, n);
+	mt_self.guard = 0;
+	return NULL;
+}
+/* A hook's call of its *_full function must not become a tail call: the
+ * hook's frame is where a capture starts (CALLER()). */
+#define NOT_TAIL(p) __asm__ volatile("" : "+r"(p))
+
+static MT_NOINLINE void *
+malloc_full(size_t n, uintptr_t hook) {
 	if (MT_UNLIKELY(!real.malloc)) {
 		if (resolving)
 			return pool_alloc(n, 16);
@@ -164,7 +211,7 @@ malloc(size_t n) {
 	mt_self.guard = 1;
 	void *p = real.malloc(n);
 	if (p) {
-		mt_heap_alloc(p, n, CALLER()); /* keeps errno */
+		mt_heap_alloc(p, n, hook); /* keeps errno */
 	} else {
 		OOM("malloc", n);
 	}
@@ -173,7 +220,21 @@ malloc(size_t n) {
 }
 
 MT_EXPORT void *
-calloc(size_t n, size_t size) {
+malloc(size_t n) {
+	void *p;
+	if (fast_alloc(n)) {
+		mt_self.guard = 1; /* what it calls (mmap) is the allocator's */
+		p = real.malloc(n);
+		mt_self.guard = 0;
+		return MT_LIKELY(p) ? p : fast_failed("malloc", n);
+	}
+	p = malloc_full(n, CALLER());
+	NOT_TAIL(p);
+	return p;
+}
+
+static MT_NOINLINE void *
+calloc_full(size_t n, size_t size, uintptr_t hook) {
 	if (MT_UNLIKELY(!real.calloc)) {
 		if (resolving) {
 			size_t t;
@@ -188,7 +249,7 @@ calloc(size_t n, size_t size) {
 	mt_self.guard = 1;
 	void *p = real.calloc(n, size);
 	if (p) {
-		mt_heap_alloc(p, n * size, CALLER());
+		mt_heap_alloc(p, n * size, hook);
 	} else {
 		size_t t;
 		OOM("calloc", __builtin_mul_overflow(n, size, &t) ? SIZE_MAX : t);
@@ -197,8 +258,34 @@ calloc(size_t n, size_t size) {
 	return p;
 }
 
+MT_EXPORT void *
+calloc(size_t n, size_t size) {
+	size_t t;
+	void *p;
+	if (!__builtin_mul_overflow(n, size, &t) && fast_alloc(t)) {
+		mt_self.guard = 1;
+		p = real.calloc(n, size);
+		mt_self.guard = 0;
+		return MT_LIKELY(p) ? p : fast_failed("calloc", t);
+	}
+	p = calloc_full(n, size, CALLER());
+	NOT_TAIL(p);
+	return p;
+}
+
 MT_EXPORT void
 free(void *p) {
+	/* the sampling fast path (above malloc): a block the pointer table
+	 * certainly does not hold (its filter) is counted and forwarded,
+	 * without the guard (no shim state is touched after the count) */
+	struct mt_tcount *tc;
+	if (MT_LIKELY(__atomic_load_n(&mt_fast_below, __ATOMIC_RELAXED)) && p && !in_pool(p) &&
+	    !mt_self.guard && (tc = mt_self.tc) && !mt_ptrtab_maybe_filtered((uintptr_t)p)) {
+		__atomic_store_n(&tc->frees, __atomic_load_n(&tc->frees, __ATOMIC_RELAXED) + 1,
+				 __ATOMIC_RELAXED);
+		real.free(p);
+		return;
+	}
 	if (MT_UNLIKELY(!p || in_pool(p)))
 		return;
 	ENSURE(free);

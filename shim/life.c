@@ -21,6 +21,7 @@
 #include "devices.h"
 #include "events.h"
 #include "file.h"
+#include "interpose.h"
 #include "maptab.h"
 #include "oom.h"
 #include "procstat.h"
@@ -230,7 +231,7 @@ postfork_child(void) {
 	mt_pid = mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0);
 	forked = 1;
 	if (!follow) {
-		mt_active = 0;
+		mt_set_active(0);
 	} else {
 		mt_clock_start();
 		mt_solo_start(); /* the child's one thread */
@@ -313,7 +314,8 @@ mt_init(int argc, char **argv, char **envp) {
 	if (mt_cfg.verbose)
 		mt_snapshot_describe();
 	mt_solo_start(); /* this thread records plainly until another does */
-	__atomic_store_n(&mt_active, 1, __ATOMIC_RELEASE);
+	mt_hooks_resolve();
+	mt_set_active(1);
 	mt_self.guard--;
 }
 
@@ -331,7 +333,7 @@ mt_fini(void) {
 	mt_snapshot_close(); /* later writes are refused */
 	if (mt_cfg.oom_render)
 		mt_oom_render(1); /* dumps the writer has not rendered yet */
-	__atomic_store_n(&mt_active, 0, __ATOMIC_RELEASE);
+	mt_set_active(0);
 	mt_self.guard--;
 }
 

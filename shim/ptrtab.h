@@ -50,12 +50,21 @@ static inline uint64_t
 mt_ptr_filter_slot(uint64_t h) {
 	return h >> (64 - MT_FILTER_BITS);
 }
+/* The same slot from the address: the hash's top bits are the
+ * product's (the xor with h >> 29 reaches bit 34 at most). */
+static inline uint64_t
+mt_ptr_filter_slot_of(uintptr_t a) {
+	return ((uint64_t)a * 0x9e3779b97f4a7c15ull) >> (64 - MT_FILTER_BITS);
+}
+/* Whether a may be in the table, with a filter (mt_ptr_filter set). */
+static inline int
+mt_ptrtab_maybe_filtered(uintptr_t a) {
+	uint64_t k = mt_ptr_filter_slot_of(a);
+	return (int)(__atomic_load_n(&mt_ptr_filter[k >> 6], __ATOMIC_RELAXED) >> (k & 63) & 1);
+}
 static inline int
 mt_ptrtab_maybe(uintptr_t a) {
-	if (!mt_ptr_filter)
-		return 1;
-	uint64_t k = mt_ptr_filter_slot(mt_ptr_hash(a));
-	return (int)(__atomic_load_n(&mt_ptr_filter[k >> 6], __ATOMIC_RELAXED) >> (k & 63) & 1);
+	return !mt_ptr_filter || mt_ptrtab_maybe_filtered(a);
 }
 /* Insert; 0, ENOMEM when the table is full (the caller counts it as
  * dropped and does not charge the site), or EEXIST when a stale entry for

@@ -53,6 +53,27 @@ main = mt.files(OUT)[0]
 mt.eq(main.final()['reason'], 'exit', 'the main file still gets its exit snapshot')
 mt.eq(main.final()['shim']['oom_dumps'], 1, 'the main file counts the dump')
 
+# sampling: the 1 MiB blocks are below MEMTALLY_EXACT_ABOVE and the gap
+# (1 GiB on average) passes most of them, so the failing call is one the
+# hooks' fast path counted before the real malloc failed: it is dumped all
+# the same, and not counted (the exact run above counts the same calls:
+# every block it got, small_blocks' and the C library's)
+outs = os.path.join(OUT, 'sampled')
+envs = dict(env, MEMTALLY_OUT=outs, MEMTALLY_SAMPLE='1G', MEMTALLY_EXACT_ABOVE='2M', MEMTALLY_SEED='1')
+r = subprocess.run([os.path.join(B, 'test', 'prog_oom'), '400', outs], env=envs,
+                   capture_output=True, text=True, timeout=120)
+mt.eq(r.returncode, 0, 'sampled: exit code')
+ress = json.loads(r.stdout)
+mt.eq((ress['errno'], ress['dump_before_return']), (12, 1), 'sampled: ENOMEM, the dump on disk before the NULL')
+recs = [json.loads(l) for l in open(glob.glob(os.path.join(outs, '*.oom*.jsonl'))[0])]
+oom = [x for x in recs if x['type'] == 'oom'][0]
+mt.eq((oom['api'], oom['requested_bytes']), ('malloc', 1 << 20), 'sampled: the failed request')
+heap_s = mt.files(outs)[0].final()['heap']
+heap_e = main.final()['heap']
+mt.eq(heap_s['allocs'] - ress['blocks'], heap_e['allocs'] - res['blocks'],
+      'sampled: the same calls counted, the failed one not (%d blocks, %d exact)'
+      % (ress['blocks'], res['blocks']))
+
 # the cap: MEMTALLY_OOM_DUMPS=2 with a program that fails 5 times
 out2 = os.path.join(OUT, 'cap')
 env2 = dict(env, MEMTALLY_OUT=out2, MEMTALLY_OOM_DUMPS='2')

@@ -8,6 +8,13 @@ import mt
 
 B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
 truth = 100 << 20
+# the same program in exact mode: its call counts are what sampling counts
+# too (every call is counted, sampled or not, most on the hooks' fast path)
+out = os.path.join(OUT, 'exact')
+r = subprocess.run([os.path.join(B, 'test', 'prog_leak')], capture_output=True, text=True,
+                   env=dict(os.environ, LD_PRELOAD=os.path.join(B, 'libmemtally.so'), MEMTALLY_OUT=out))
+mt.eq(r.returncode, 0, 'exact: exit code')
+exact = mt.files(out)[0].final()['heap']
 for seed in (1, 2, 3, 4, 5):
     out = os.path.join(OUT, 'seed%d' % seed)
     env = dict(os.environ, LD_PRELOAD=os.path.join(B, 'libmemtally.so'),
@@ -29,4 +36,7 @@ for seed in (1, 2, 3, 4, 5):
              'seed %d: %d live records for 102400 live blocks' % (seed, entries))
     mt.check(snap['heap']['allocs'] >= 102400 + 200000, 'seed %d: exact allocation count %d'
              % (seed, snap['heap']['allocs']))
+    mt.eq([snap['heap'][k] for k in ('allocs', 'alloc_bytes', 'frees')],
+          [exact[k] for k in ('allocs', 'alloc_bytes', 'frees')],
+          'seed %d: allocations, their bytes and frees counted as in exact mode' % seed)
 mt.done()
