@@ -159,48 +159,35 @@ oom_check(const char *api, size_t size) {
  *    NULL (OOM() below), never from inside it, and it allocates nothing
  *    itself; an allocation by anything it calls arrives with the guard
  *    set and goes straight to real.*. */
-/* The sampling fast path (malloc, calloc, free): while sampling, most
- * calls record nothing but their counts.  One load (mt_fast_below, which
- * holds mt_active, host tracking, sampling and MEMTALLY_EXACT_ABOVE) and
- * this thread's own state decide it, and the hook does no more than
- * that: the rest (its registers, the other tests, the frame a capture
- * starts from) is in the *_full functions, for the calls that record.
- * The real allocator is resolved whenever mt_fast_below is nonzero.
+/* The sampling fast path (malloc and free): while sampling, most calls
+ * record nothing but their counts.  One load (mt_fast_below, which holds
+ * mt_active, host tracking, sampling, the pointer table's filter and
+ * MEMTALLY_EXACT_ABOVE) and this thread's own state decide it, and such a
+ * call does no more than that; the registers, the other tests and the
+ * frame a capture starts from are for the calls that record.
  *
- * fast_alloc: whether an allocation of n bytes only counts; if so the
- * counts and the countdown are taken now (fast_failed puts them back). */
-static inline int
-fast_alloc(size_t n) {
-	struct mt_tcount *tc;
-	if (MT_LIKELY(n < __atomic_load_n(&mt_fast_below, __ATOMIC_RELAXED)) &&
-	    !mt_self.guard && (tc = mt_self.tc)) {
-		int64_t c = mt_self.countdown - (int64_t)n;
-		if (MT_LIKELY(c > 0)) {
-			mt_self.countdown = c;
-			mt_tc_own_add2(&tc->allocs, 1, &tc->alloc_bytes, n);
-			return 1;
-		}
-	}
-	return 0;
-}
-/* The real call of a fast_alloc failed: its counts go back, and the
- * failure is an OOM like any other. */
-static __attribute__((noinline, cold)) void *
-fast_failed(const char *api, size_t n) {
-	struct mt_tcount *tc = mt_self.tc;
-	mt_tc_own_add2(&tc->allocs, (uint64_t)-1, &tc->alloc_bytes, (uint64_t)-n);
-	mt_self.countdown += (int64_t)n;
-	mt_self.guard = 1;
-	OOM(api, n);
-	mt_self.guard = 0;
-	return NULL;
-}
-/* A hook's call of its *_full function must not become a tail call: the
- * hook's frame is where a capture starts (CALLER()). */
-#define NOT_TAIL(p) __asm__ volatile("" : "+r"(p))
+ * malloc is a two-instruction dispatch (x86-64, as dlsym's trampoline in
+ * dl.c): below mt_fast_below to mt_malloc_sampled, else to mt_malloc_full.
+ * Both are reached by a jump, never a call, so each one's frame is the
+ * hook's frame: its return address is the program's call site, which is
+ * where a capture starts (CALLER()).  Exact mode pays the compare. */
+__asm__(".text\n"
+	".globl malloc\n"
+	".type malloc, @function\n"
+	".p2align 4\n"
+	"malloc:\n"
+	"	.cfi_startproc\n"
+	"	cmpq mt_fast_below(%rip), %rdi\n"
+	"	jb mt_malloc_sampled\n"
+	"	jmp mt_malloc_full\n"
+	"	.cfi_endproc\n"
+	".size malloc, .-malloc\n");
+void *mt_malloc_full(size_t n);
+void *mt_malloc_sampled(size_t n);
 
-static MT_NOINLINE void *
-malloc_full(size_t n, uintptr_t hook) {
+/* The recording path of malloc, in a function malloc jumped to. */
+static inline __attribute__((always_inline)) void *
+malloc_body(size_t n, uintptr_t hook) {
 	if (MT_UNLIKELY(!real.malloc)) {
 		if (resolving)
 			return pool_alloc(n, 16);
@@ -219,22 +206,51 @@ malloc_full(size_t n, uintptr_t hook) {
 	return p;
 }
 
-MT_EXPORT void *
-malloc(size_t n) {
-	void *p;
-	if (fast_alloc(n)) {
-		mt_self.guard = 1; /* what it calls (mmap) is the allocator's */
-		p = real.malloc(n);
-		mt_self.guard = 0;
-		return MT_LIKELY(p) ? p : fast_failed("malloc", n);
-	}
-	p = malloc_full(n, CALLER());
-	NOT_TAIL(p);
-	return p;
+__attribute__((used)) MT_NOINLINE void *
+mt_malloc_full(size_t n) {
+	return malloc_body(n, CALLER());
 }
 
+/* The same from mt_malloc_sampled, out of line: its registers are saved
+ * only on the way to a sample.  Called, not jumped to (NOT_TAIL): hook is
+ * the caller's frame. */
 static MT_NOINLINE void *
-calloc_full(size_t n, size_t size, uintptr_t hook) {
+malloc_slow(size_t n, uintptr_t hook) {
+	return malloc_body(n, hook);
+}
+#define NOT_TAIL(p) __asm__ volatile("" : "+r"(p))
+
+/* n < mt_fast_below: sampling, and n below MEMTALLY_EXACT_ABOVE.  Counts
+ * the call and takes n off the countdown unless the countdown runs out
+ * (then the full path draws and records). */
+__attribute__((used)) MT_NOINLINE void *
+mt_malloc_sampled(size_t n) {
+	struct mt_tcount *tc = mt_self.tc;
+	int64_t c = mt_self.countdown - (int64_t)n;
+	if (MT_UNLIKELY(mt_self.guard || !tc || c <= 0)) {
+		void *p = malloc_slow(n, CALLER());
+		NOT_TAIL(p);
+		return p;
+	}
+	mt_self.countdown = c;
+	mt_tc_own_add2(&tc->allocs, 1, &tc->alloc_bytes, n);
+	mt_self.guard = 1; /* what it calls (mmap) is the allocator's */
+	void *p = real.malloc(n);
+	mt_self.guard = 0;
+	if (MT_LIKELY(p))
+		return p;
+	/* failed: the counts go back, and the failure is an OOM like any
+	 * other (dumped before it returns) */
+	mt_tc_own_add2(&tc->allocs, (uint64_t)-1, &tc->alloc_bytes, (uint64_t)-n);
+	mt_self.countdown += (int64_t)n;
+	mt_self.guard = 1;
+	OOM("malloc", n);
+	mt_self.guard = 0;
+	return NULL;
+}
+
+MT_EXPORT void *
+calloc(size_t n, size_t size) {
 	if (MT_UNLIKELY(!real.calloc)) {
 		if (resolving) {
 			size_t t;
@@ -249,27 +265,12 @@ calloc_full(size_t n, size_t size, uintptr_t hook) {
 	mt_self.guard = 1;
 	void *p = real.calloc(n, size);
 	if (p) {
-		mt_heap_alloc(p, n * size, hook);
+		mt_heap_alloc(p, n * size, CALLER());
 	} else {
 		size_t t;
 		OOM("calloc", __builtin_mul_overflow(n, size, &t) ? SIZE_MAX : t);
 	}
 	mt_self.guard = 0;
-	return p;
-}
-
-MT_EXPORT void *
-calloc(size_t n, size_t size) {
-	size_t t;
-	void *p;
-	if (!__builtin_mul_overflow(n, size, &t) && fast_alloc(t)) {
-		mt_self.guard = 1;
-		p = real.calloc(n, size);
-		mt_self.guard = 0;
-		return MT_LIKELY(p) ? p : fast_failed("calloc", t);
-	}
-	p = calloc_full(n, size, CALLER());
-	NOT_TAIL(p);
 	return p;
 }
 

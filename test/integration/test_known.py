@@ -4,7 +4,9 @@ what was freed shows zero live.  With each walker: the shim's CFI walker
 (the default), libunwind and frame pointers, and at MEMTALLY_DEPTH=1 (the
 hook's return address alone, through the one-frame stack cache); the CFI
 walker's stacks are libunwind's, frame for frame (as module + offset), and
-the one-frame stacks are their innermost frames."""
+the one-frame stacks are their innermost frames.  Sampling with a mean
+gap of 1 byte samples every allocation (through the hooks' sampling path)
+and must give exact mode's stacks and figures, at depth 32 and at 1."""
 import os, subprocess, sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
@@ -23,12 +25,14 @@ def shapes(f):
     return out
 
 seen = {}
-for unwind in ('cfi', 'libunwind', 'fp', 'depth1'):
+for unwind in ('cfi', 'libunwind', 'fp', 'depth1', 'sampled', 'sampled1'):
     out = os.path.join(OUT, unwind)
     env = dict(os.environ, LD_PRELOAD=os.path.join(B, 'libmemtally.so'),
-               MEMTALLY_OUT=out, MEMTALLY_UNWIND='cfi' if unwind == 'depth1' else unwind)
-    if unwind == 'depth1':
+               MEMTALLY_OUT=out, MEMTALLY_UNWIND='cfi' if unwind in ('depth1', 'sampled', 'sampled1') else unwind)
+    if unwind in ('depth1', 'sampled1'):
         env['MEMTALLY_DEPTH'] = '1'
+    if unwind in ('sampled', 'sampled1'):
+        env['MEMTALLY_SAMPLE'] = '1'
     r = subprocess.run([prog], env=env, capture_output=True, text=True)
     mt.eq(r.returncode, 0, unwind + ': exit code')
     mt.eq(r.stdout, 'done 1043\n', unwind + ': output')
@@ -66,6 +70,8 @@ for unwind in ('cfi', 'libunwind', 'fp', 'depth1'):
         fb = snap['shim'].get('unwind_fallbacks')
         mt.check(fb is not None and fb <= 2, 'cfi: %r of 2000 captures handed to libunwind' % fb)
 cfi, lu, d1 = seen['cfi'], seen['libunwind'], seen['depth1']
+mt.eq(seen['sampled'], cfi, 'sampled: every allocation sampled, the same stacks and figures as exact mode')
+mt.eq(seen['sampled1'], d1, 'sampled1: the same at MEMTALLY_DEPTH=1 (the frame is the program\'s, not the hook\'s)')
 mt.check(all(len(k[0]) == 1 for k in d1), 'depth1: every stack is one frame')
 inner = {}
 for (frames, kind), (a, b, l) in cfi.items():
