@@ -653,19 +653,18 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 		while (j < on && old->sp[j] < sp)
 			j++;
 		if (j < on && old->sp[j] == sp && old->pc[j] == pc && old->bp[j] == bp) {
-			/* steps j .. t-1 read what they read before */
-			int t = j;
-			for (; t + 1 < on; t++) {
-				uintptr_t at = old->slot[t];
-				if (((const uintptr_t *)old->sp[t + 1])[-1] != old->pc[t + 1] ||
-				    (at && (at < lo || *(const uintptr_t *)at != old->bp[t + 1])))
+			/* while step j reads what it read before (frame j + 1's
+			 * return address, and rbp where step j read it), frame
+			 * j + 1 is the last walk's; checked only as far as the
+			 * frames this walk takes */
+			for (; j + 1 < on && n < max; j++, k++) {
+				uintptr_t at = old->slot[j], next = old->pc[j + 1];
+				if (((const uintptr_t *)old->sp[j + 1])[-1] != next ||
+				    (at && (at < lo || *(const uintptr_t *)at != old->bp[j + 1])))
 					break;
-			}
-			/* so frames j+1 .. t are the last walk's */
-			for (; j < t && n < max; j++, k++) {
-				remember(rec, k, old->sp[j], old->pc[j], old->bp[j], old->slot[j]);
-				pcs[n++] = old->pc[j + 1];
-				if (mt_pc_in(old->pc[j + 1], stop_lo, stop_hi)) {
+				remember(rec, k, old->sp[j], old->pc[j], old->bp[j], at);
+				pcs[n++] = next;
+				if (mt_pc_in(next, stop_lo, stop_hi)) {
 					max = n; /* the stop frame: the walk ends after it */
 					j++;
 					k++;

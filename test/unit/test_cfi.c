@@ -3,7 +3,8 @@
  * CFA on rbp), a frame whose return address is past its function's end
  * (a call to a noreturn function), a thread's stack (ends at clone),
  * rules served from the table and worked out again after mt_cfi_forget,
- * the last walk's frames reused only where the stack still holds them.
+ * the last walk's frames reused only where the stack still holds them
+ * and only as deep as the walk goes.
  * A signal handler's stack holds the kernel's signal frame, which the
  * walker does not read: it must say so (-1), and mt_unwind then gives
  * libunwind's frames. */
@@ -46,9 +47,10 @@ static uintptr_t stop_lo, stop_hi;
 
 /* Both walkers from one frame: pc[0] is each call's own return address
  * (two call instructions), so the frames compared start at pc[1]. */
+static int walk_max = MAXF; /* the CFI walker's depth (reuse_under_a_depth_limit) */
 static __attribute__((noinline)) void
 walk_both(struct walk *cfi, struct walk *unw) {
-	cfi->n = mt_cfi_walk(cfi->pc, MAXF, stk_hi, stop_lo, stop_hi, 0);
+	cfi->n = mt_cfi_walk(cfi->pc, walk_max, stk_hi, stop_lo, stop_hi, 0);
 	unw->n = unw_backtrace((void **)unw->pc, MAXF);
 	__asm__ volatile("" ::: "memory"); /* no tail call */
 }
@@ -223,6 +225,25 @@ TEST(reuse_checks_the_outer_frames) {
 		chain(d % 2 ? 3 : 9, &cc, &uu);
 		check_same(&cc, &uu, "alternating depth");
 	}
+}
+
+/* Walks cut at a depth (MEMTALLY_DEPTH) reuse the last walk, itself cut
+ * or whole, only as far as their own depth, and a walk past where a cut
+ * one ended steps on from there: each is libunwind's first frames. */
+TEST(reuse_under_a_depth_limit) {
+	for (int rep = 0; rep < 24; rep++) {
+		struct walk c, u;
+		walk_max = rep % 3 == 2 ? MAXF : 4 + rep % 7;
+		chain(rep % 4 < 2 ? 20 : 13, &c, &u);
+		int want = u.n < walk_max ? u.n : walk_max;
+		cases++;
+		int ok = c.n == want && !memcmp(c.pc + 1, u.pc + 1, sizeof(uintptr_t) * (size_t)(want - 1));
+		same += ok;
+		if (!ok)
+			printf("  depth %d: cfi %d frames, want %d\n", walk_max, c.n, want);
+		EXPECT(ok);
+	}
+	walk_max = MAXF;
 }
 
 /* A stop range (the caller's eval loop under Python): the walk ends with
@@ -466,6 +487,7 @@ main(void) {
 	RUN(thread_stack_ends_at_clone);
 	RUN(cached_rules_and_forget);
 	RUN(reuse_checks_the_outer_frames);
+	RUN(reuse_under_a_depth_limit);
 	RUN(stop_range_ends_the_walk);
 	RUN(walk_from_a_frame);
 	RUN(threads_and_forgetting);
