@@ -592,9 +592,12 @@ mt_cfi_forget(void) {
  * with the one before; in cc1 most stacks are 30 frames or more.  Two
  * buffers: a walk reads the last while it writes its own. */
 #define MEMO_N 64
+struct mframe {
+	uintptr_t sp, pc, bp;
+	uintptr_t slot; /* where this frame's step read rbp, 0: none */
+};
 struct memo {
-	uintptr_t sp[MEMO_N], pc[MEMO_N], bp[MEMO_N];
-	uintptr_t slot[MEMO_N]; /* where frame i's step read rbp, 0: none */
+	struct mframe f[MEMO_N];
 	uintptr_t hi;           /* the stack's top it was walked under */
 	uint64_t gen;
 	int n;     /* frames recorded */
@@ -607,11 +610,34 @@ static MT_TLS unsigned memo_cur;
 static inline void
 remember(struct memo *rec, int k, uintptr_t sp, uintptr_t pc, uintptr_t bp, uintptr_t slot) {
 	if (k < MEMO_N) {
-		rec->sp[k] = sp;
-		rec->pc[k] = pc;
-		rec->bp[k] = bp;
-		rec->slot[k] = slot;
+		rec->f[k].sp = sp;
+		rec->f[k].pc = pc;
+		rec->f[k].bp = bp;
+		rec->f[k].slot = slot;
 	}
+}
+
+/* From frame j of the last walk (which this walk has reached: same sp,
+ * pc, rbp), the frames after it this walk takes, at most lim: while step
+ * j + i reads what it read before (frame j+i+1's return address, and rbp
+ * where that step read it), frame j+i+1 is the last walk's, and its
+ * return address goes to out[i].  The count, negated when the last one is
+ * in the stop range.  Apart from the walk's other state, so that its few
+ * values stay in registers. */
+static inline int
+taken(const struct memo *old, int j, int lim, uintptr_t *out, uintptr_t lo, uintptr_t stop_lo,
+      uintptr_t stop_hi) {
+	const struct mframe *f = old->f + j;
+	for (int i = 0; i < lim; i++) {
+		uintptr_t at = f[i].slot, next = f[i + 1].pc;
+		if (((const uintptr_t *)f[i + 1].sp)[-1] != next ||
+		    (at && (at < lo || *(const uintptr_t *)at != f[i + 1].bp)))
+			return i;
+		out[i] = next;
+		if (mt_pc_in(next, stop_lo, stop_hi))
+			return -(i + 1);
+	}
+	return lim;
 }
 
 MT_NOINLINE int
@@ -650,30 +676,28 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 	for (;; k++) {
 		/* k: this frame's index; its pc is out already (n == k + 1) when
 		 * the walk started at a caller, not for the walker's own (n == k) */
-		while (j < on && old->sp[j] < sp)
+		while (j < on && old->f[j].sp < sp)
 			j++;
-		if (j < on && old->sp[j] == sp && old->pc[j] == pc && old->bp[j] == bp) {
+		if (j < on && old->f[j].sp == sp && old->f[j].pc == pc && old->f[j].bp == bp) {
 			/* while step j reads what it read before (frame j + 1's
 			 * return address, and rbp where step j read it), frame
 			 * j + 1 is the last walk's; checked only as far as the
 			 * frames this walk takes */
-			for (; j + 1 < on && n < max; j++, k++) {
-				uintptr_t at = old->slot[j], next = old->pc[j + 1];
-				if (((const uintptr_t *)old->sp[j + 1])[-1] != next ||
-				    (at && (at < lo || *(const uintptr_t *)at != old->bp[j + 1])))
-					break;
-				remember(rec, k, old->sp[j], old->pc[j], old->bp[j], at);
-				pcs[n++] = next;
-				if (mt_pc_in(next, stop_lo, stop_hi)) {
-					max = n; /* the stop frame: the walk ends after it */
-					j++;
-					k++;
-					break;
-				}
+			int m = taken(old, j, on - 1 - j < max - n ? on - 1 - j : max - n, pcs + n, lo,
+				      stop_lo, stop_hi);
+			if (m < 0) { /* the last taken is the stop frame: the walk ends after it */
+				m = -m;
+				max = n + m;
 			}
-			pc = old->pc[j];
-			sp = old->sp[j];
-			bp = old->bp[j];
+			if (k < MEMO_N) /* frames j .. j+m-1, as far as the record goes */
+				memcpy(rec->f + k, old->f + j,
+				       (size_t)(k + m <= MEMO_N ? m : MEMO_N - k) * sizeof *rec->f);
+			j += m;
+			k += m;
+			n += m;
+			pc = old->f[j].pc;
+			sp = old->f[j].sp;
+			bp = old->f[j].bp;
 			if (j == on - 1 && old->final && n < max) { /* it stopped here: so does this one */
 				remember(rec, k, sp, pc, bp, 0);
 				break;
@@ -703,7 +727,7 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 			if (at < lo || at > hi - 8)
 				break;
 			if (k < MEMO_N)
-				rec->slot[k] = at;
+				rec->f[k].slot = at;
 			bp = *(const uintptr_t *)at;
 		}
 		pc = ((const uintptr_t *)cfa)[-1];
