@@ -240,8 +240,10 @@ walk_hash(const struct walk *w) {
 	return mt_mix64(a ^ b);
 }
 
-static int
-walk(uintptr_t ts, struct walk *w) {
+/* The walk for one layout's kinds of entry mark and instruction (entry,
+ * instr: constants where walk calls it, so each frame tests neither). */
+static inline __attribute__((always_inline)) int
+walk_as(uintptr_t ts, struct walk *w, int entry, int instr) {
 	uintptr_t f = rd(ts + (uintptr_t)L.ts_frame);
 	if (L.cf_current >= 0)
 		f = f ? rd(f + (uintptr_t)L.cf_current) : 0;
@@ -249,7 +251,7 @@ walk(uintptr_t ts, struct walk *w) {
 	w->n = w->truncated = 0;
 	w->entry = 0;
 	for (int steps = 0; f && steps < 4 * MAXD; steps++) {
-		if (L.entry == PY_ENTRY_CSTACK &&
+		if (entry == PY_ENTRY_CSTACK &&
 		    *(const volatile uint8_t *)(f + (uintptr_t)L.fr_owner) == 3) {
 			/* FRAME_OWNED_BY_CSTACK: an activation of the eval loop
 			 * starts below; the frame above it is the entry */
@@ -270,16 +272,15 @@ walk(uintptr_t ts, struct walk *w) {
 			break;
 		}
 		int32_t li;
-		if (L.instr == PY_INSTR_LASTI) {
+		if (instr == PY_INSTR_LASTI) {
 			li = *(const volatile int32_t *)(f + (uintptr_t)L.fr_instr);
 		} else {
 			uintptr_t ip = rd(f + (uintptr_t)L.fr_instr);
-			li = ip ? (int32_t)(((intptr_t)ip -
-					     (intptr_t)(co + (uintptr_t)L.co_code)) / 2)
-				: -1;
+			/* code units of 2 bytes from the code's start */
+			li = ip ? (int32_t)((intptr_t)(ip - (co + (uintptr_t)L.co_code)) >> 1) : -1;
 		}
-		if (L.entry == PY_ENTRY_EVERY ||
-		    (L.entry == PY_ENTRY_FLAG && *(const volatile uint8_t *)(f + (uintptr_t)L.fr_entry)))
+		if (entry == PY_ENTRY_EVERY ||
+		    (entry == PY_ENTRY_FLAG && *(const volatile uint8_t *)(f + (uintptr_t)L.fr_entry)))
 			w->entry |= 1ull << w->n;
 		w->code[w->n] = co;
 		w->lasti[w->n] = li;
@@ -287,6 +288,15 @@ walk(uintptr_t ts, struct walk *w) {
 		f = rd(f + (uintptr_t)L.fr_prev);
 	}
 	return w->n;
+}
+
+static int
+walk(uintptr_t ts, struct walk *w) {
+	if (L.instr == PY_INSTR_POINTER && L.entry == PY_ENTRY_FLAG)
+		return walk_as(ts, w, PY_ENTRY_FLAG, PY_INSTR_POINTER); /* 3.11 */
+	if (L.instr == PY_INSTR_POINTER && L.entry == PY_ENTRY_CSTACK)
+		return walk_as(ts, w, PY_ENTRY_CSTACK, PY_INSTR_POINTER); /* 3.12+ */
+	return walk_as(ts, w, L.entry, L.instr);
 }
 
 /* Under py_lock.  The code object is pinned by its executing frame. */
