@@ -29,7 +29,7 @@ extern MT_TLS struct mt_thread mt_self;
  * mt_set_active. */
 extern int mt_active;
 void mt_set_active(int on);
-/* The sampling fast path's gate (interpose.c's malloc, calloc, free):
+/* The sampling fast path's gate (interpose.c's malloc and free):
  * while hooks record host allocations by sampling (and the pointer table
  * has its filter), MEMTALLY_EXACT_ABOVE (every smaller allocation may be
  * one the countdown skips); else 0.  One load stands for mt_active,
@@ -53,26 +53,30 @@ mt_tcount(void) {
 	struct mt_tcount *tc = mt_self.tc;
 	return MT_LIKELY(tc) ? tc : mt_tslot_pick();
 }
+/* A count of the slot this thread owns (mt_self.tc): its one writer. */
+static inline void
+mt_tc_own_add(uint64_t *c, uint64_t v) {
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
+}
+/* Two counts of the slot this thread owns. */
+static inline void
+mt_tc_own_add2(uint64_t *a, uint64_t va, uint64_t *b, uint64_t vb) {
+	mt_tc_own_add(a, va);
+	mt_tc_own_add(b, vb);
+}
 /* Add to a counter of the slot mt_tcount() returned. */
 static inline void
 mt_tc_add(uint64_t *c, uint64_t v) {
 	if (MT_LIKELY(mt_self.tc))
-		__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
+		mt_tc_own_add(c, v);
 	else
 		mt_add(c, v);
-}
-/* Two counts of the slot this thread owns (mt_self.tc). */
-static inline void
-mt_tc_own_add2(uint64_t *a, uint64_t va, uint64_t *b, uint64_t vb) {
-	__atomic_store_n(a, __atomic_load_n(a, __ATOMIC_RELAXED) + va, __ATOMIC_RELAXED);
-	__atomic_store_n(b, __atomic_load_n(b, __ATOMIC_RELAXED) + vb, __ATOMIC_RELAXED);
 }
 /* Two counts of one slot, the slot's owner tested once. */
 static inline void
 mt_tc_add2(uint64_t *a, uint64_t va, uint64_t *b, uint64_t vb) {
 	if (MT_LIKELY(mt_self.tc)) {
-		__atomic_store_n(a, __atomic_load_n(a, __ATOMIC_RELAXED) + va, __ATOMIC_RELAXED);
-		__atomic_store_n(b, __atomic_load_n(b, __ATOMIC_RELAXED) + vb, __ATOMIC_RELAXED);
+		mt_tc_own_add2(a, va, b, vb);
 	} else {
 		mt_add(a, va);
 		mt_add(b, vb);

@@ -148,7 +148,10 @@ oom_check(const char *api, size_t size) {
  *    shim's is touched or held;
  *  - recursion: the guard set around the recording calls (mt_self.guard)
  *    sends any allocation they make, or a signal handler's, straight
- *    through the !RECORDING() path;
+ *    through the !RECORDING() path; the sampling fast path's malloc sets
+ *    it around its real call too, and its free, like the !RECORDING()
+ *    path, forwards after its count with nothing of the shim's left to
+ *    touch;
  *  - deadlock: no shim lock is held across a real.* call (the pointer
  *    table's shard locks are taken and released inside mt_heap_* before
  *    or after it), so glibc's own arena locks never nest inside ours.
@@ -156,10 +159,12 @@ oom_check(const char *api, size_t size) {
  *    solo thread's real free (mt_heap_free, which makes that call): a
  *    thread waiting on it in mt_solo_end holds no allocator lock;
  *  - OOM dumps: a dump is written only after the real call has returned
- *    NULL (OOM() below), never from inside it, and it allocates nothing
- *    itself; an allocation by anything it calls arrives with the guard
- *    set and goes straight to real.*. */
-/* The sampling fast path (malloc and free): while sampling, most calls
+ *    NULL (OOM() below, in every path, the sampling one included), never
+ *    from inside it, and it allocates nothing itself; an allocation by
+ *    anything it calls arrives with the guard set and goes straight to
+ *    real.*.
+ *
+ * The sampling fast path (malloc and free): while sampling, most calls
  * record nothing but their counts.  One load (mt_fast_below, which holds
  * mt_active, host tracking, sampling, the pointer table's filter and
  * MEMTALLY_EXACT_ABOVE) and this thread's own state decide it, and such a
@@ -282,8 +287,7 @@ free(void *p) {
 	struct mt_tcount *tc;
 	if (MT_LIKELY(__atomic_load_n(&mt_fast_below, __ATOMIC_RELAXED)) && p && !in_pool(p) &&
 	    !mt_self.guard && (tc = mt_self.tc) && !mt_ptrtab_maybe_filtered((uintptr_t)p)) {
-		__atomic_store_n(&tc->frees, __atomic_load_n(&tc->frees, __ATOMIC_RELAXED) + 1,
-				 __ATOMIC_RELAXED);
+		mt_tc_own_add(&tc->frees, 1);
 		real.free(p);
 		return;
 	}
@@ -296,10 +300,11 @@ free(void *p) {
 		real.free(p);
 		return;
 	}
-	/* When sampling, most blocks are certainly not in the pointer table
-	 * (its filter): count the free and forward it without the guard,
-	 * as the !RECORDING() path does (mt_heap_freed touches only this
-	 * thread's counters; the real free holds none of our locks) */
+	/* The same filter for the frees the fast path above does not take
+	 * (a thread's first call, threads sharing the last count slot):
+	 * count the free and forward it without the guard, as the
+	 * !RECORDING() path does (mt_heap_freed touches only this thread's
+	 * counters; the real free holds none of our locks) */
 	if (!mt_ptrtab_maybe((uintptr_t)p)) {
 		mt_heap_freed();
 		real.free(p);

@@ -30,10 +30,15 @@ struct mt_ptr {
  * the table, and a free would take a shard lock and probe for each). */
 int mt_ptrtab_init(uint64_t max_live, int filter);
 
-/* The address hash: the top 6 bits pick the shard, the low ones the slot. */
+/* The address hash: the top 6 bits pick the shard, the low ones the slot.
+ * Its top bits are the product's (the xor reaches bit 34 at most). */
+static inline uint64_t
+mt_ptr_product(uintptr_t a) {
+	return (uint64_t)a * 0x9e3779b97f4a7c15ull;
+}
 static inline uint64_t
 mt_ptr_hash(uintptr_t a) {
-	uint64_t h = (uint64_t)a * 0x9e3779b97f4a7c15ull;
+	uint64_t h = mt_ptr_product(a);
 	return h ^ (h >> 29);
 }
 
@@ -50,11 +55,11 @@ static inline uint64_t
 mt_ptr_filter_slot(uint64_t h) {
 	return h >> (64 - MT_FILTER_BITS);
 }
-/* The same slot from the address: the hash's top bits are the
- * product's (the xor with h >> 29 reaches bit 34 at most). */
+/* The same slot from the address, without the hash's xor (its top bits
+ * are the product's). */
 static inline uint64_t
 mt_ptr_filter_slot_of(uintptr_t a) {
-	return ((uint64_t)a * 0x9e3779b97f4a7c15ull) >> (64 - MT_FILTER_BITS);
+	return mt_ptr_filter_slot(mt_ptr_product(a));
 }
 /* Whether a may be in the table, with a filter (mt_ptr_filter set). */
 static inline int
