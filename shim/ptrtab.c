@@ -58,14 +58,19 @@ struct shard {
 _Static_assert(sizeof(struct shard) == 64, "a shard is a cache line");
 
 static struct shard shards[NSHARDS];
-static uint64_t shard_cap; /* entries a shard may hold */
+/* MEMTALLY_MAX_LIVE, and the entries one shard may hold: a group's
+ * share (max_live / 8), since a single-threaded program's blocks may all
+ * lie in one 64 MiB region's group.  A table that would grow also checks
+ * the sum over shards, so the whole table stops near max_live (below
+ * twice it: a shard fills its table to half before it grows). */
+static uint64_t max_live, shard_cap;
 static uint64_t table_bytes;
 
 /* The filter (ptrtab.h): a counter and a bit a filter slot.  A slot's
- * bitmap word lies in one shard (the slot is the hash's top 16 bits, the
- * shard its top 6, the word its top 10), so the shard's lock orders
- * every change to the word and its counters; readers load the word
- * without it.  Counters that reach 255 stay there (the bit stays set). */
+ * bitmap word lies in one shard (the slot is the shard's 6 bits and 10
+ * of the hash, the word its top 10), so the shard's lock orders every
+ * change to the word and its counters; readers load the word without
+ * it.  Counters that reach 255 stay there (the bit stays set). */
 uint64_t *mt_ptr_filter;
 static uint8_t *filter_count;
 
@@ -74,8 +79,9 @@ static uint8_t *filter_count;
 #define FILTER_BYTES (FILTER_SLOTS + FILTER_SLOTS / 8)
 
 int
-mt_ptrtab_init(uint64_t max_live, int filter) {
-	shard_cap = max_live / NSHARDS;
+mt_ptrtab_init(uint64_t max, int filter) {
+	max_live = max;
+	shard_cap = max / 8;
 	if (shard_cap < 16)
 		shard_cap = 16;
 	if (filter) {
@@ -91,10 +97,10 @@ mt_ptrtab_init(uint64_t max_live, int filter) {
 /* Under the shard's lock: an entry for h went in (in = 1) or came out
  * (in = 0); the slot's bit follows its counter to and from zero. */
 static inline void
-filter_move(uint64_t h, int in) {
+filter_move(uintptr_t a, uint64_t h, int in) {
 	if (!filter_count)
 		return;
-	uint64_t k = mt_ptr_filter_slot(h), bit = 1ull << (k & 63);
+	uint64_t k = mt_ptr_filter_slot(a, h), bit = 1ull << (k & 63);
 	uint8_t *c = &filter_count[k];
 	if (*c == 255)
 		return;
@@ -105,8 +111,8 @@ filter_move(uint64_t h, int in) {
 }
 
 static inline struct shard *
-shard_of(uint64_t h) {
-	return &shards[h >> 58]; /* top 6 bits: NSHARDS == 64 */
+shard_of(uintptr_t a, uint64_t h) {
+	return &shards[mt_ptr_shard(a, h)]; /* NSHARDS == 64 */
 }
 
 /* ---- the two slot forms ------------------------------------------------ */
@@ -274,6 +280,26 @@ tab_delete(struct tab *t, int wide, uint64_t i) {
 	slot_clear(t, wide, i);
 }
 
+/* Entries in every shard: racy reads of the other shards' counts (each
+ * changes under its own lock), good enough for a bound. */
+static uint64_t
+entries_now(void) {
+	uint64_t n = 0;
+	for (int i = 0; i < NSHARDS; i++)
+		n += __atomic_load_n(&shards[i].t[0].count, __ATOMIC_RELAXED) +
+		     __atomic_load_n(&shards[i].t[1].count, __ATOMIC_RELAXED);
+	return n;
+}
+
+/* A table at half load doubles, unless the whole table holds max_live
+ * entries already.  0, or ENOMEM. */
+static __attribute__((noinline)) int
+tab_grow(struct tab *t, int wide) {
+	if (t->mask && entries_now() >= max_live)
+		return ENOMEM;
+	return tab_resize(t, wide, t->mask ? (t->mask + 1) * 2 : MIN_SLOTS);
+}
+
 /* ---- the interface ----------------------------------------------------- */
 
 /* Insert e into table `wide` of shard s, under its lock (or by the solo
@@ -285,8 +311,7 @@ put_in(struct shard *s, int wide, const struct mt_ptr *e, struct mt_ptr *replace
        uint64_t h) {
 	struct tab *t = &s->t[wide], *o = &s->t[!wide];
 	if (MT_UNLIKELY(t->count + o->count >= shard_cap ||
-			((t->count + 1) * 2 > t->mask + 1 &&
-			 tab_resize(t, wide, t->mask ? (t->mask + 1) * 2 : MIN_SLOTS))))
+			((t->count + 1) * 2 > t->mask + 1 && tab_grow(t, wide))))
 		return ENOMEM;
 	/* One probe: the address's stale entry (released behind our back,
 	 * e.g. by a raw syscall) or the empty slot it goes in.  A stale one
@@ -307,7 +332,7 @@ put_in(struct shard *s, int wide, const struct mt_ptr *e, struct mt_ptr *replace
 		err = EEXIST;
 	}
 	else
-		filter_move(h, 1); /* new to the shard (a move keeps its count) */
+		filter_move(e->addr, h, 1); /* new to the shard (a move keeps its count) */
 	slot_set(t, wide, i, e);
 	t->count++;
 	return err;
@@ -332,7 +357,7 @@ shard_unlock(struct shard *s, int plain) {
 int
 mt_ptrtab_put(const struct mt_ptr *e, struct mt_ptr *replaced, int plain) {
 	uint64_t h = mt_ptr_hash(e->addr);
-	struct shard *s = shard_of(h);
+	struct shard *s = shard_of(e->addr, h);
 	int err;
 	shard_lock(s, plain);
 	if (MT_LIKELY(fits_compact(e)))
@@ -346,7 +371,7 @@ mt_ptrtab_put(const struct mt_ptr *e, struct mt_ptr *replaced, int plain) {
 void
 mt_ptrtab_prefetch(uintptr_t addr) {
 	uint64_t h = mt_ptr_hash(addr);
-	struct shard *s = shard_of(h);
+	struct shard *s = shard_of(addr, h);
 	/* racy reads: a table being replaced only wastes the prefetch, and a
 	 * prefetch of memory unmapped since never faults */
 	uint64_t mask = __atomic_load_n(&s->t[0].mask, __ATOMIC_RELAXED);
@@ -367,14 +392,14 @@ take_in(struct shard *s, int wide, uintptr_t addr, uint64_t h, struct mt_ptr *ou
 	tab_delete(t, wide, (uint64_t)i);
 	if (MT_UNLIKELY(t->mask + 1 > MIN_SLOTS && t->count * 8 < t->mask + 1))
 		shrink_if_sparse(t, wide);
-	filter_move(h, 0);
+	filter_move(addr, h, 0);
 	return 1;
 }
 
 int
 mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out, int plain) {
 	uint64_t h = mt_ptr_hash(addr);
-	struct shard *s = shard_of(h);
+	struct shard *s = shard_of(addr, h);
 	int found = 0;
 	shard_lock(s, plain);
 	/* an address no compact slot can hold is looked for in the wide

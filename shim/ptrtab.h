@@ -2,7 +2,8 @@
  * ptrtab.h — the pointer side table: each tracked live address maps to the
  * call site that allocated it, so frees, reallocs and munmaps are charged
  * there.  Sharded by address hash; each shard is an open-addressing table
- * that grows by doubling under its lock, in memory from raw mmap.
+ * that grows by doubling under its lock, in memory from raw mmap.  A
+ * shard is chosen by the address's 64 MiB region and hash (mt_ptr_shard).
  * Rules: never calls malloc; may run inside malloc, in any thread, before
  * main.  Every function takes one shard lock for a probe (but the solo
  * thread's plain put and take: glue.h), never across a
@@ -30,8 +31,8 @@ struct mt_ptr {
  * the table, and a free would take a shard lock and probe for each). */
 int mt_ptrtab_init(uint64_t max_live, int filter);
 
-/* The address hash: the top 6 bits pick the shard, the low ones the slot.
- * Its top bits are the product's (the xor reaches bit 34 at most). */
+/* The address hash.  Its top bits are the product's (the xor reaches
+ * bit 34 at most), so the fast paths may take them from the product. */
 static inline uint64_t
 mt_ptr_product(uintptr_t a) {
 	return (uint64_t)a * 0x9e3779b97f4a7c15ull;
@@ -42,24 +43,40 @@ mt_ptr_hash(uintptr_t a) {
 	return h ^ (h >> 29);
 }
 
-/* A bit a filter slot (the hash's top MT_FILTER_BITS bits), set while
- * any entry hashing there is in the table: 8 KiB, so a free's look stays
- * in L1 (a 64 KiB counting filter cost a cache miss a free, 6% of a
- * sampled run).  Set under the shard lock before an entry goes in,
- * cleared after the last comes out; a free follows its allocation, so a
- * clear bit means "certainly not here".  NULL: no filter (exact mode). */
+/* The shard (of 64) of an address a with hash h: bits 26-28 of the
+ * address pick one of 8 groups of 8 shards, the hash's top 3 bits the
+ * shard in the group.  glibc gives each thread's arena its own heaps of
+ * 64 MiB, aligned to 64 MiB (HEAP_MAX_SIZE), so two threads' blocks fall
+ * in different groups (up to 8 heaps in a row) and their puts and takes
+ * touch different locks and tables; hashed over all 64 shards, each of a
+ * 2-thread run's puts took a lock and a slot the other thread had just
+ * written (the exact malloc benchmark: 820 -> 680 ns a pair).  The slot
+ * in the shard's table is the hash's low bits. */
+static inline unsigned
+mt_ptr_shard(uintptr_t a, uint64_t h) {
+	return (unsigned)((a >> 26 & 7) << 3 | h >> 61);
+}
+
+/* A bit a filter slot, set while any entry of the slot is in the table:
+ * 8 KiB, so a free's look stays in L1 (a 64 KiB counting filter cost a
+ * cache miss a free, 6% of a sampled run).  A slot is its shard's number
+ * and 10 bits of the hash, so each bitmap word lies in one shard and the
+ * shard's lock orders every change to it.  Set under the shard lock
+ * before an entry goes in, cleared after the last comes out; a free
+ * follows its allocation, so a clear bit means "certainly not here".
+ * NULL: no filter (exact mode). */
 #define MT_FILTER_BITS 16
 extern uint64_t *mt_ptr_filter;
-/* The filter slot of an address's hash. */
+/* The filter slot of address a with hash h (or its product: the same
+ * top bits). */
 static inline uint64_t
-mt_ptr_filter_slot(uint64_t h) {
-	return h >> (64 - MT_FILTER_BITS);
+mt_ptr_filter_slot(uintptr_t a, uint64_t h) {
+	return (uint64_t)mt_ptr_shard(a, h) << 10 | (h >> 51 & 1023);
 }
-/* The same slot from the address, without the hash's xor (its top bits
- * are the product's). */
+/* The same slot from the address alone, without the hash's xor. */
 static inline uint64_t
 mt_ptr_filter_slot_of(uintptr_t a) {
-	return mt_ptr_filter_slot(mt_ptr_product(a));
+	return mt_ptr_filter_slot(a, mt_ptr_product(a));
 }
 /* Whether a may be in the table, with a filter (mt_ptr_filter set). */
 static inline int
