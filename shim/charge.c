@@ -136,6 +136,7 @@ mt_tslot_pick(void) {
 		mt_self.tslot = (i < MT_TSLOTS - 1 ? i : MT_TSLOTS - 1) + 1;
 		if (i < MT_TSLOTS - 1)
 			mt_self.tc = &mt_tcounts[i];
+		mt_sites_thread(mt_self.tslot - 1);
 	}
 	return &mt_tcounts[mt_self.tslot - 1];
 }

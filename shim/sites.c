@@ -423,9 +423,10 @@ mt_site_get(uint32_t id, int kind) {
 
 uint32_t mt_peak_epoch[MT_NKINDS];
 
-/* Before a site changes: if its kind's peak moved since it last changed,
- * what it holds now is what it held at the peak.  (Two threads changing
- * one site across a peak's move may save a figure one change apart.) */
+/* Before a site's figures change: if its kind's peak moved since they
+ * last changed, what they hold now is what they held at the peak.  (Two
+ * threads changing one site across a peak's move may save a figure one
+ * change apart.) */
 static inline void
 keep_at_peak(struct mt_site *s, int kind) {
 	uint32_t e = __atomic_load_n(&mt_peak_epoch[kind], __ATOMIC_RELAXED);
@@ -435,18 +436,103 @@ keep_at_peak(struct mt_site *s, int kind) {
 	}
 }
 
+/* ---- each thread's share ------------------------------------------------
+ * With two threads charging the same call sites, every allocation and
+ * free wrote a line the other thread had just written (the 2-thread
+ * exact malloc benchmark: 160 ns of a pair's ~580 ns of overhead went to
+ * the call sites' lines).  So each thread that owns a count slot
+ * (charge.c: the first MT_TSLOTS - 1 threads) but the first charges its
+ * own copy of the figures, one struct mt_site a site in a chunked array
+ * of its own, with plain stores (one writer); the first thread (a
+ * Python or PyTorch main thread: nearly every site), threads beyond the
+ * slots and calls from a thread with no slot yet charge the shared
+ * array, as before.  A site's figures are the sum over the arrays
+ * (mt_site_read, for the writer; jemalloc's per-thread tctx, summed at a
+ * dump).  A free is charged by the thread that frees, so one thread's
+ * live bytes may be negative; the sums are exact.
+ *
+ * What a split costs: a site's peak_bytes.  Once a second array is
+ * charged (sites_split), no thread sees a site's whole live bytes, so
+ * none raises its peak; the writer raises it to the summed live bytes
+ * and at-peak bytes it reads (FORMAT.md: exact while one thread charges
+ * the figures; then the highest the snapshots saw).  at_peak_bytes
+ * keeps its meaning: each array saves its own share at its first change
+ * after the peak moved, and the shares add up. */
+static struct mt_chunked *tsites[MT_TSLOTS]; /* [slot]; NULL: none yet */
+static uint32_t tsites_hi;                   /* slots below it may have one */
+static uint64_t tsites_bytes;                /* their directories */
+static int sites_split;                      /* a second array was charged */
+static MT_TLS uint32_t my_slot;              /* count slot + 1 (charge.c) */
+static MT_TLS struct mt_chunked *my_sites;   /* this thread's array */
+
+void
+mt_sites_thread(uint32_t slot) {
+	my_slot = slot + 1;
+}
+
+/* The thread's own array (made on its first charge, from raw mmap), or
+ * NULL: it charges the shared one. */
+static __attribute__((noinline)) struct mt_chunked *
+mine_make(void) {
+	uint32_t slot = my_slot - 1;
+	if (!my_slot || slot == 0 || slot >= MT_TSLOTS - 1)
+		return NULL;
+	struct mt_chunked *c = mt_sys_mmap(sizeof *c);
+	if (!c)
+		return NULL;
+	c->elem = sizeof(struct mt_site);
+	mt_add(&tsites_bytes, sizeof *c);
+	__atomic_store_n(&tsites[slot], c, __ATOMIC_RELEASE);
+	uint32_t hi = __atomic_load_n(&tsites_hi, __ATOMIC_RELAXED);
+	while (hi < slot + 1 &&
+	       !__atomic_compare_exchange_n(&tsites_hi, &hi, slot + 1, 0, __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED))
+		;
+	__atomic_store_n(&sites_split, 1, __ATOMIC_RELEASE);
+	return my_sites = c;
+}
+
+/* This thread's figures of site id, or NULL (charge the shared ones). */
+static inline struct mt_site *
+mine(uint32_t id) {
+	struct mt_chunked *c = my_sites;
+	if (MT_UNLIKELY(!c) && (!my_slot || !(c = mine_make())))
+		return NULL;
+	struct mt_site *s = mt_chunk_at(c, id);
+	if (MT_UNLIKELY(!s) && !mt_chunk_ensure(c, id))
+		s = mt_chunk_at(c, id);
+	return s;
+}
+
 void
 mt_site_alloc(uint32_t id, int kind, int64_t bytes, int64_t count, int plain) {
-	struct mt_site *s = mt_site_get(id, kind);
+	struct mt_site *s = mine(id);
+	if (s) { /* the thread's own: one writer */
+		keep_at_peak(s, kind);
+		mt_add_plain(&s->live_bytes, bytes);
+		mt_add_plain(&s->allocs, (uint64_t)count);
+		mt_add_plain(&s->alloc_bytes, (uint64_t)bytes);
+		return;
+	}
+	s = mt_site_get(id, kind);
 	keep_at_peak(s, kind);
-	mt_raise_peakp(plain, &s->peak_bytes, mt_addp(plain, &s->live_bytes, bytes));
+	int64_t live = mt_addp(plain, &s->live_bytes, bytes);
+	if (!__atomic_load_n(&sites_split, __ATOMIC_RELAXED))
+		mt_raise_peakp(plain, &s->peak_bytes, live);
 	mt_addp(plain, &s->allocs, (uint64_t)count);
 	mt_addp(plain, &s->alloc_bytes, (uint64_t)bytes);
 }
 
 void
 mt_site_free(uint32_t id, int kind, int64_t bytes, int64_t count, int plain) {
-	struct mt_site *s = mt_site_get(id, kind);
+	struct mt_site *s = mine(id);
+	if (s) {
+		keep_at_peak(s, kind);
+		mt_add_plain(&s->live_bytes, -bytes);
+		mt_add_plain(&s->frees, (uint64_t)count);
+		return;
+	}
+	s = mt_site_get(id, kind);
 	keep_at_peak(s, kind);
 	mt_addp(plain, &s->live_bytes, -bytes);
 	mt_addp(plain, &s->frees, (uint64_t)count);
@@ -454,10 +540,58 @@ mt_site_free(uint32_t id, int kind, int64_t bytes, int64_t count, int plain) {
 
 void
 mt_site_unfree(uint32_t id, int kind, int64_t bytes, int64_t count) {
-	struct mt_site *s = mt_site_get(id, kind);
+	struct mt_site *s = mine(id);
+	if (s) {
+		keep_at_peak(s, kind);
+		mt_add_plain(&s->live_bytes, bytes);
+		mt_add_plain(&s->frees, (uint64_t)-count);
+		return;
+	}
+	s = mt_site_get(id, kind);
 	keep_at_peak(s, kind);
 	mt_add(&s->live_bytes, bytes);
 	mt_add(&s->frees, (uint64_t)-count);
+}
+
+/* A site's at-peak share, against epoch e. */
+static inline int64_t
+at_peak_of(const struct mt_site *s, uint32_t e) {
+	return s->atpeak_epoch == e ? s->atpeak_bytes : s->live_bytes;
+}
+
+int
+mt_site_read(uint32_t id, int kind, struct mt_site *out) {
+	struct mt_site *g = mt_site_get(id, kind);
+	if (!g)
+		return 0;
+	uint32_t e = __atomic_load_n(&mt_peak_epoch[kind], __ATOMIC_RELAXED);
+	*out = *g; /* racy copies, as every reader's */
+	int64_t at = at_peak_of(out, e);
+	int shares = 0;
+	uint32_t hi = __atomic_load_n(&tsites_hi, __ATOMIC_ACQUIRE);
+	for (uint32_t t = 1; t < hi; t++) {
+		struct mt_chunked *c = __atomic_load_n(&tsites[t], __ATOMIC_ACQUIRE);
+		const struct mt_site *d = c ? mt_chunk_at(c, id) : NULL;
+		if (!d)
+			continue;
+		struct mt_site x = *d;
+		out->live_bytes += x.live_bytes;
+		out->allocs += x.allocs;
+		out->alloc_bytes += x.alloc_bytes;
+		out->frees += x.frees;
+		at += at_peak_of(&x, e);
+		shares = 1;
+	}
+	out->atpeak_bytes = at;
+	out->atpeak_epoch = e;
+	if (shares) { /* the highest the writer has seen (see above) */
+		int64_t p = out->live_bytes > at ? out->live_bytes : at;
+		if (p > out->peak_bytes) {
+			out->peak_bytes = p;
+			mt_raise_peak(&g->peak_bytes, p);
+		}
+	}
+	return out->allocs != 0;
 }
 
 void
@@ -498,6 +632,11 @@ mt_sites_postfork_child(int fresh) {
 		return;
 	/* The child's figures start from zero; its stacks are the parent's. */
 	mt_chunk_reset(&sites);
+	for (uint32_t t = 0; t < tsites_hi; t++)
+		if (tsites[t])
+			mt_chunk_reset(tsites[t]);
+	/* one thread now: the figures are split only if it has a share */
+	sites_split = my_sites != NULL;
 	memset(mt_totals, 0, sizeof mt_totals);
 	memset(mt_peak_epoch, 0, sizeof mt_peak_epoch);
 	memset(mt_tcounts, 0, sizeof mt_tcounts);
@@ -507,6 +646,12 @@ mt_sites_postfork_child(int fresh) {
 uint64_t
 mt_sites_memory(uint64_t *stack_bytes, uint64_t *site_bytes) {
 	*stack_bytes = stacks.mapped + arena_bytes + index_bytes;
-	*site_bytes = sites.mapped;
+	*site_bytes = sites.mapped + __atomic_load_n(&tsites_bytes, __ATOMIC_RELAXED);
+	uint32_t hi = __atomic_load_n(&tsites_hi, __ATOMIC_ACQUIRE);
+	for (uint32_t t = 1; t < hi; t++) {
+		struct mt_chunked *c = __atomic_load_n(&tsites[t], __ATOMIC_ACQUIRE);
+		if (c)
+			*site_bytes += __atomic_load_n(&c->mapped, __ATOMIC_RELAXED);
+	}
 	return *stack_bytes + *site_bytes;
 }

@@ -86,7 +86,17 @@ void mt_site_alloc(uint32_t id, int kind, int64_t bytes, int64_t count, int plai
 void mt_site_free(uint32_t id, int kind, int64_t bytes, int64_t count, int plain);
 /* Undo a free (a failed realloc keeps its block).  Async-signal-safe. */
 void mt_site_unfree(uint32_t id, int kind, int64_t bytes, int64_t count);
+/* The shared figures of a site: the whole of them while one thread
+ * charges; read a site's figures with mt_site_read. */
 struct mt_site *mt_site_get(uint32_t id, int kind);
+/* A site's figures, the shared ones and every thread's share summed (the
+ * at-peak bytes in atpeak_bytes, with the kind's epoch now); raises the
+ * shared peak to what it read once threads have shares (sites.c).
+ * Returns whether the site was ever charged.  For the writer. */
+int mt_site_read(uint32_t id, int kind, struct mt_site *out);
+/* charge.c: this thread counts in slot `slot` of mt_tcounts (it owns it
+ * unless slot is the last); its call-site figures follow (sites.c). */
+void mt_sites_thread(uint32_t slot);
 /* Process-wide exact totals per kind. */
 struct mt_totals {
 	int64_t live_bytes;   /* exact requested bytes live (exact mode) */

@@ -431,8 +431,8 @@ callsites(struct mt_buf *b, int dump) {
 	for (uint32_t id = 0; id < n; id++) {
 		{
 			int k = mt_stack_kind(id);
-			struct mt_site c = *mt_site_get(id, k); /* racy copy */
-			if (!c.allocs)
+			struct mt_site c; /* racy copies, summed */
+			if (!mt_site_read(id, k, &c))
 				continue;
 			if (tv) {
 				top_push(&nt, (struct top){c.live_bytes, id,
@@ -456,7 +456,8 @@ callsites(struct mt_buf *b, int dump) {
 		}
 	}
 	for (uint64_t i = 0; tv && i < nt; i++) {
-		struct mt_site c = *mt_site_get(tv[i].id, (int)tv[i].kind);
+		struct mt_site c;
+		mt_site_read(tv[i].id, (int)tv[i].kind, &c);
 		site_json(b, tv[i].id, (int)tv[i].kind, &c, &first, 0);
 	}
 	mt_buf_putc(b, ']');
@@ -580,7 +581,8 @@ mt_snapshot_write(const char *reason, const char *lab) {
 		struct track *t = track_at(id);
 		if (t && (t->sig & TRACK_WRITTEN))
 			continue;
-		if (__atomic_load_n(&mt_site_get(id, 0)->allocs, __ATOMIC_RELAXED))
+		struct mt_site c;
+		if (mt_site_read(id, mt_stack_kind(id), &c))
 			stack_line_needed(&W.lines, id);
 	}
 	int err = mt_buf_flush(&W.lines);

@@ -253,6 +253,66 @@ TEST(one_frame_cache) {
 	EXPECT(intern1_wrong == 0);
 }
 
+/* Each thread's share of the call-site figures (sites.c): threads with
+ * count slots 1..NT charge their own arrays, the first slot the shared
+ * one; blocks allocated on one thread are freed on another (that share's
+ * live bytes go negative), and the sums mt_site_read gives are exact.
+ * The kind's peak moves between the allocations and the frees, so the
+ * at-peak bytes are what the allocations left.  Last: once shares exist
+ * no hook raises a site's peak (the writer's read does). */
+static uint32_t share_id[2];
+
+static void *
+share_worker(void *arg) {
+	long t = (long)arg; /* 1: allocates at both sites; 2: frees */
+	mt_sites_thread((uint32_t)t);
+	for (int i = 0; i < 1000; i++) {
+		if (t == 1)
+			mt_site_alloc(share_id[i & 1], MT_HEAP, 16, 1, 0);
+		else if (i < 600)
+			mt_site_free(share_id[i & 1], MT_HEAP, 16, 1, 0);
+	}
+	return NULL;
+}
+
+static void
+share_run(long t) {
+	pthread_t th;
+	pthread_create(&th, NULL, share_worker, (void *)t);
+	pthread_join(th, NULL);
+}
+
+TEST(thread_shares) {
+	uintptr_t a = 0x51000, b = 0x52000;
+	share_id[0] = mt_stack_intern(&a, 1, MT_HEAP, 0);
+	share_id[1] = mt_stack_intern(&b, 1, MT_HEAP, 0);
+	uint64_t before, after, x;
+	mt_sites_memory(&x, &before);
+	mt_sites_thread(0); /* this thread: the shared figures */
+	mt_site_alloc(share_id[0], MT_HEAP, 100, 1, 0);
+	share_run(1);
+	mt_peak_moved(MT_HEAP);
+	share_run(2);
+	struct mt_site c;
+	EXPECT(mt_site_read(share_id[0], MT_HEAP, &c));
+	/* site 0: 100 B here, 500 x 16 from thread 1, 300 x 16 freed by thread 2 */
+	EXPECT(c.allocs == 501 && c.alloc_bytes == 100 + 500 * 16 && c.frees == 300);
+	EXPECT(c.live_bytes == 100 + 200 * 16 && mt_site_live_count(&c) == 201);
+	EXPECT(mt_site_at_peak(&c, MT_HEAP) == 100 + 500 * 16);
+	EXPECT(c.peak_bytes == 100 + 500 * 16);
+	EXPECT(mt_site_get(share_id[0], MT_HEAP)->allocs == 1); /* the rest are shares */
+	EXPECT(mt_site_read(share_id[1], MT_HEAP, &c));
+	EXPECT(c.allocs == 500 && c.frees == 300 && c.live_bytes == 200 * 16);
+	mt_sites_memory(&x, &after);
+	EXPECT(after > before); /* the threads' arrays are counted */
+	/* the shared array's peak: only the reader raises it now */
+	mt_site_alloc(share_id[0], MT_HEAP, 1 << 20, 1, 0);
+	EXPECT(mt_site_get(share_id[0], MT_HEAP)->peak_bytes == 100 + 500 * 16);
+	EXPECT(mt_site_read(share_id[0], MT_HEAP, &c) && c.peak_bytes == c.live_bytes &&
+	       c.live_bytes == 100 + 200 * 16 + (1 << 20));
+	EXPECT(mt_site_get(share_id[0], MT_HEAP)->peak_bytes == c.peak_bytes);
+}
+
 int main(void) {
 	mt_sites_init(1 << 16, 8);
 	mt_ptrtab_init(1 << 22, 0);
@@ -264,5 +324,6 @@ int main(void) {
 	RUN(bytes_per_block);
 	RUN(sampling_filter);
 	RUN(one_frame_cache);
+	RUN(thread_shares);
 	return TEST_DONE();
 }
