@@ -462,12 +462,13 @@ static struct mt_chunked *tsites[MT_TSLOTS]; /* [slot]; NULL: none yet */
 static uint32_t tsites_hi;                   /* slots below it may have one */
 static uint64_t tsites_bytes;                /* their directories */
 static int sites_split;                      /* a second array was charged */
-static MT_TLS uint32_t my_slot;              /* count slot + 1 (charge.c) */
+static MT_TLS uint32_t my_slot;              /* its count slot + 1 if it may
+					      * have an array; else 0 */
 static MT_TLS struct mt_chunked *my_sites;   /* this thread's array */
 
 void
 mt_sites_thread(uint32_t slot) {
-	my_slot = slot + 1;
+	my_slot = slot == 0 || slot >= MT_TSLOTS - 1 ? 0 : slot + 1;
 }
 
 /* The thread's own array (made on its first charge, from raw mmap), or
@@ -475,11 +476,11 @@ mt_sites_thread(uint32_t slot) {
 static __attribute__((noinline)) struct mt_chunked *
 mine_make(void) {
 	uint32_t slot = my_slot - 1;
-	if (!my_slot || slot == 0 || slot >= MT_TSLOTS - 1)
-		return NULL;
 	struct mt_chunked *c = mt_sys_mmap(sizeof *c);
-	if (!c)
+	if (!c) {
+		my_slot = 0; /* the shared array from now on */
 		return NULL;
+	}
 	c->elem = sizeof(struct mt_site);
 	mt_add(&tsites_bytes, sizeof *c);
 	__atomic_store_n(&tsites[slot], c, __ATOMIC_RELEASE);
@@ -492,29 +493,39 @@ mine_make(void) {
 	return my_sites = c;
 }
 
-/* This thread's figures of site id, or NULL (charge the shared ones). */
-static inline struct mt_site *
-mine(uint32_t id) {
+/* This thread's figures of site id, making its array or the id's chunk
+ * first if need be; NULL: charge the shared ones. */
+static __attribute__((noinline)) struct mt_site *
+mine_get(uint32_t id) {
 	struct mt_chunked *c = my_sites;
-	if (MT_UNLIKELY(!c) && (!my_slot || !(c = mine_make())))
+	if (!c && (!my_slot || !(c = mine_make())))
 		return NULL;
 	struct mt_site *s = mt_chunk_at(c, id);
-	if (MT_UNLIKELY(!s) && !mt_chunk_ensure(c, id))
+	if (!s && !mt_chunk_ensure(c, id))
 		s = mt_chunk_at(c, id);
 	return s;
 }
 
-void
-mt_site_alloc(uint32_t id, int kind, int64_t bytes, int64_t count, int plain) {
-	struct mt_site *s = mine(id);
-	if (s) { /* the thread's own: one writer */
-		keep_at_peak(s, kind);
-		mt_add_plain(&s->live_bytes, bytes);
-		mt_add_plain(&s->allocs, (uint64_t)count);
-		mt_add_plain(&s->alloc_bytes, (uint64_t)bytes);
-		return;
-	}
-	s = mt_site_get(id, kind);
+/* The hot path looks for the thread's own figures inline and leaves the
+ * rest to the noinline paths by a tail call, so it stays a leaf without
+ * a frame (import torch: a call in it doubled its instructions). */
+static inline struct mt_site *
+mine_now(uint32_t id) {
+	struct mt_chunked *c = my_sites;
+	return c ? mt_chunk_at(c, id) : NULL;
+}
+
+static inline void
+own_alloc(struct mt_site *s, int kind, int64_t bytes, int64_t count) {
+	keep_at_peak(s, kind);
+	mt_add_plain(&s->live_bytes, bytes);
+	mt_add_plain(&s->allocs, (uint64_t)count);
+	mt_add_plain(&s->alloc_bytes, (uint64_t)bytes);
+}
+
+static inline void
+shared_alloc(uint32_t id, int kind, int64_t bytes, int64_t count, int plain) {
+	struct mt_site *s = mt_site_get(id, kind);
 	keep_at_peak(s, kind);
 	int64_t live = mt_addp(plain, &s->live_bytes, bytes);
 	if (!__atomic_load_n(&sites_split, __ATOMIC_RELAXED))
@@ -523,34 +534,65 @@ mt_site_alloc(uint32_t id, int kind, int64_t bytes, int64_t count, int plain) {
 	mt_addp(plain, &s->alloc_bytes, (uint64_t)bytes);
 }
 
+static __attribute__((noinline)) void
+alloc_slow(uint32_t id, int kind, int64_t bytes, int64_t count, int plain) {
+	struct mt_site *s = mine_get(id);
+	if (s)
+		own_alloc(s, kind, bytes, count);
+	else
+		shared_alloc(id, kind, bytes, count, plain);
+}
+
 void
-mt_site_free(uint32_t id, int kind, int64_t bytes, int64_t count, int plain) {
-	struct mt_site *s = mine(id);
-	if (s) {
-		keep_at_peak(s, kind);
-		mt_add_plain(&s->live_bytes, -bytes);
-		mt_add_plain(&s->frees, (uint64_t)count);
-		return;
-	}
-	s = mt_site_get(id, kind);
+mt_site_alloc(uint32_t id, int kind, int64_t bytes, int64_t count, int plain) {
+	struct mt_site *s = mine_now(id);
+	if (MT_LIKELY(s)) /* the thread's own: one writer */
+		own_alloc(s, kind, bytes, count);
+	else if (MT_UNLIKELY(my_slot))
+		alloc_slow(id, kind, bytes, count, plain);
+	else
+		shared_alloc(id, kind, bytes, count, plain);
+}
+
+static inline void
+own_free(struct mt_site *s, int kind, int64_t bytes, int64_t count) {
+	keep_at_peak(s, kind);
+	mt_add_plain(&s->live_bytes, -bytes);
+	mt_add_plain(&s->frees, (uint64_t)count);
+}
+
+static inline void
+shared_free(uint32_t id, int kind, int64_t bytes, int64_t count, int plain) {
+	struct mt_site *s = mt_site_get(id, kind);
 	keep_at_peak(s, kind);
 	mt_addp(plain, &s->live_bytes, -bytes);
 	mt_addp(plain, &s->frees, (uint64_t)count);
 }
 
+static __attribute__((noinline)) void
+free_slow(uint32_t id, int kind, int64_t bytes, int64_t count, int plain) {
+	struct mt_site *s = mine_get(id);
+	if (s)
+		own_free(s, kind, bytes, count);
+	else
+		shared_free(id, kind, bytes, count, plain);
+}
+
+void
+mt_site_free(uint32_t id, int kind, int64_t bytes, int64_t count, int plain) {
+	struct mt_site *s = mine_now(id);
+	if (MT_LIKELY(s))
+		own_free(s, kind, bytes, count);
+	else if (MT_UNLIKELY(my_slot))
+		free_slow(id, kind, bytes, count, plain);
+	else
+		shared_free(id, kind, bytes, count, plain);
+}
+
 void
 mt_site_unfree(uint32_t id, int kind, int64_t bytes, int64_t count) {
-	struct mt_site *s = mine(id);
-	if (s) {
-		keep_at_peak(s, kind);
-		mt_add_plain(&s->live_bytes, bytes);
-		mt_add_plain(&s->frees, (uint64_t)-count);
-		return;
-	}
-	s = mt_site_get(id, kind);
-	keep_at_peak(s, kind);
-	mt_add(&s->live_bytes, bytes);
-	mt_add(&s->frees, (uint64_t)-count);
+	/* a free undone: a free of minus the bytes and count, atomic if shared */
+	free_slow(id, kind, -bytes, -count, 0);
 }
 
 /* A site's at-peak share, against epoch e. */
