@@ -229,7 +229,9 @@ def main():
             m = re.search(r'import_s ([0-9.]+) step_median_ms ([0-9.]+)', out)
             return {'import': float(m.group(1)), 'step': float(m.group(2))} if m else {}
         names3 = ['bare glibc', 'memtally exact', 'memtally exact libunwind', 'memtally sampled', 'heaptrack -r']
-        res3 = side_by_side('torch', wl, names3, ext3, max(1, ROUNDS // 2) if not QUICK else 1)
+        # as many rounds as the others: with half as many (2 at BENCH_ROUNDS=5)
+        # one slow import moved the median by 0.3x
+        res3 = side_by_side('torch', wl, names3, ext3, ROUNDS)
         rows = ratio_rows(res3, ['import', 'step', 'wall', 'rss'])
         for r in rows:
             ms = res3[r[0]]
