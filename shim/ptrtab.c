@@ -73,6 +73,7 @@ static uint64_t table_bytes;
  * it.  Counters that reach 255 stay there (the bit stays set). */
 uint64_t *mt_ptr_filter;
 static uint8_t *filter_count;
+uintptr_t mt_ptr_brk = ~(uintptr_t)0 >> 1; /* none yet: every address by region */
 
 /* the counters, then the bitmap, in one mapping */
 #define FILTER_SLOTS ((size_t)1 << MT_FILTER_BITS)
@@ -80,6 +81,12 @@ static uint8_t *filter_count;
 
 int
 mt_ptrtab_init(uint64_t max, int filter) {
+	/* brk(0) gives the break; blocks allocated before this stay below it
+	 * and take the region rule, which is as fixed as the other.  Set
+	 * once: an entry's shard must not change while it is in. */
+	long brk = mt_sys(SYS_brk, 0, 0, 0, 0, 0, 0);
+	if (brk > 0 && mt_ptr_brk == ~(uintptr_t)0 >> 1)
+		mt_ptr_brk = (uintptr_t)brk;
 	max_live = max;
 	shard_cap = max / 8;
 	if (shard_cap < 16)
@@ -291,11 +298,11 @@ entries_now(void) {
 	return n;
 }
 
-/* A table at half load doubles, unless the whole table holds max_live
- * entries already.  0, or ENOMEM. */
+/* A table at half load doubles (or is made), unless the whole table
+ * holds max_live entries already.  0, or ENOMEM. */
 static __attribute__((noinline)) int
 tab_grow(struct tab *t, int wide) {
-	if (t->mask && entries_now() >= max_live)
+	if (entries_now() >= max_live)
 		return ENOMEM;
 	return tab_resize(t, wide, t->mask ? (t->mask + 1) * 2 : MIN_SLOTS);
 }

@@ -43,17 +43,23 @@ mt_ptr_hash(uintptr_t a) {
 	return h ^ (h >> 29);
 }
 
-/* The shard (of 64) of an address a with hash h: bits 26-28 of the
- * address pick one of 8 groups of 8 shards, the hash's top 3 bits the
- * shard in the group.  glibc gives each thread's arena its own heaps of
- * 64 MiB, aligned to 64 MiB (HEAP_MAX_SIZE), so two threads' blocks fall
- * in different groups (up to 8 heaps in a row) and their puts and takes
- * touch different locks and tables; hashed over all 64 shards, each of a
- * 2-thread run's puts took a lock and a slot the other thread had just
- * written (the exact malloc benchmark: 820 -> 680 ns a pair).  The slot
- * in the shard's table is the hash's low bits. */
+/* The shard (of 64) of an address a with hash h.  Blocks of the main
+ * heap (the break's area: the first thread's glibc arena) hash over all
+ * 64, so a single-threaded process's tables stay even (their memory a
+ * block does not depend on where ASLR put the heap).  Other addresses:
+ * bits 26-28 pick one of 8 groups of 8 shards, the hash's top 3 bits
+ * the shard in the group.  glibc gives each other thread's arena its own
+ * heaps of 64 MiB, aligned to 64 MiB (HEAP_MAX_SIZE), so two threads'
+ * blocks fall in different groups (up to 8 heaps in a row) and their
+ * puts and takes touch different locks and tables; hashed over all 64
+ * shards, each of a 2-thread run's puts took a lock and a slot the other
+ * thread had just written (the exact malloc benchmark: 820 -> 680 ns a
+ * pair).  The slot in the shard's table is the hash's low bits. */
+extern uintptr_t mt_ptr_brk; /* the break when the table was made */
 static inline unsigned
 mt_ptr_shard(uintptr_t a, uint64_t h) {
+	if (a - mt_ptr_brk < (1ull << 40))
+		return (unsigned)(h >> 58);
 	return (unsigned)((a >> 26 & 7) << 3 | h >> 61);
 }
 

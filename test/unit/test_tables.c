@@ -179,6 +179,31 @@ bytes_per_block(void) {
 		mt_ptrtab_take(base | ((uintptr_t)i << 5), &got, 0);
 }
 
+/* Blocks of the main heap (above the break the table saw) hash over all
+ * 64 shards, so their tables stay even wherever the heap lies: 1 M
+ * blocks 48 bytes apart, 60% of them below a 64 MiB boundary and 40%
+ * above, cost what blocks in one region cost.  (By region they would
+ * fall in two groups of unequal tables: ~50 bytes a block.) */
+TEST(main_heap_even) {
+	enum { M = 1000000 };
+	uintptr_t edge = (mt_ptr_brk + (3ull << 26)) & ~((1ull << 26) - 1);
+	uintptr_t base = edge - (uintptr_t)M * 48 * 6 / 10;
+	uint64_t before = mt_ptrtab_memory();
+	struct mt_ptr e = {.size = 40, .stack = 6, .kind = MT_HEAP}, old, got;
+	long failed = 0;
+	for (long i = 0; i < M; i++) {
+		e.addr = base + (uintptr_t)i * 48;
+		failed += mt_ptrtab_put(&e, &old, 0) != 0;
+	}
+	EXPECT(failed == 0);
+	uint64_t per = (mt_ptrtab_memory() - before) / M;
+	EXPECT(per <= 36);
+	long missing = 0;
+	for (long i = 0; i < M; i++)
+		missing += !mt_ptrtab_take(base + (uintptr_t)i * 48, &got, 0);
+	EXPECT(missing == 0);
+}
+
 /* The sampling filter: 4 threads put and take blocks whose filter slots
  * share bitmap words; a block just put always reads "maybe" (a lost
  * update of a shared word would hide it, and its free would be missed),
@@ -253,6 +278,31 @@ TEST(one_frame_cache) {
 	EXPECT(intern1_wrong == 0);
 }
 
+/* MEMTALLY_MAX_LIVE holds for the whole table: blocks in all 8 of the
+ * shards' region groups (ptrtab.h), where each shard may hold max / 8,
+ * stop between max and twice max (a table grows only while the whole
+ * table holds fewer than max), not at 64 x max / 8 (all 32000 here).  Runs first, on an
+ * empty table, then restores the limit the other tests use. */
+TEST(live_cap) {
+	enum { MAX = 4096, PER = 4000 };
+	mt_ptrtab_init(MAX, 0);
+	EXPECT(mt_ptrtab_count() == 0);
+	struct mt_ptr e = {.size = 16, .stack = 3, .kind = MT_HEAP}, old, got;
+	long failed = 0;
+	for (uintptr_t g = 0; g < 8; g++)
+		for (uintptr_t i = 0; i < PER; i++) {
+			e.addr = (uintptr_t)1 << 40 | g << 26 | i << 4;
+			failed += mt_ptrtab_put(&e, &old, 0) != 0;
+		}
+	uint64_t n = mt_ptrtab_count();
+	EXPECT(n >= MAX && n < 2 * MAX && failed == (long)(8 * PER - n));
+	for (uintptr_t g = 0; g < 8; g++)
+		for (uintptr_t i = 0; i < PER; i++)
+			mt_ptrtab_take((uintptr_t)1 << 40 | g << 26 | i << 4, &got, 0);
+	EXPECT(mt_ptrtab_count() == 0);
+	mt_ptrtab_init(1 << 22, 0);
+}
+
 /* Each thread's share of the call-site figures (sites.c): threads with
  * count slots 1..NT charge their own arrays, the first slot the shared
  * one; blocks allocated on one thread are freed on another (that share's
@@ -317,11 +367,13 @@ int main(void) {
 	mt_sites_init(1 << 16, 8);
 	mt_ptrtab_init(1 << 22, 0);
 	mt_maptab_init(1 << 20);
+	RUN(live_cap);
 	RUN(concurrent_tables);
 	RUN(shrink_after_peak);
 	RUN(fields_round_trip);
 	RUN(dump_time);
 	RUN(bytes_per_block);
+	RUN(main_heap_even);
 	RUN(sampling_filter);
 	RUN(one_frame_cache);
 	RUN(thread_shares);
