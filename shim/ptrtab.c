@@ -210,6 +210,14 @@ slot_set(struct tab *t, int wide, uint64_t i, const struct mt_ptr *e) {
 
 /* ---- one table: find, insert, delete, resize --------------------------- */
 
+/* A table's count changes under its shard's lock (or the solo thread);
+ * entries_now and mt_ptrtab_count read it from other threads without
+ * it, so the store is atomic (relaxed: a plain mov). */
+static inline void
+count_add(struct tab *t, int64_t d) {
+	__atomic_store_n(&t->count, t->count + (uint64_t)d, __ATOMIC_RELAXED);
+}
+
 /* Slot of addr, or -1. */
 static inline int64_t
 tab_find(const struct tab *t, int wide, uintptr_t addr, uint64_t h) {
@@ -273,7 +281,7 @@ shrink_if_sparse(struct tab *t, int wide) {
 static inline void
 tab_delete(struct tab *t, int wide, uint64_t i) {
 	size_t sz = slot_size(wide);
-	t->count--;
+	count_add(t, -1);
 	for (uint64_t j = (i + 1) & t->mask;; j = (j + 1) & t->mask) {
 		uintptr_t a = slot_addr(t, wide, j);
 		if (!a)
@@ -341,7 +349,7 @@ put_in(struct shard *s, int wide, const struct mt_ptr *e, struct mt_ptr *replace
 	else
 		filter_move(e->addr, h, 1); /* new to the shard (a move keeps its count) */
 	slot_set(t, wide, i, e);
-	t->count++;
+	count_add(t, 1);
 	return err;
 }
 

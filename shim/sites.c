@@ -515,84 +515,69 @@ mine_now(uint32_t id) {
 	return c ? mt_chunk_at(c, id) : NULL;
 }
 
-static inline void
-own_alloc(struct mt_site *s, int kind, int64_t bytes, int64_t count) {
-	keep_at_peak(s, kind);
-	mt_add_plain(&s->live_bytes, bytes);
-	mt_add_plain(&s->allocs, (uint64_t)count);
-	mt_add_plain(&s->alloc_bytes, (uint64_t)bytes);
+/* A charge to a site's figures: an allocation (alloc 1: live bytes up,
+ * allocs and allocated bytes) or a free (live bytes down, frees). */
+static inline __attribute__((always_inline)) void
+own_charge(struct mt_site *s, int kind, int64_t bytes, int64_t count, int alloc) {
+	keep_at_peak(s, kind); /* the thread's own: one writer */
+	mt_add_plain(&s->live_bytes, alloc ? bytes : -bytes);
+	if (alloc) {
+		mt_add_plain(&s->allocs, (uint64_t)count);
+		mt_add_plain(&s->alloc_bytes, (uint64_t)bytes);
+	} else {
+		mt_add_plain(&s->frees, (uint64_t)count);
+	}
 }
 
-static inline void
-shared_alloc(uint32_t id, int kind, int64_t bytes, int64_t count, int plain) {
+static inline __attribute__((always_inline)) void
+shared_charge(uint32_t id, int kind, int64_t bytes, int64_t count, int plain, int alloc) {
 	struct mt_site *s = mt_site_get(id, kind);
 	keep_at_peak(s, kind);
-	int64_t live = mt_addp(plain, &s->live_bytes, bytes);
-	if (!__atomic_load_n(&sites_split, __ATOMIC_RELAXED))
-		mt_raise_peakp(plain, &s->peak_bytes, live);
-	mt_addp(plain, &s->allocs, (uint64_t)count);
-	mt_addp(plain, &s->alloc_bytes, (uint64_t)bytes);
+	int64_t live = mt_addp(plain, &s->live_bytes, alloc ? bytes : -bytes);
+	if (alloc) {
+		if (!__atomic_load_n(&sites_split, __ATOMIC_RELAXED))
+			mt_raise_peakp(plain, &s->peak_bytes, live);
+		mt_addp(plain, &s->allocs, (uint64_t)count);
+		mt_addp(plain, &s->alloc_bytes, (uint64_t)bytes);
+	} else {
+		mt_addp(plain, &s->frees, (uint64_t)count);
+	}
 }
 
 static __attribute__((noinline)) void
-alloc_slow(uint32_t id, int kind, int64_t bytes, int64_t count, int plain) {
+charge_slow(uint32_t id, int kind, int64_t bytes, int64_t count, int plain, int alloc) {
 	struct mt_site *s = mine_get(id);
 	if (s)
-		own_alloc(s, kind, bytes, count);
+		own_charge(s, kind, bytes, count, alloc);
 	else
-		shared_alloc(id, kind, bytes, count, plain);
+		shared_charge(id, kind, bytes, count, plain, alloc);
+}
+
+static inline __attribute__((always_inline)) void
+charge(uint32_t id, int kind, int64_t bytes, int64_t count, int plain, int alloc) {
+	struct mt_site *s = mine_now(id);
+	if (MT_LIKELY(s))
+		own_charge(s, kind, bytes, count, alloc);
+	else if (MT_UNLIKELY(my_slot))
+		charge_slow(id, kind, bytes, count, plain, alloc);
+	else
+		shared_charge(id, kind, bytes, count, plain, alloc);
 }
 
 void
 mt_site_alloc(uint32_t id, int kind, int64_t bytes, int64_t count, int plain) {
-	struct mt_site *s = mine_now(id);
-	if (MT_LIKELY(s)) /* the thread's own: one writer */
-		own_alloc(s, kind, bytes, count);
-	else if (MT_UNLIKELY(my_slot))
-		alloc_slow(id, kind, bytes, count, plain);
-	else
-		shared_alloc(id, kind, bytes, count, plain);
-}
-
-static inline void
-own_free(struct mt_site *s, int kind, int64_t bytes, int64_t count) {
-	keep_at_peak(s, kind);
-	mt_add_plain(&s->live_bytes, -bytes);
-	mt_add_plain(&s->frees, (uint64_t)count);
-}
-
-static inline void
-shared_free(uint32_t id, int kind, int64_t bytes, int64_t count, int plain) {
-	struct mt_site *s = mt_site_get(id, kind);
-	keep_at_peak(s, kind);
-	mt_addp(plain, &s->live_bytes, -bytes);
-	mt_addp(plain, &s->frees, (uint64_t)count);
-}
-
-static __attribute__((noinline)) void
-free_slow(uint32_t id, int kind, int64_t bytes, int64_t count, int plain) {
-	struct mt_site *s = mine_get(id);
-	if (s)
-		own_free(s, kind, bytes, count);
-	else
-		shared_free(id, kind, bytes, count, plain);
+	charge(id, kind, bytes, count, plain, 1);
 }
 
 void
 mt_site_free(uint32_t id, int kind, int64_t bytes, int64_t count, int plain) {
-	struct mt_site *s = mine_now(id);
-	if (MT_LIKELY(s))
-		own_free(s, kind, bytes, count);
-	else if (MT_UNLIKELY(my_slot))
-		free_slow(id, kind, bytes, count, plain);
-	else
-		shared_free(id, kind, bytes, count, plain);
+	charge(id, kind, bytes, count, plain, 0);
 }
 
 void
 mt_site_unfree(uint32_t id, int kind, int64_t bytes, int64_t count) {
 	/* a free undone: a free of minus the bytes and count, atomic if shared */
-	free_slow(id, kind, -bytes, -count, 0);
+	charge_slow(id, kind, -bytes, -count, 0, 0);
 }
 
 /* A site's at-peak share, against epoch e. */
