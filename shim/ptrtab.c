@@ -73,7 +73,8 @@ static uint64_t table_bytes;
  * it.  Counters that reach 255 stay there (the bit stays set). */
 uint64_t *mt_ptr_filter;
 static uint8_t *filter_count;
-uintptr_t mt_ptr_brk = ~(uintptr_t)0 >> 1; /* none yet: every address by region */
+#define NO_BRK (~(uintptr_t)0 >> 1) /* no address is within 2^40 above it */
+uintptr_t mt_ptr_brk = NO_BRK; /* none yet: every address by region */
 
 /* the counters, then the bitmap, in one mapping */
 #define FILTER_SLOTS ((size_t)1 << MT_FILTER_BITS)
@@ -85,7 +86,7 @@ mt_ptrtab_init(uint64_t max, int filter) {
 	 * and take the region rule, which is as fixed as the other.  Set
 	 * once: an entry's shard must not change while it is in. */
 	long brk = mt_sys(SYS_brk, 0, 0, 0, 0, 0, 0);
-	if (brk > 0 && mt_ptr_brk == ~(uintptr_t)0 >> 1)
+	if (brk > 0 && mt_ptr_brk == NO_BRK)
 		mt_ptr_brk = (uintptr_t)brk;
 	max_live = max;
 	shard_cap = max / 8;

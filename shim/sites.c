@@ -586,6 +586,14 @@ at_peak_of(const struct mt_site *s, uint32_t e) {
 	return s->atpeak_epoch == e ? s->atpeak_bytes : s->live_bytes;
 }
 
+/* Thread slot t's figures of site id, or NULL (no array, or it never
+ * charged that id's chunk). */
+static inline const struct mt_site *
+share_of(uint32_t t, uint32_t id) {
+	struct mt_chunked *c = __atomic_load_n(&tsites[t], __ATOMIC_ACQUIRE);
+	return c ? mt_chunk_at(c, id) : NULL;
+}
+
 int
 mt_site_read(uint32_t id, int kind, struct mt_site *out) {
 	struct mt_site *g = mt_site_get(id, kind);
@@ -597,8 +605,7 @@ mt_site_read(uint32_t id, int kind, struct mt_site *out) {
 	int shares = 0;
 	uint32_t hi = __atomic_load_n(&tsites_hi, __ATOMIC_ACQUIRE);
 	for (uint32_t t = 1; t < hi; t++) {
-		struct mt_chunked *c = __atomic_load_n(&tsites[t], __ATOMIC_ACQUIRE);
-		const struct mt_site *d = c ? mt_chunk_at(c, id) : NULL;
+		const struct mt_site *d = share_of(t, id);
 		if (!d)
 			continue;
 		struct mt_site x = *d;
@@ -619,6 +626,20 @@ mt_site_read(uint32_t id, int kind, struct mt_site *out) {
 		}
 	}
 	return out->allocs != 0;
+}
+
+int
+mt_site_charged(uint32_t id) {
+	const struct mt_site *g = mt_site_get(id, 0);
+	if (g && __atomic_load_n(&g->allocs, __ATOMIC_RELAXED))
+		return 1;
+	uint32_t hi = __atomic_load_n(&tsites_hi, __ATOMIC_ACQUIRE);
+	for (uint32_t t = 1; t < hi; t++) {
+		const struct mt_site *d = share_of(t, id);
+		if (d && __atomic_load_n(&d->allocs, __ATOMIC_RELAXED))
+			return 1;
+	}
+	return 0;
 }
 
 void

@@ -94,6 +94,9 @@ struct mt_site *mt_site_get(uint32_t id, int kind);
  * shared peak to what it read once threads have shares (sites.c).
  * Returns whether the site was ever charged.  For the writer. */
 int mt_site_read(uint32_t id, int kind, struct mt_site *out);
+/* Whether site id was ever charged (an allocation in any of its
+ * figures), without summing them.  For the writer. */
+int mt_site_charged(uint32_t id);
 /* charge.c: this thread counts in slot `slot` of mt_tcounts (it owns it
  * unless slot is the last); its call-site figures follow (sites.c). */
 void mt_sites_thread(uint32_t slot);

@@ -581,8 +581,7 @@ mt_snapshot_write(const char *reason, const char *lab) {
 		struct track *t = track_at(id);
 		if (t && (t->sig & TRACK_WRITTEN))
 			continue;
-		struct mt_site c;
-		if (mt_site_read(id, mt_stack_kind(id), &c))
+		if (mt_site_charged(id))
 			stack_line_needed(&W.lines, id);
 	}
 	int err = mt_buf_flush(&W.lines);
