@@ -59,6 +59,24 @@ static inline void
 mt_sys_munmap(void *p, size_t len) {
 	munmap(p, len);
 }
+static inline void *
+mt_sys_mremap(void *p, size_t len, size_t nlen) {
+	void *q = mremap(p, len, nlen, MREMAP_MAYMOVE);
+	return q == MAP_FAILED ? NULL : q;
+}
+static inline void *
+mt_sys_reserve(size_t len) {
+	void *p = mmap(0, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+static inline int
+mt_sys_commit(void *p, size_t len) {
+	return mprotect(p, len, PROT_READ | PROT_WRITE) ? -errno : 0;
+}
+static inline void
+mt_sys_decommit(void *p, size_t len) {
+	mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+}
 #else
 static inline void *
 mt_sys_mmap(size_t len) {
@@ -70,6 +88,36 @@ mt_sys_mmap(size_t len) {
 static inline void
 mt_sys_munmap(void *p, size_t len) {
 	mt_sys(SYS_munmap, p, len, 0, 0, 0, 0);
+}
+
+/* A mapping of len bytes grown (or shrunk) to nlen, moved if it must be:
+ * its pages go with it (no copy, no faults), the new ones are zero.
+ * NULL when it cannot (the old mapping stays). */
+static inline void *
+mt_sys_mremap(void *p, size_t len, size_t nlen) {
+	long r = mt_sys(SYS_mremap, p, len, nlen, 1 /* MREMAP_MAYMOVE */, 0, 0);
+	return (r < 0 && r > -4096) ? NULL : (void *)r;
+}
+
+/* Address space without memory (PROT_NONE, not counted against the
+ * commit limit), made usable a piece at a time (mt_sys_commit: 0 or
+ * -errno) and given back the same way (mt_sys_decommit: its pages freed,
+ * PROT_NONE again). */
+static inline void *
+mt_sys_reserve(size_t len) {
+	long r = mt_sys(SYS_mmap, 0, len, 0 /* PROT_NONE */,
+			0x4022 /* PRIVATE|ANON|NORESERVE */, -1, 0);
+	return (r < 0 && r > -4096) ? NULL : (void *)r;
+}
+
+static inline int
+mt_sys_commit(void *p, size_t len) {
+	return (int)mt_sys(SYS_mprotect, p, len, 3 /* RW */, 0, 0, 0);
+}
+
+static inline void
+mt_sys_decommit(void *p, size_t len) {
+	mt_sys(SYS_mmap, p, len, 0, 0x4032 /* PRIVATE|ANON|NORESERVE|FIXED */, -1, 0);
 }
 #endif
 

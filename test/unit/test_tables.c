@@ -10,6 +10,7 @@
 #include "maptab.h"
 #include "config.h"
 #include <pthread.h>
+#include <sys/resource.h>
 #include <errno.h>
 #include <string.h>
 
@@ -103,8 +104,8 @@ static void shrink_after_peak(void) {
 
 /* Every field comes back as it went in, in the compact slot (host heap
  * blocks) and in the wide one (what does not fit: CUDA keys with tags,
- * device, stream and flags, 4 GiB and more, addresses above 2^48 or not
- * 8-aligned); a stale entry is replaced across the two. */
+ * device, stream and flags, 4 GiB and more, addresses of 2^47 and above
+ * or not 8-aligned); a stale entry is replaced across the two. */
 static void
 fields_round_trip(void) {
 	struct mt_ptr in[] = {
@@ -118,6 +119,7 @@ fields_round_trip(void) {
 		{.addr = 42 | MT_TAG_HANDLE, .size = 2 << 20, .stack = 10, .time_ms = 12,
 		 .kind = MT_CUDA, .flags = MT_PTR_HANDLE},
 		{.addr = 0x1000000000000000ull, .size = 64, .stack = 11, .time_ms = 13, .kind = MT_HEAP},
+		{.addr = 0xff0000001000ull, .size = 64, .stack = 12, .time_ms = 14, .kind = MT_HEAP},
 	};
 	int n = (int)(sizeof in / sizeof *in);
 	uint64_t count0 = mt_ptrtab_count();
@@ -128,7 +130,7 @@ fields_round_trip(void) {
 	for (int i = 0; i < n; i++) {
 		struct mt_ptr want = in[i];
 		if (want.kind == MT_HEAP && !(want.addr & 7) && want.size < (1ull << 32) &&
-		    want.addr < (1ull << 48))
+		    want.addr < (1ull << 47))
 			want.time_ms &= ~7u; /* compact: 8 ms units */
 		EXPECT(mt_ptrtab_take(in[i].addr, &got, 0) && !memcmp(&got, &want, sizeof got));
 		EXPECT(!mt_ptrtab_take(in[i].addr, &got, 0));
@@ -177,6 +179,97 @@ bytes_per_block(void) {
 	EXPECT(per <= 36);
 	for (long i = 0; i < M; i++)
 		mt_ptrtab_take(base | ((uintptr_t)i << 5), &got, 0);
+}
+
+/* m blocks at base | i << 4 (one 64 MiB region: one group of 8 shards),
+ * each with its own size and stack, all put; 7 in 8 taken (the tables
+ * shrink), then the rest; each must come back with its fields.  Failures
+ * and misses; *peak_bytes: the tables' memory at the peak over before. */
+static long
+grow_and_shrink(uintptr_t base, long m, uint64_t *peak_bytes) {
+	uint64_t before = mt_ptrtab_memory(), count0 = mt_ptrtab_count();
+	struct mt_ptr e = {.kind = MT_HEAP}, old, got;
+	long bad = 0;
+	for (long i = 0; i < m; i++) {
+		e.addr = base | (uintptr_t)i << 4;
+		e.size = (uint64_t)i;
+		e.stack = (uint32_t)i;
+		bad += mt_ptrtab_put(&e, &old, 0) != 0;
+	}
+	bad += mt_ptrtab_count() != count0 + (uint64_t)m;
+	*peak_bytes = mt_ptrtab_memory() - before;
+	for (int pass = 0; pass < 2; pass++)
+		for (long i = 0; i < m; i++)
+			if ((i % 8 != 0) == (pass == 0))
+				bad += !(mt_ptrtab_take(base | (uintptr_t)i << 4, &got, 0) &&
+					 got.size == (uint64_t)i && got.stack == (uint32_t)i);
+	bad += mt_ptrtab_count() != count0;
+	return bad;
+}
+
+/* The process's address space (VmSize), in bytes. */
+static uint64_t
+vm_size(void) {
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	uint64_t kb = 0;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "VmSize: %lu kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb * 1024;
+}
+
+/* Address space an empty table takes for its first block (*first) and
+ * for 40 k blocks in one region (one group of 8 shards, 5 k entries each:
+ * tables of 256 KiB). */
+static uint64_t
+table_space(uint64_t *first) {
+	mt_ptrtab_postfork_child(1); /* every table dropped: new ones are made */
+	mt_ptrtab_init(1 << 22, 0);
+	uintptr_t base = (uintptr_t)15 << 40;
+	struct mt_ptr e = {.size = 1, .kind = MT_HEAP}, old, got;
+	uint64_t vm = vm_size();
+	long bad = 0;
+	for (long i = 0; i < 40000; i++) {
+		e.addr = base | (uintptr_t)i << 4;
+		bad += mt_ptrtab_put(&e, &old, 0) != 0;
+		if (i == 0)
+			*first = vm_size() - vm;
+	}
+	uint64_t grew = vm_size() - vm;
+	for (long i = 0; i < 40000; i++)
+		bad += !mt_ptrtab_take(base | (uintptr_t)i << 4, &got, 0);
+	EXPECT(bad == 0);
+	return grew;
+}
+
+/* The compact tables double and halve in place (ptrtab.c, tab_rehash):
+ * 1.2 M blocks in one region fill its group's 8 shards past their 4 MiB
+ * reservations (128 Ki entries a shard) and into mappings of their own
+ * (mremap); every block comes back with its fields after the doublings
+ * and the shrinks, and the memory with them.  Then the same without
+ * reservations (a process with an address-space limit: a table takes
+ * only its own pages of it, and grows by mremap).  A small table takes
+ * no reservation: a program with few blocks keeps its address space. */
+TEST(rehash_in_place) {
+	uint64_t before = mt_ptrtab_memory(), peak;
+	EXPECT(grow_and_shrink((uintptr_t)13 << 40 | (uintptr_t)5 << 26, 1200000, &peak) == 0);
+	EXPECT(peak >= 1200000ull * 16 * 2 && peak <= 1200000ull * 16 * 4 + (1 << 20));
+	/* shrunk to their least (MIN_SLOTS, 256 slots) but what was there */
+	EXPECT(mt_ptrtab_memory() <= before + 8 * 256 * 16);
+	struct rlimit as, lim;
+	getrlimit(RLIMIT_AS, &as);
+	lim = as;
+	lim.rlim_cur = RLIM_INFINITY - 1; /* finite, and too high to matter (ASan, TSan) */
+	EXPECT(setrlimit(RLIMIT_AS, &lim) == 0);
+	uint64_t first;
+	EXPECT(table_space(&first) < (8 << 20) && first < (1 << 20));
+	EXPECT(grow_and_shrink((uintptr_t)14 << 40 | (uintptr_t)2 << 26, 300000, &peak) == 0);
+	EXPECT(peak >= 300000ull * 16 * 2);
+	setrlimit(RLIMIT_AS, &as);
+	EXPECT(table_space(&first) >= (32 << 20) && first < (1 << 20)); /* 8 reservations */
 }
 
 /* Blocks of the main heap (above the break the table saw) hash over all
@@ -374,6 +467,7 @@ int main(void) {
 	RUN(dump_time);
 	RUN(bytes_per_block);
 	RUN(main_heap_even);
+	RUN(rehash_in_place);
 	RUN(sampling_filter);
 	RUN(one_frame_cache);
 	RUN(thread_shares);
