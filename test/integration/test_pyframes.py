@@ -95,6 +95,27 @@ for name, py in pythons:
             chain = [fr[1] for fr in k.pyframes_of(sites[0]['stack'])]
             mt.eq(chain, ['child_work', '<module>'], '%s: child keeps the parent\'s frames' % name)
 
+    # lines of one function in turn, depths of one function in turn
+    out = os.path.join(OUT, 'walks-' + name)
+    run(py, 'py_walks.py', out)
+    lines = site_lines('py_walks.py')
+    f = [f for f in mt.files(out) if any(s.get('label') == 'end' for s in f.snapshots)][0]
+    end = f.by_label('end')
+    got = f.live_by_pyline(end, 'py_walks.py')
+    want = {'py_walks.py:%d two' % lines['SITE_X']: 60 * 30001,
+            'py_walks.py:%d two' % lines['SITE_Y']: 60 * 40001,
+            'py_walks.py:%d rec' % lines['SITE_R']: 70 * 50001}
+    mt.eq({k: v for k, v in got.items() if v >= 30001}, want,
+          '%s: two lines of one function in turn, each its own' % name)
+    chains = {}
+    for c in end['callsites']:
+        fr = f.pyframes_of(c['stack'])
+        if c['kind'] == 'heap' and fr and fr[0][0].endswith('py_walks.py') and fr[0][2] == lines['SITE_R']:
+            chains[tuple(x[2] for x in fr)] = chains.get(tuple(x[2] for x in fr), 0) + c['live_bytes']
+    r, call, loop = lines['SITE_R'], lines['SITE_CALL'], lines['SITE_LOOP']
+    mt.eq(chains, {(r, call, call, loop): 35 * 50001, (r, call, call, call, loop): 35 * 50001},
+          '%s: two depths of one function in turn, each its own chain' % name)
+
     out = os.path.join(OUT, 'threads-' + name)
     run(py, 'py_threads.py', out)
     lines = site_lines('py_threads.py')
