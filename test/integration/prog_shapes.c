@@ -10,11 +10,16 @@
  *   cache                a cache that fills to 8 MiB over 100 steps, then
  *                        evicts (no leak)
  *   noleak               churn and an early spike only (no leak)
- * With "marks", each step is marked "step" (memtally_mark). */
+ * With "marks", each step is marked "step" (memtally_mark).  Each step
+ * also sleeps 1 ms, as a trainer's step takes time of its own: without it
+ * the run's time was mostly the 64 MiB buffer's page faults, and how many
+ * snapshots fell after leaks' warm-up (a fifth of the run's time) moved
+ * with the machine's load (8 to 14 for "late"). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define STEPS 400
 static int (*snap)(const char *);
@@ -61,6 +66,8 @@ int main(int argc, char **argv) {
 	for (int step = 1; step <= STEPS; step++) {
 		if (mark && marks)
 			mark("step", step);
+		struct timespec ms = {0, 1000000};
+		nanosleep(&ms, NULL);
 		churn(step);
 		if (!strcmp(shape, "cache") && step <= 200)
 			cache_put(step > 100 ? step % 100 : step);
