@@ -22,13 +22,14 @@
  * latest time before now with those bits, so an entry older than that is
  * shown 24.8 days younger than it is (FORMAT.md, OOM dumps' time_ms).
  *
- * A compact table doubles and halves in place (tab_rehash): mremap grows
- * its mapping (the pages it has keep their contents and are not faulted
- * again) and the entries are rehashed where they are.  Made afresh and copied, every
- * doubling faulted in twice the table's pages and unmapped the old ones
- * (a TLB flush on every other CPU the process ran on): `import torch`
- * grows its 64 tables to 16 MiB, 11 k of its 54 k page faults, ~7% of
- * its time in exact mode.
+ * A compact table doubles and halves in place (tab_rehash): its mapping
+ * grows (inside its reservation, below, or by mremap), the pages it has
+ * keep their contents and are not faulted again, and the entries are
+ * rehashed where they are.  Made afresh and copied, every doubling
+ * faulted in twice the table's pages and unmapped the old ones (a TLB
+ * flush on every other CPU the process ran on): `import torch` grows its
+ * 64 tables to 16 MiB, 11 k of its 54 k page faults, ~5% of its time in
+ * exact mode.
  *
  * Entries are removed before the real free runs (the caller's order), so
  * another thread cannot be handed the same address while it is still here.
