@@ -189,12 +189,18 @@ pack(const struct mt_ptr *e) {
 	return c;
 }
 
+/* The address a compact slot's first word holds (MOVING clear). */
+static inline uintptr_t
+key_addr(uint64_t w0) {
+	return (uintptr_t)((w0 & KEY_MASK) << 3);
+}
+
 /* time_ms comes back as the stored 28 bits x 8 ms; mt_ptrtab_each puts
  * them before now (unpack_time). */
 static inline void
 unpack(const struct cslot *c, struct mt_ptr *e) {
 	memset(e, 0, sizeof *e);
-	e->addr = (uintptr_t)((c->w0 & KEY_MASK) << 3);
+	e->addr = key_addr(c->w0);
 	e->size = c->w1 & 0xffffffffu;
 	e->stack = (uint32_t)(c->w0 >> KEY_BITS) | (uint32_t)(c->w1 >> 60 & 7) << STACK_LO;
 	e->time_ms = (uint32_t)((c->w1 >> 32 & TIME_MASK) << TIME_SHIFT);
@@ -225,7 +231,7 @@ static inline uintptr_t
 slot_addr(const struct tab *t, int wide, uint64_t i) {
 	if (wide)
 		return ((const struct mt_ptr *)t->slot)[i].addr;
-	return (uintptr_t)((((const struct cslot *)t->slot)[i].w0 & KEY_MASK) << 3);
+	return key_addr(((const struct cslot *)t->slot)[i].w0);
 }
 
 static inline void
@@ -255,7 +261,7 @@ slot_set(struct tab *t, int wide, uint64_t i, const struct mt_ptr *e) {
 /* ---- one table: find, insert, delete, resize --------------------------- */
 
 /* A table's count changes under its shard's lock (or the solo thread);
- * entries_now and mt_ptrtab_count read it from other threads without
+ * tab_grow and mt_ptrtab_count read it from other threads without
  * it, so the store is atomic (relaxed: a plain mov). */
 static inline void
 count_add(struct tab *t, int64_t d) {
@@ -372,7 +378,7 @@ tab_rehash(struct tab *t, uint64_t slots) {
 	for (uint64_t i = 0; i < old; i++) {
 		while (c[i].w0 & MOVING) {
 			struct cslot e = {c[i].w0 & ~MOVING, c[i].w1};
-			uint64_t j = mt_ptr_hash((uintptr_t)((e.w0 & KEY_MASK) << 3)) & m;
+			uint64_t j = mt_ptr_hash(key_addr(e.w0)) & m;
 			while (c[j].w0 && !(c[j].w0 & MOVING))
 				j = (j + 1) & m;
 			struct cslot o = c[j]; /* empty, or marked (c[i] itself when j == i) */
@@ -427,22 +433,11 @@ tab_delete(struct tab *t, int wide, uint64_t i) {
 	slot_clear(t, wide, i);
 }
 
-/* Entries in every shard: racy reads of the other shards' counts (each
- * changes under its own lock), good enough for a bound. */
-static uint64_t
-entries_now(void) {
-	uint64_t n = 0;
-	for (int i = 0; i < NSHARDS; i++)
-		n += __atomic_load_n(&shards[i].t[0].count, __ATOMIC_RELAXED) +
-		     __atomic_load_n(&shards[i].t[1].count, __ATOMIC_RELAXED);
-	return n;
-}
-
 /* A table at half load doubles (or is made), unless the whole table
  * holds max_live entries already.  0, or ENOMEM. */
 static __attribute__((noinline)) int
 tab_grow(struct tab *t, int wide) {
-	if (entries_now() >= max_live)
+	if (mt_ptrtab_count() >= max_live) /* racy: good enough for a bound */
 		return ENOMEM;
 	uint64_t slots = t->mask ? (t->mask + 1) * 2 : MIN_SLOTS;
 	if (!wide && reserving && !*res_of(t) && slots * sizeof(struct cslot) >= RES_FROM &&
