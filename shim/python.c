@@ -241,6 +241,20 @@ static MT_TLS struct walk last_walk;
 static MT_TLS uint32_t last_id;
 static MT_TLS uint64_t last_epoch;
 
+/* A frame's instruction word as read (the int lasti, or the pointer) and
+ * whether it carries its own entry mark, for the walk's two loops. */
+static inline __attribute__((always_inline)) uintptr_t
+instr_word(uintptr_t f, uintptr_t o_instr, int instr) {
+	return instr == PY_INSTR_LASTI ? (uint32_t)*(const volatile int32_t *)(f + o_instr)
+				       : rd(f + o_instr);
+}
+
+static inline __attribute__((always_inline)) int
+entry_marked(uintptr_t f, uintptr_t o_entry, int entry) {
+	return entry == PY_ENTRY_EVERY ||
+	       (entry == PY_ENTRY_FLAG && *(const volatile uint8_t *)(f + o_entry));
+}
+
 /* The walk for one layout's kinds of entry mark and instruction (entry,
  * instr: constants where walk calls it, so each frame tests neither).
  * The layout's offsets are read into locals first: as fields of L they
@@ -283,13 +297,9 @@ walk_as(uintptr_t ts, struct walk *w, int entry, int instr, int verify) {
 						return 0;
 				}
 			}
-			uintptr_t iw = instr == PY_INSTR_LASTI
-					       ? (uint32_t)*(const volatile int32_t *)(f + o_instr)
-					       : rd(f + o_instr);
-			if (rd(f + o_code) != w->code[n] || iw != w->iword[n])
+			if (rd(f + o_code) != w->code[n] || instr_word(f, o_instr, instr) != w->iword[n])
 				return 0;
-			if (entry == PY_ENTRY_EVERY ||
-			    (entry == PY_ENTRY_FLAG && *(const volatile uint8_t *)(f + o_entry)))
+			if (entry_marked(f, o_entry, entry))
 				ent |= 1ull << n;
 			f = rd(f + o_prev);
 		}
@@ -317,18 +327,12 @@ walk_as(uintptr_t ts, struct walk *w, int entry, int instr, int verify) {
 		}
 		if (verify)
 			return 0; /* a frame more than the last walk had */
-		uintptr_t iw;
-		int32_t li;
-		if (instr == PY_INSTR_LASTI) {
-			li = *(const volatile int32_t *)(f + o_instr);
-			iw = (uint32_t)li;
-		} else {
-			iw = rd(f + o_instr);
-			/* code units of 2 bytes from the code's start */
-			li = iw ? (int32_t)((intptr_t)(iw - (co + o_cocode)) >> 1) : -1;
-		}
-		if (entry == PY_ENTRY_EVERY ||
-		    (entry == PY_ENTRY_FLAG && *(const volatile uint8_t *)(f + o_entry)))
+		uintptr_t iw = instr_word(f, o_instr, instr);
+		/* the pointer: code units of 2 bytes from the code's start */
+		int32_t li = instr == PY_INSTR_LASTI ? (int32_t)(uint32_t)iw
+			     : iw ? (int32_t)((intptr_t)(iw - (co + o_cocode)) >> 1)
+				  : -1;
+		if (entry_marked(f, o_entry, entry))
 			ent |= 1ull << n;
 		w->code[n] = co;
 		w->iword[n] = iw;
