@@ -20,9 +20,10 @@ SHIM_CFLAGS := $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden \
 	-fno-builtin-free -D_GNU_SOURCE -pthread
 SHIM_LIBS := -lunwind -lzstd -ldl -lm -pthread
 
-AN_SRC := $(sort $(wildcard analysis/*.c))
+AN_SRC := $(sort $(wildcard analysis/*.c analysis/*/*.c analysis/*/*/*.c))
+AN_HDR := $(wildcard analysis/*.h analysis/*/*.h analysis/*/*/*.h)
 AN_OBJ := $(AN_SRC:analysis/%.c=$(B)/analysis/%.o)
-AN_CFLAGS := $(WARN) $(CFLAGS) -D_GNU_SOURCE -fstack-protector-strong -D_FORTIFY_SOURCE=2
+AN_CFLAGS := $(WARN) $(CFLAGS) -Ianalysis -I. -D_GNU_SOURCE -fstack-protector-strong -D_FORTIFY_SOURCE=2
 AN_LIBS := -ldw -lelf -lm -lstdc++ -lprotobuf-c -lz -lzstd
 
 .PHONY: all test check bench demo install clean deps format soak bundle proto
@@ -41,21 +42,22 @@ $(B)/memtally-config: scripts/memtally-config.c $(B)/shim/config.o $(B)/shim/buf
 $(B)/demo_trainer: scripts/demo_trainer.c
 	$(CC) -O1 -g -fno-omit-frame-pointer -o $@ $< -ldl
 
-$(B)/analysis/%.o: analysis/%.c $(wildcard analysis/*.h) shim/format.h | $(B)/analysis
+$(B)/analysis/%.o: analysis/%.c $(AN_HDR) shim/format.h
+	@mkdir -p $(@D)
 	$(CC) $(AN_CFLAGS) -c -o $@ $<
 
 # the page's CSS and script are embedded with .incbin
-$(B)/analysis/html_page.o: analysis/page/report.css analysis/page/report.js
+$(B)/analysis/export/html_page.o: analysis/export/page/report.css analysis/export/page/report.js
 
-# pprof's encoding: generated from analysis/profile.proto by protoc-c
+# pprof's encoding: generated from analysis/export/proto/profile.proto by protoc-c
 # (protobuf-c-compiler) and kept in the tree; `make proto` makes it again.
 proto:
-	cd analysis && protoc-c --c_out=. profile.proto
+	cd analysis/export/proto && protoc-c --c_out=. profile.proto
 
 $(B)/memtally: $(AN_OBJ)
 	$(CC) -o $@ $^ $(AN_LIBS)
 
-$(B)/shim $(B)/analysis:
+$(B)/shim:
 	mkdir -p $@
 
 deps:
@@ -85,9 +87,9 @@ check:
 	MEMTALLY_DEPS_EXTRA="clang libclang-rt-14-dev $(MEMTALLY_DEPS_EXTRA)" bash scripts/setup-deps.sh
 	bash test/check.sh
 
-$(B)/asan/memtally: $(AN_SRC) $(wildcard analysis/*.h)
+$(B)/asan/memtally: $(AN_SRC) $(AN_HDR)
 	mkdir -p $(B)/asan
-	$(CC) $(WARN) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -D_GNU_SOURCE -o $@ $(AN_SRC) $(AN_LIBS)
+	$(CC) $(WARN) -Ianalysis -I. -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -D_GNU_SOURCE -o $@ $(AN_SRC) $(AN_LIBS)
 
 # soak: 100 M operations; the shim's memory must stay bounded (README).
 soak: deps
@@ -159,10 +161,10 @@ $(B)/test/lib_%.so: test/integration/lib_%.c | $(B)/test
 UNIT_SHIM := shim/sites.c shim/ptrtab.c shim/maptab.c shim/glue.c shim/buf.c shim/config.c shim/pylines.c shim/map64.c shim/unwind.c shim/cfi.c
 $(B)/test/unit_%: test/unit/%.c $(UNIT_SHIM) $(wildcard shim/*.h) | $(B)/test
 	$(CC) -std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -pthread -Ishim -o $@ $< $(UNIT_SHIM) -lunwind
-AN_TEST_CFLAGS := -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE
-$(B)/test/an_main.o: analysis/main.c $(wildcard analysis/*.h) shim/format.h | $(B)/test
+AN_TEST_CFLAGS := -Ianalysis -I. -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE
+$(B)/test/an_main.o: analysis/main.c $(AN_HDR) shim/format.h | $(B)/test
 	$(CC) $(AN_TEST_CFLAGS) -Dmain=memtally_cli_main -c -o $@ $<
-$(B)/test/unit_antest_%: test/unit/antest_%.c $(AN_LIB_SRC) $(B)/test/an_main.o $(wildcard analysis/*.h) shim/format.h | $(B)/test
+$(B)/test/unit_antest_%: test/unit/antest_%.c $(AN_LIB_SRC) $(B)/test/an_main.o $(AN_HDR) shim/format.h | $(B)/test
 	$(CC) $(AN_TEST_CFLAGS) -o $@ $< $(AN_LIB_SRC) $(B)/test/an_main.o $(AN_LIBS)
 $(B)/test/tsan_%: test/unit/%.c $(UNIT_SHIM) $(wildcard shim/*.h) | $(B)/test
 	$(CC) -std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=thread -DMT_TSAN -D_GNU_SOURCE -pthread -Ishim -o $@ $< $(UNIT_SHIM) -lunwind

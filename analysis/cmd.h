@@ -1,7 +1,7 @@
 /* cmd.h — the subcommands and their shared options. */
 #ifndef MTA_CMD_H
 #define MTA_CMD_H
-#include "model.h"
+#include "model/model.h"
 
 struct opts {
 	int json;          /* --json */

@@ -1,8 +1,8 @@
 /* main.c — `memtally`: the subcommands, option parsing and usage.
  * Exit codes: 0 ok, 1 bad input (with FILE:LINE), 2 usage. */
 #include "cmd.h"
-#include "sites.h"
-#include "util.h"
+#include "answer/sites.h"
+#include "base/util.h"
 #include <errno.h>
 #include <malloc.h>
 #include <stdint.h>

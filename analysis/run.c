@@ -4,7 +4,7 @@
  * (torchrun, mpirun, srun) as CMD: they pass the environment to their
  * ranks, and each rank's file is named by its rank. */
 #include "cmd.h"
-#include "util.h"
+#include "base/util.h"
 #include <dirent.h>
 #include <elf.h>
 #include <errno.h>

@@ -37,7 +37,7 @@ asan_tests() {
 tsan() { make -s build/test/tsan_test_tables && build/test/tsan_test_tables; }
 js() {
 	if ! command -v node >/dev/null; then echo "node not installed: skipped"; return 0; fi
-	node --check analysis/page/report.js
+	node --check analysis/export/page/report.js
 }
 stage strict-build strict_build
 stage suite bash test/run.sh

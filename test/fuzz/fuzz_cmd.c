@@ -20,9 +20,9 @@
  *                 run.sh to check with Python's own json, XML and pickle.
  * Built and run for a bounded time by test/fuzz/run.sh (`make check`). */
 #include "cmd.h"
-#include "util.h"
-#include "json.h"
-#include "../shim/format.h"
+#include "base/util.h"
+#include "read/json.h"
+#include "shim/format.h"
 #include <ctype.h>
 #include <fcntl.h>
 #include <string.h>

@@ -20,11 +20,11 @@ B=$PWD/build
 F=$B/fuzz
 SECS=${FUZZ_SECONDS:-60}
 rm -rf "$F" && mkdir -p "$F/seeds"
-SRC=$(ls analysis/*.c | grep -v '/main.c$')
+SRC=$(find analysis -name '*.c' ! -path analysis/main.c | sort)
 for t in reader writers names; do
 	clang -g -O1 -std=c11 -D_GNU_SOURCE -DMT_FUZZ -DFUZZ_$(echo $t | tr a-z A-Z) \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-		-Ianalysis -o "$F/fuzz_$t" test/fuzz/fuzz_cmd.c $SRC \
+		-Ianalysis -I. -o "$F/fuzz_$t" test/fuzz/fuzz_cmd.c $SRC \
 		-x c analysis/main.c -Dmain=memtally_main -ldw -lelf -lm -lprotobuf-c -lz -lzstd
 done
 # seeds: plain JSONL (the parser is what is fuzzed), and one compressed

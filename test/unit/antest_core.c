@@ -3,11 +3,11 @@
  * edge cases and escapes, and delta replay (a file written here, read by
  * the reader, every snapshot's call sites as the shim meant them). */
 #include "../test.h"
-#include "../../analysis/json.h"
-#include "../../analysis/model.h"
-#include "../../analysis/stats.h"
-#include "../../analysis/util.h"
-#include "../../analysis/sites.h"
+#include "read/json.h"
+#include "model/model.h"
+#include "answer/stats.h"
+#include "base/util.h"
+#include "answer/sites.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -14,9 +14,9 @@
  * per hour; with marks (memtally_mark), growth per unit of the first mark
  * (e.g. bytes per step) is given too. */
 #include "cmd.h"
-#include "sites.h"
-#include "stats.h"
-#include "util.h"
+#include "answer/sites.h"
+#include "answer/stats.h"
+#include "base/util.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -11,9 +11,9 @@
  * self, under that frame's module ("[python3.11]"); unnamed frames are
  * not summed inclusively (the interpreter's own would top every list). */
 #include "cmd.h"
-#include "sites.h"
-#include "symbolize.h"
-#include "util.h"
+#include "answer/sites.h"
+#include "read/symbolize.h"
+#include "base/util.h"
 #include <stdlib.h>
 #include <string.h>
 

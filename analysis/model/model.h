@@ -4,7 +4,7 @@
 #define MTA_MODEL_H
 #include <stddef.h>
 #include <stdint.h>
-#include "../shim/format.h"
+#include "shim/format.h"
 
 #define K_ENUM_(e, n) K_##e,
 enum { MT_KINDS(K_ENUM_) NKINDS };

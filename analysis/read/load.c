@@ -3,10 +3,10 @@
  * Unknown record types and fields are ignored; a truncated last line is
  * dropped with a note; anything else malformed stops the command with
  * "memtally: FILE:LINE: reason" and exit code 1. */
-#include "model.h"
-#include "json.h"
+#include "model/model.h"
+#include "read/json.h"
 #include <zstd.h>
-#include "util.h"
+#include "base/util.h"
 #include <dirent.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -2,8 +2,8 @@
  * the analysis hot path: a snapshot line is mostly keys and integers, and
  * parsing them without copies or per-value allocation is what lets the
  * reader stream hundreds of MB/s (test/bench: analysis throughput). */
-#include "json.h"
-#include "util.h"
+#include "read/json.h"
+#include "base/util.h"
 #include <stdlib.h>
 #include <string.h>
 

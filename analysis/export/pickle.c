@@ -2,7 +2,7 @@
  * before the first item of each batch, and the batch closed with
  * APPENDS/SETITEMS after 1000 items (a dict item is a key and a value) or
  * when the container closes. */
-#include "pickle.h"
+#include "export/pickle.h"
 #include <string.h>
 
 static void

@@ -1,6 +1,6 @@
 /* stats.c — robust statistics (stats.h). */
-#include "stats.h"
-#include "util.h"
+#include "answer/stats.h"
+#include "base/util.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -7,8 +7,8 @@
  * as fast as the other (and 64 MiB/h more) or ends holding twice as much
  * (and 64 MiB more). */
 #include "cmd.h"
-#include "stats.h"
-#include "util.h"
+#include "answer/stats.h"
+#include "base/util.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * arguments and overflows its stack on larger ones). */
 #ifndef MTA_PICKLE_H
 #define MTA_PICKLE_H
-#include "util.h"
+#include "base/util.h"
 #include <stdint.h>
 
 struct pk {

@@ -2,8 +2,8 @@
  * pre-OOM), by call site and by segment, with the last events before it.
  * Takes dump files or run directories (their *.oom<N>.jsonl). */
 #include "cmd.h"
-#include "sites.h"
-#include "util.h"
+#include "answer/sites.h"
+#include "base/util.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -9,10 +9,10 @@
  * peak kept), the 2000 largest call sites (the rest summed), 20000
  * segments and events a dump. */
 #include "cmd.h"
-#include "flame.h"
-#include "html_page.h"
-#include "sites.h"
-#include "symbolize.h"
+#include "export/flame.h"
+#include "export/html_page.h"
+#include "answer/sites.h"
+#include "read/symbolize.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <math.h>

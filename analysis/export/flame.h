@@ -3,8 +3,8 @@
  * shows the static picture. */
 #ifndef MTA_FLAME_H
 #define MTA_FLAME_H
-#include "model.h"
-#include "util.h"
+#include "model/model.h"
+#include "base/util.h"
 
 struct fnode;
 /* A tree to add stacks to; metric: "live", "allocs" or "alloc_bytes". */

@@ -6,10 +6,10 @@
  * each frame's position as fractions (data-x, data-w) so the embedded
  * script can zoom by rescaling; labels are clipped to fit when written, so
  * the file reads the same in a viewer that runs no script. */
-#include "flame.h"
+#include "export/flame.h"
 #include "cmd.h"
-#include "sites.h"
-#include "symbolize.h"
+#include "answer/sites.h"
+#include "read/symbolize.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

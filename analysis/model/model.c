@@ -2,8 +2,8 @@
  * figures, the peak, a module by address, labels, and every call site as
  * of a snapshot (delta snapshots replayed).  The reader that builds the
  * model is load.c. */
-#include "model.h"
-#include "util.h"
+#include "model/model.h"
+#include "base/util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -4,8 +4,8 @@
  * matched by module and offset of every frame, so two runs of the same
  * binaries compare even though ASLR moved them. */
 #include "cmd.h"
-#include "sites.h"
-#include "util.h"
+#include "answer/sites.h"
+#include "base/util.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -3,9 +3,9 @@
  * not addresses), and the whole stack on demand. */
 #ifndef MTA_SITES_H
 #define MTA_SITES_H
-#include "model.h"
-#include "symbolize.h"
-#include "util.h"
+#include "model/model.h"
+#include "read/symbolize.h"
+#include "base/util.h"
 #include <stdio.h>
 
 /* Frames shown: 0 hybrid (Python frames where the native stack entered

@@ -1,5 +1,5 @@
 /* util.c — helpers for the analysis command (util.h). */
-#include "util.h"
+#include "base/util.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>

@@ -4,8 +4,8 @@
  * ranks is read once.  Stripped modules find their debug files through
  * libdw's standard search (/usr/lib/debug/.build-id/xx/yyy.debug and
  * .gnu_debuglink); with no symbols at all a frame reads module+0xoffset. */
-#include "symbolize.h"
-#include "util.h"
+#include "read/symbolize.h"
+#include "base/util.h"
 #include <dwarf.h>
 #include <elfutils/libdwfl.h>
 #include <stdlib.h>

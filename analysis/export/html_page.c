@@ -5,7 +5,7 @@
  * SVG built in the DOM, and asks nothing of the network.
  * .incbin paths are relative to the repository root, where every build
  * (make, the fuzzers, the unit tests) runs the compiler. */
-#include "html_page.h"
+#include "export/html_page.h"
 
 #define EMBED(sym, file)                                                       \
 	__asm__(".pushsection .rodata\n"                                       \
@@ -17,5 +17,5 @@
 		".size " #sym ", . - " #sym "\n"                               \
 		".popsection\n")
 
-EMBED(html_css, "analysis/page/report.css");
-EMBED(html_js, "analysis/page/report.js");
+EMBED(html_css, "analysis/export/page/report.css");
+EMBED(html_js, "analysis/export/page/report.js");

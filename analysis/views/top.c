@@ -16,8 +16,8 @@
  * home), so it works over SSH without a terminfo database.  With --once,
  * or when stdout is not a terminal, one frame is printed and it exits. */
 #include "cmd.h"
-#include "sites.h"
-#include "util.h"
+#include "answer/sites.h"
+#include "base/util.h"
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>

@@ -2,8 +2,8 @@
  * bytes by kind, then the top call sites at the last snapshot and at the
  * peak.  Text fits 100 columns; --json carries the same figures. */
 #include "cmd.h"
-#include "sites.h"
-#include "util.h"
+#include "answer/sites.h"
+#include "base/util.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -19,10 +19,10 @@
  * then a name the process's label is inserted into), or with --merge one
  * profile whose samples carry the process's labels. */
 #include "cmd.h"
-#include "profile.pb-c.h"
-#include "sites.h"
-#include "symbolize.h"
-#include "util.h"
+#include "export/proto/profile.pb-c.h"
+#include "answer/sites.h"
+#include "read/symbolize.h"
+#include "base/util.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

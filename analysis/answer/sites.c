@@ -1,6 +1,6 @@
 /* sites.c — naming call sites (sites.h). */
-#include "sites.h"
-#include "symbolize.h"
+#include "answer/sites.h"
+#include "read/symbolize.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -19,10 +19,10 @@
  * the list of segments alone (1.13's `_memory_viz memory|segments` cannot
  * read the dict). */
 #include "cmd.h"
-#include "pickle.h"
-#include "sites.h"
-#include "symbolize.h"
-#include "util.h"
+#include "export/pickle.h"
+#include "answer/sites.h"
+#include "read/symbolize.h"
+#include "base/util.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * and per address. */
 #ifndef MTA_SYMBOLIZE_H
 #define MTA_SYMBOLIZE_H
-#include "model.h"
+#include "model/model.h"
 
 enum { SYM_OK, SYM_NOSYM, SYM_GONE, SYM_MISMATCH, SYM_NOMODULE };
 
