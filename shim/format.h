@@ -1,7 +1,7 @@
 /*
  * format.h — what the file format's writer (the shim) and its reader (the
  * memtally command) must agree on, in one place: the format version and
- * the allocation kinds with their names (shim/FORMAT.md describes them).
+ * the allocation kinds with their names (doc/FORMAT.md describes them).
  * Plain C, no dependencies: included by both sides.
  */
 #ifndef MT_FORMAT_H

@@ -20,7 +20,7 @@
  *        | stack bits 19-21 << 60 | sampled << 63
  * The time wraps every 2^28 x 8 ms (24.8 days); mt_ptrtab_each gives the
  * latest time before now with those bits, so an entry older than that is
- * shown 24.8 days younger than it is (FORMAT.md, OOM dumps' time_ms).
+ * shown 24.8 days younger than it is (doc/FORMAT.md, OOM dumps' time_ms).
  *
  * A compact table doubles and halves in place (tab_rehash): its mapping
  * grows (inside its reservation, below, or by mremap), the pages it has

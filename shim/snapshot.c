@@ -6,7 +6,7 @@
  * loaded modules changed, a stack record for each stack not yet written,
  * and the snapshot record.  Lines are formatted into mmap'd buffers and
  * leave with write(2), whole lines per call.  The record layouts are
- * specified in shim/FORMAT.md; bump MT_FORMAT_VERSION when they change.
+ * specified in doc/FORMAT.md; bump MT_FORMAT_VERSION when they change.
  */
 #include "glue.h"
 #include "snapshot.h"

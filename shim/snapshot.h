@@ -1,6 +1,6 @@
 /*
  * snapshot.h — the per-process JSONL file: header, maps, stack and snapshot
- * records (shim/FORMAT.md), each line written whole with write(2).
+ * records (doc/FORMAT.md), each line written whole with write(2).
  * Rules: never calls malloc; may run in any thread.  Every function that
  * writes takes the writer lock; it is called from the writer thread, or
  * from exit(), never from a hook or a signal handler.

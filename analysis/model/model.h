@@ -1,5 +1,5 @@
 /* model.h — what the analysis knows of a run: one struct mfile per process
- * file, read by load.c from the records of shim/FORMAT.md. */
+ * file, read by load.c from the records of doc/FORMAT.md. */
 #ifndef MTA_MODEL_H
 #define MTA_MODEL_H
 #include <stddef.h>

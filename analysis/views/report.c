@@ -83,7 +83,7 @@ sites_json(struct sb *j, struct mfile *f, const struct snap *s, struct opts *o) 
 }
 
 /* The exact peak: each call site's live bytes when its kind's total was at
- * its high-water mark, as the shim keeps them (FORMAT.md at_peak_bytes):
+ * its high-water mark, as the shim keeps them (doc/FORMAT.md at_peak_bytes):
  * the peak is there although no snapshot fell on it.  Sorted largest
  * first; NULL when the file has no such figures (older files). */
 static int
