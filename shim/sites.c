@@ -454,7 +454,7 @@ keep_at_peak(struct mt_site *s, int kind) {
  * What a split costs: a site's peak_bytes.  Once a second array is
  * charged (sites_split), no thread sees a site's whole live bytes, so
  * none raises its peak; the writer raises it to the summed live bytes
- * and at-peak bytes it reads (doc/doc/FORMAT.md: exact while one thread charges
+ * and at-peak bytes it reads (doc/FORMAT.md: exact while one thread charges
  * the figures; then the highest the snapshots saw).  at_peak_bytes
  * keeps its meaning: each array saves its own share at its first change
  * after the peak moved, and the shares add up. */
