@@ -26,9 +26,9 @@
  * by frames alone cost every stack a slot per kind: 1 KiB a stack.)  The pointer table (ptrtab.c) remembers
  * which site each live allocation belongs to.
  */
-#include "glue.h"
-#include "sites.h"
-#include "chunks.h"
+#include "platform/glue.h"
+#include "state/sites.h"
+#include "state/chunks.h"
 #include <string.h>
 #include <sys/mman.h>
 

@@ -12,9 +12,9 @@
  * fails to write is cut back to its frame's start, and a process killed
  * mid-write leaves a last frame that decodes up to where it stopped.
  */
-#include "glue.h"
-#include "zout.h"
-#include "buf.h"
+#include "platform/glue.h"
+#include "output/zout.h"
+#include "platform/buf.h"
 #define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 

@@ -6,11 +6,11 @@
  */
 #ifndef MT_CHARGE_H
 #define MT_CHARGE_H
-#include "glue.h"
-#include "config.h"
-#include "maptab.h"
-#include "ptrtab.h"
-#include "sites.h"
+#include "platform/glue.h"
+#include "platform/config.h"
+#include "state/maptab.h"
+#include "state/ptrtab.h"
+#include "state/sites.h"
 
 /* Per-thread state, initial-exec TLS (no __tls_get_addr, no allocation). */
 struct mt_thread {

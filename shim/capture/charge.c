@@ -12,14 +12,14 @@
  *  - No lock is held across a call out of the shim: the tables' locks are
  *    taken and released inside each table call.
  */
-#include "glue.h"
-#include "charge.h"
-#include "config.h"
-#include "events.h"
-#include "python.h"
-#include "sites.h"
-#include "trigger.h"
-#include "unwind.h"
+#include "platform/glue.h"
+#include "capture/charge.h"
+#include "platform/config.h"
+#include "state/events.h"
+#include "capture/python.h"
+#include "state/sites.h"
+#include "state/trigger.h"
+#include "capture/unwind.h"
 #include <math.h>
 #include <string.h>
 

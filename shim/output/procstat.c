@@ -8,13 +8,13 @@
  * peak, memory.stat total_rss/total_cache/total_shmem -> anon/file/shmem,
  * memory.oom_control oom_kill -> events.oom_kill, failcnt -> events.max.
  */
-#include "glue.h"
-#include "file.h"
-#include "dl.h"
-#include "procstat.h"
-#include "buf.h"
-#include "config.h"
-#include "snapshot.h"
+#include "platform/glue.h"
+#include "output/file.h"
+#include "platform/dl.h"
+#include "output/procstat.h"
+#include "platform/buf.h"
+#include "platform/config.h"
+#include "output/snapshot.h"
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <malloc.h>

@@ -8,7 +8,7 @@
  */
 #ifndef MT_CHUNKS_H
 #define MT_CHUNKS_H
-#include "glue.h"
+#include "platform/glue.h"
 
 #define MT_CHUNK_SHIFT 10
 #define MT_CHUNK_IDS (1u << MT_CHUNK_SHIFT)

@@ -1,8 +1,8 @@
 /*
  * events.c — the event ring and the dump count (events.h).
  */
-#include "glue.h"
-#include "events.h"
+#include "platform/glue.h"
+#include "state/events.h"
 #include <sys/mman.h>
 
 static struct mt_ev *ring;

@@ -34,9 +34,9 @@
  * Entries are removed before the real free runs (the caller's order), so
  * another thread cannot be handed the same address while it is still here.
  */
-#include "glue.h"
-#include "ptrtab.h"
-#include "sites.h"
+#include "platform/glue.h"
+#include "state/ptrtab.h"
+#include "state/sites.h"
 #include <stddef.h>
 #include <string.h>
 

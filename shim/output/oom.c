@@ -9,18 +9,18 @@
  * snapshot with reason "oom" or "preoom".  It is streamed through a buffer
  * reserved at start (mt_buf_stream), so any number of segments fit.
  */
-#include "glue.h"
-#include "file.h"
-#include "oom.h"
-#include "buf.h"
-#include "config.h"
-#include "maptab.h"
-#include "procstat.h"
-#include "ptrtab.h"
-#include "events.h"
-#include "trigger.h"
-#include "sites.h"
-#include "snapshot.h"
+#include "platform/glue.h"
+#include "output/file.h"
+#include "output/oom.h"
+#include "platform/buf.h"
+#include "platform/config.h"
+#include "state/maptab.h"
+#include "output/procstat.h"
+#include "state/ptrtab.h"
+#include "state/events.h"
+#include "state/trigger.h"
+#include "state/sites.h"
+#include "output/snapshot.h"
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <spawn.h>

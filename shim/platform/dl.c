@@ -3,8 +3,8 @@
  * Platform layer: calls nothing of the shim above it; the "cu" filter is
  * a pair of pointers a higher layer installs.
  */
-#include "glue.h"
-#include "dl.h"
+#include "platform/glue.h"
+#include "platform/dl.h"
 #include <dlfcn.h>
 
 /* Read by the trampoline (hidden: PC-relative, no GOT). */

@@ -9,12 +9,12 @@
  * SIG_DFL or SIG_IGN never terminates the process on our signal (the
  * signal has been given to memtally).  Every other signal passes through.
  */
-#include "glue.h"
-#include "signals.h"
-#include "dl.h"
-#include "config.h"
-#include "trigger.h"
-#include "buf.h"
+#include "platform/glue.h"
+#include "entry/signals.h"
+#include "platform/dl.h"
+#include "platform/config.h"
+#include "state/trigger.h"
+#include "platform/buf.h"
 #include <dlfcn.h>
 #include <signal.h>
 #include <string.h>

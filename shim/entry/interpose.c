@@ -10,15 +10,15 @@
  * through), and after the exit snapshot.  errno is what the real function
  * left: the core saves and restores it around recording.
  */
-#include "glue.h"
-#include "dl.h"
-#include "config.h"
-#include "charge.h"
-#include "ptrtab.h"
-#include "buf.h"
-#include "sites.h"
-#include "oom.h"
-#include "interpose.h"
+#include "platform/glue.h"
+#include "platform/dl.h"
+#include "platform/config.h"
+#include "capture/charge.h"
+#include "state/ptrtab.h"
+#include "platform/buf.h"
+#include "state/sites.h"
+#include "output/oom.h"
+#include "entry/interpose.h"
 #include <dlfcn.h>
 #include <malloc.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * pylines.c — CPython's line tables (pylines.h): pure functions over the
  * table's bytes, unit-tested in test/unit/test_pylines.c.
  */
-#include "pylines.h"
+#include "capture/pylines.h"
 #include <stddef.h>
 
 static int

@@ -1,11 +1,11 @@
 /*
  * devices.c — per-device figures (devices.h).
  */
-#include "glue.h"
-#include "devices.h"
-#include "buf.h"
-#include "ptrtab.h"
-#include "sites.h"
+#include "platform/glue.h"
+#include "state/devices.h"
+#include "platform/buf.h"
+#include "state/ptrtab.h"
+#include "state/sites.h"
 #include <string.h>
 
 struct mt_dev mt_devs[MT_MAXDEV];

@@ -2,10 +2,10 @@
  * file.c — the output file's name, directory, identity and (re)opening
  * (file.h).
  */
-#include "glue.h"
-#include "file.h"
-#include "buf.h"
-#include "config.h"
+#include "platform/glue.h"
+#include "output/file.h"
+#include "platform/buf.h"
+#include "platform/config.h"
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>

@@ -2,9 +2,9 @@
  * marks.c — step marks (marks.h): a small lock-free table the C API fills
  * and every snapshot lists.
  */
-#include "glue.h"
-#include "marks.h"
-#include "buf.h"
+#include "platform/glue.h"
+#include "state/marks.h"
+#include "platform/buf.h"
 #include <string.h>
 
 #define MT_MARKS 8

@@ -5,12 +5,12 @@
  * Frames inside the shim are stripped by address range, not by a fixed skip
  * count, so inlining and tail calls cannot shift the first frame.
  */
-#include "glue.h"
+#include "platform/glue.h"
 #include "format.h"
-#include "unwind.h"
-#include "cfi.h"
+#include "capture/unwind.h"
+#include "capture/cfi.h"
 #ifdef MT_CFI_CHECK
-#include "buf.h"
+#include "platform/buf.h"
 #endif
 #include <link.h>
 #include <sys/auxv.h>

@@ -5,8 +5,8 @@
  * Number formatting, JSON escaping and the warning cap live here; what a
  * record contains lives in snapshot.c.
  */
-#include "glue.h"
-#include "buf.h"
+#include "platform/glue.h"
+#include "platform/buf.h"
 #include <string.h>
 #include <sys/mman.h>
 

@@ -6,10 +6,10 @@
  * A bad value prints one warning and keeps the default: the program
  * under the shim always runs.
  */
-#include "glue.h"
+#include "platform/glue.h"
 #include "format.h"
-#include "config.h"
-#include "buf.h"
+#include "platform/config.h"
+#include "platform/buf.h"
 #include <signal.h>
 #include <string.h>
 

@@ -2,9 +2,9 @@
  * trigger.c — snapshot triggers, the writer's wake-up and the C API's
  * request tickets (trigger.h).
  */
-#include "glue.h"
-#include "trigger.h"
-#include "buf.h"
+#include "platform/glue.h"
+#include "state/trigger.h"
+#include "platform/buf.h"
 #include <linux/futex.h>
 #include <string.h>
 

@@ -5,9 +5,9 @@
  * them.  The array lives in raw mmap and doubles as needed, up to
  * MEMTALLY_MAX_LIVE entries.
  */
-#include "glue.h"
-#include "maptab.h"
-#include "sites.h"
+#include "platform/glue.h"
+#include "state/maptab.h"
+#include "state/sites.h"
 #include <string.h>
 
 static struct mt_map *maps;

@@ -34,13 +34,13 @@
  * run inside malloc in any thread; py_lock is held for table work only,
  * never across a call out; fork handlers take it.
  */
-#include "glue.h"
-#include "unwind.h"
-#include "dl.h"
-#include "buf.h"
-#include "chunks.h"
-#include "config.h"
-#include "python.h"
+#include "platform/glue.h"
+#include "capture/unwind.h"
+#include "platform/dl.h"
+#include "platform/buf.h"
+#include "state/chunks.h"
+#include "platform/config.h"
+#include "capture/python.h"
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
@@ -54,9 +54,9 @@ int mt_py_on;
 
 /* ---- layouts ---------------------------------------------------------- */
 
-#include "pylayout.h"
-#include "pylines.h"
-#include "map64.h"
+#include "capture/pylayout.h"
+#include "capture/pylines.h"
+#include "state/map64.h"
 
 static struct layout L;
 static unsigned long py_hex;          /* PY_VERSION_HEX */

@@ -22,16 +22,16 @@
  * twice.  On CUDA_ERROR_OUT_OF_MEMORY the failing thread writes the dump
  * (oom.c) before the error returns.
  */
-#include "glue.h"
-#include "cuda.h"
-#include "config.h"
-#include "dl.h"
-#include "cuda_entries.h"
-#include "oom.h"
-#include "charge.h"
-#include "devices.h"
-#include "events.h"
-#include "sites.h"
+#include "platform/glue.h"
+#include "entry/cuda.h"
+#include "platform/config.h"
+#include "platform/dl.h"
+#include "entry/cuda_entries.h"
+#include "output/oom.h"
+#include "capture/charge.h"
+#include "state/devices.h"
+#include "state/events.h"
+#include "state/sites.h"
 #include <dlfcn.h>
 #include <string.h>
 

@@ -4,12 +4,12 @@
  * is written here when no writer runs; marks live in marks.c.
  * Rules: never calls malloc; may run in any thread.
  */
-#include "glue.h"
+#include "platform/glue.h"
 #include "memtally.h"
-#include "charge.h"
-#include "marks.h"
-#include "snapshot.h"
-#include "trigger.h"
+#include "capture/charge.h"
+#include "state/marks.h"
+#include "output/snapshot.h"
+#include "state/trigger.h"
 
 MT_EXPORT int
 memtally_snapshot(const char *label) {

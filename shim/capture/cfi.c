@@ -21,8 +21,8 @@
  * stay inside the calling thread's stack mapping, so a wrong rule ends a
  * walk early rather than faulting.  Async-signal-safe.
  */
-#include "glue.h"
-#include "cfi.h"
+#include "platform/glue.h"
+#include "capture/cfi.h"
 #include <dlfcn.h>
 #include <string.h>
 

@@ -2,7 +2,7 @@
  * glue.c — raw syscalls and clocks.  The syscall stub leaves errno alone,
  * so hooks can call the kernel without disturbing what the program sees.
  */
-#include "glue.h"
+#include "platform/glue.h"
 #include <time.h>
 #include <linux/membarrier.h>
 

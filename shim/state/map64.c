@@ -2,8 +2,8 @@
  * map64.c — an open-addressing hash map from u64 keys to u32 values
  * (map64.h).
  */
-#include "glue.h"
-#include "map64.h"
+#include "platform/glue.h"
+#include "state/map64.h"
 
 #define mix mt_map64_mix
 
