@@ -24,7 +24,8 @@
  *   what spiked          answer_spikes()     call sites whose own high-water
  *                                            mark is at least twice, and 4 MiB
  *                                            over, their bytes at the process
- *                                            peak, with the time and step
+ *                                            peak and at the growth window's
+ *                                            end, with the time and step
  */
 #ifndef MTA_ANSWER_H
 #define MTA_ANSWER_H

@@ -190,10 +190,81 @@ cmp_spike(const void *x, const void *y) {
 	return strcmp(a->r.name, b->r.name);
 }
 
+/* What each (stack, kind) held late in the run: the median of its live
+ * bytes over up to 9 snapshots of the growth window's second half (a
+ * leak holds most of its peak there; a spike, gone at once, holds ~0,
+ * even when one snapshot caught it). */
+#define LATE_PTS 9
+static int
+cmp_i64(const void *x, const void *y) {
+	int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+	return a < b ? -1 : a > b;
+}
+
+/* late: (stack, kind) -> the median (see above); only the sites that
+ * held bytes at one of the points have an entry. */
+struct late {
+	struct keyix ix;   /* (stack, kind) -> index + 1 into y */
+	int64_t *y;        /* LATE_PTS values an entry */
+	size_t n, cap, np;
+};
+
+static int64_t *
+late_slot(struct late *l, uint32_t stack, int kind) {
+	uint32_t key[2] = {stack, (uint32_t)kind};
+	int fresh;
+	uint64_t *slot = keyix_slot(&l->ix, (const char *)key, sizeof key, &fresh);
+	if (fresh) {
+		l->y = xgrow(l->y, (l->n + 1) * LATE_PTS, &l->cap, sizeof *l->y);
+		memset(l->y + l->n * LATE_PTS, 0, LATE_PTS * sizeof *l->y);
+		*slot = ++l->n;
+	}
+	return l->y + (*slot - 1) * LATE_PTS;
+}
+
+static void
+held_late(struct mfile *f, const struct ask *a, struct late *l) {
+	struct window w;
+	answer_window(f, a->warmup, &w);
+	if (w.end <= w.lo) { /* no window: the last snapshot */
+		w.lo = f->nsnaps - 1;
+		w.end = f->nsnaps;
+	}
+	size_t from = w.lo + (w.end - w.lo) / 2, cnt = w.end - from;
+	l->np = cnt < LATE_PTS ? cnt : LATE_PTS;
+	for (size_t q = 0; q < l->np; q++) {
+		size_t at = from + (l->np > 1 ? q * (cnt - 1) / (l->np - 1) : cnt - 1), n;
+		struct site *v = snap_sites(f, &f->snaps[at], &n);
+		for (size_t i = 0; i < n; i++)
+			if (v[i].live_bytes)
+				late_slot(l, v[i].stack, v[i].kind)[q] = v[i].live_bytes;
+		free(v);
+	}
+}
+
+static int64_t
+late_of(struct late *l, uint32_t stack, int kind) {
+	uint32_t key[2] = {stack, (uint32_t)kind};
+	int fresh;
+	uint64_t *slot = keyix_slot(&l->ix, (const char *)key, sizeof key, &fresh);
+	if (fresh) { /* held nothing late: a zero entry */
+		l->y = xgrow(l->y, (l->n + 1) * LATE_PTS, &l->cap, sizeof *l->y);
+		memset(l->y + l->n * LATE_PTS, 0, LATE_PTS * sizeof *l->y);
+		*slot = ++l->n;
+		return 0;
+	}
+	int64_t y[LATE_PTS];
+	memcpy(y, l->y + (*slot - 1) * LATE_PTS, l->np * sizeof *y);
+	xqsort(y, l->np, sizeof *y, cmp_i64);
+	return l->np ? y[l->np / 2] : 0;
+}
+
 size_t
 answer_spikes(struct mfile *f, const struct ask *a, struct spike *out, size_t max) {
 	if (!f->nsnaps || !max)
 		return 0;
+	struct late late = {0};
+	held_late(f, a, &late);
 	const struct snap *last = &f->snaps[f->nsnaps - 1];
 	size_t n;
 	struct site *v = snap_sites(f, last, &n);
@@ -205,10 +276,16 @@ answer_spikes(struct mfile *f, const struct ask *a, struct spike *out, size_t ma
 		const struct site *s = &v[i];
 		if (a->kind >= 0 && s->kind != a->kind)
 			continue;
-		/* the site's bytes at the process peak (or, in files without
-		 * them, at the end) against its own high-water mark */
+		/* the site's own high-water mark against its bytes at the
+		 * process peak (or, in files without them, at the end) and
+		 * late in the run (so a leak that grew past the process peak
+		 * is no spike) */
 		int64_t held = s->at_peak_bytes >= 0 ? s->at_peak_bytes : s->live_bytes;
 		if (s->peak_bytes - held < SPIKE_MIN || s->peak_bytes < 2 * held)
+			continue;
+		int64_t lt = late_of(&late, s->stack, s->kind);
+		int64_t most = held > lt ? held : lt;
+		if (s->peak_bytes - most < SPIKE_MIN || s->peak_bytes < 2 * most)
 			continue;
 		char key[1100], *name = key + 1;
 		key[0] = (char)(s->kind + 1);
@@ -244,6 +321,8 @@ answer_spikes(struct mfile *f, const struct ask *a, struct spike *out, size_t ma
 	keyix_free(&ix);
 	namer_free(&nm);
 	free(v);
+	keyix_free(&late.ix);
+	free(late.y);
 	if (m)
 		xqsort(sp, m, sizeof *sp, cmp_spike);
 	size_t k = m < max ? m : max;
