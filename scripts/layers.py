@@ -21,7 +21,9 @@ LAYERS = [
     # capture: stack walkers, Python frames, then charging
     ('capture-cfi', ['capture/cfi']),
     ('capture', ['capture/unwind', 'capture/pylines']),
+    ('capture-pyfind', ['capture/pyfind']),
     ('capture-python', ['capture/python']),
+    ('capture-pyrecords', ['capture/pyrecords']),
     ('capture-charge', ['capture/charge']),
     # readers and writers: the output file, /proc and cgroup figures,
     # snapshot records, dumps
