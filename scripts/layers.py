@@ -19,6 +19,7 @@ LAYERS = [
     ('state', ['state/sites', 'state/ptrtab', 'state/events', 'state/trigger', 'state/marks', 'state/map64']),
     ('state-derived', ['state/maptab', 'state/devices']),
     # capture: stack walkers, Python frames, then charging
+    ('capture-cfi-parts', ['capture/ehframe', 'capture/cfitab']),
     ('capture-cfi', ['capture/cfi']),
     ('capture', ['capture/unwind', 'capture/pylines']),
     ('capture-pyfind', ['capture/pyfind']),
