@@ -16,7 +16,9 @@ LAYERS = [
     ('platform-format', ['platform/buf']),
     ('platform-config', ['platform/config']),
     # state: the tables and the small shared states
-    ('state', ['state/sites', 'state/ptrtab', 'state/events', 'state/trigger', 'state/marks', 'state/map64']),
+    ('state', ['state/stacks', 'state/totals', 'state/ptrtab', 'state/events', 'state/trigger',
+               'state/marks', 'state/map64']),
+    ('state-sites', ['state/sites']),
     ('state-derived', ['state/maptab', 'state/devices']),
     # capture: stack walkers, Python frames, then charging
     ('capture-cfi-parts', ['capture/ehframe', 'capture/cfitab']),
