@@ -16,6 +16,7 @@ LAYERS = [
     ('platform-format', ['platform/buf']),
     ('platform-config', ['platform/config']),
     # state: the tables and the small shared states
+    ('state-solo', ['state/solo']),
     ('state', ['state/stacks', 'state/totals', 'state/ptrtab', 'state/events', 'state/trigger',
                'state/marks', 'state/map64']),
     ('state-sites', ['state/sites']),

@@ -9,6 +9,7 @@
  */
 #include "platform/glue.h"
 #include "state/sites.h"
+#include "state/solo.h"
 #include "state/chunks.h"
 #include <string.h>
 

@@ -17,6 +17,7 @@
 #define MT_SITES_H
 #include <stdint.h>
 #include "state/stacks.h"
+#include "state/solo.h"
 #include "state/totals.h"
 
 /* 56 bytes: the live count is allocs - frees (every charge moves them
@@ -55,7 +56,7 @@ int mt_sites_init(uint64_t max_stacks, int depth);
 /* Charge an allocation or free of (weighted) bytes/count to site id (its
  * kind is the id's own; the argument is kept for the callers' clarity).
  * plain: plain updates, for the solo thread in a hook mt_plain_enter
- * allowed (glue.h); else atomic adds.  Never allocates.  Async-signal-safe. */
+ * allowed (solo.h); else atomic adds.  Never allocates.  Async-signal-safe. */
 void mt_site_alloc(uint32_t id, int kind, int64_t bytes, int64_t count, int plain);
 void mt_site_free(uint32_t id, int kind, int64_t bytes, int64_t count, int plain);
 /* Undo a free (a failed realloc keeps its block).  Async-signal-safe. */
