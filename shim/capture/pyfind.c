@@ -18,13 +18,13 @@
  * Rules: runs with the re-entry guard held, never from a hook (it calls
  * dlsym, dlopen, Py_GetVersion); never calls malloc itself.
  */
+#include "platform/glue.h"
 #include "capture/pyint.h"
 #include "capture/python.h"
 #include "capture/unwind.h"
 #include "platform/buf.h"
 #include "platform/config.h"
 #include "platform/dl.h"
-#include "platform/glue.h"
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>

@@ -9,11 +9,11 @@
  * tables of python.c without py_lock (ids below the published counts,
  * pyint.h) and alone writes their `written` flags.  Never calls malloc.
  */
+#include "platform/glue.h"
 #include "capture/pyint.h"
 #include "capture/python.h"
 #include "platform/buf.h"
 #include "platform/config.h"
-#include "platform/glue.h"
 
 static int python_written; /* the file has its python record */
 

@@ -30,10 +30,10 @@
  * run inside malloc in any thread; py_lock is held for table work only,
  * never across a call out; fork handlers take it.
  */
+#include "platform/glue.h"
 #include "capture/pyint.h"
 #include "capture/python.h"
 #include "platform/config.h"
-#include "platform/glue.h"
 #include "state/map64.h"
 #include <string.h>
 
