@@ -36,7 +36,7 @@ LAYERS = [
     ('output-records', ['output/snapshot']),
     ('output-dumps', ['output/oom']),
     # entry points: never call each other
-    ('entry', ['entry/interpose', 'entry/signals', 'entry/api', 'entry/cuda']),
+    ('entry', ['entry/interpose', 'entry/signals', 'entry/api', 'entry/cuda', 'entry/exec']),
     # the lifecycle on top
     ('lifecycle', ['life']),
 ]
