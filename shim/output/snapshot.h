@@ -13,15 +13,13 @@ int mt_snapshot_init(char **argv, char **envp);
 /* Write one snapshot (and the header, maps and stacks it needs).  label
  * names a request (C API) or is NULL.  Takes the writer lock. */
 void mt_snapshot_write(const char *reason, const char *label);
-/* Label for the next "request" snapshot (copied). */
 /* Refuse further writes (after the exit snapshot).  Takes the writer lock. */
 void mt_snapshot_close(void);
 /* MEMTALLY_VERBOSE: the effective configuration and file path on stderr. */
 void mt_snapshot_describe(void);
 /* OOM dumps (oom.c, which opens the file with mt_file_dump_open): write
- * its content
- * through a streaming buffer b: header, maps, every stack, body(), then a
- * complete snapshot with this reason.  Does not take the writer lock and
+ * its content through a streaming buffer b: header, maps, every stack,
+ * body(), then a complete snapshot with this reason.  Does not take the writer lock and
  * touches none of the main file's state.  Returns 0 or an errno value.
  * Never allocates. */
 struct mt_buf;
