@@ -189,6 +189,9 @@ uint64_t mt_wall_ns(void);
  * fork child (mt_clock_start), read by every record's times. */
 extern uint64_t mt_start_mono_ns, mt_start_wall_ns;
 void mt_clock_start(void);
+/* The value of the "step" mark (marks.c writes it, call-site peaks read
+ * it); -1 before the first. */
+extern int32_t mt_step_now;
 /* Milliseconds since the start, from the coarse clock through the vDSO
  * (~8 ns; inline: the hot path stamps every tracked block with it). */
 static inline uint64_t

@@ -20,7 +20,7 @@
 #include "state/solo.h"
 #include "state/totals.h"
 
-/* 56 bytes: the live count is allocs - frees (every charge moves them
+/* 64 bytes: the live count is allocs - frees (every charge moves them
  * together), so it costs no atomic of its own on the hot path and no
  * 8 bytes in each of a PyTorch process's 700 k sites. */
 struct mt_site {
@@ -35,7 +35,17 @@ struct mt_site {
 	 * changed since, its figure at the peak is live_bytes itself. */
 	int64_t atpeak_bytes;
 	uint32_t atpeak_epoch;
+	/* When peak_bytes was reached, to within 1/16 of it: stamped (ms
+	 * since start + 1, and the "step" mark then + 1; 0: none) at a raise by
+	 * 1/16 or more, or by an allocation of MT_SITE_BIG or more, so a
+	 * site that grows in small steps reads the clock a few hundred times
+	 * in all.  Shared figures only. */
+	uint32_t peak_ms;
+	int32_t peak_step;
 };
+/* An allocation this large raises its site's peak exactly however many
+ * threads charge the site (sites.c: charge_big). */
+#define MT_SITE_BIG (256 << 10)
 /* A site's live bytes at its kind's peak (see atpeak_bytes). */
 static inline int64_t
 mt_site_at_peak(const struct mt_site *s, int kind) {
