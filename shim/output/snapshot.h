@@ -1,6 +1,17 @@
 /*
  * snapshot.h — the per-process JSONL file: header, maps, stack and snapshot
  * records (doc/FORMAT.md), each line written whole with write(2).
+ *
+ * THE OUTPUT LAYER (output/): what leaves the process.  Calls the
+ * platform, state and capture layers, and within the folder only down
+ * this list:
+ *   file.c, zout.c   the output file (name, descriptor, re-opening) and
+ *                    its zstd frames
+ *   procstat.c       /proc and cgroup figures
+ *   snapshot.c       this header: the records (doc/FORMAT.md)
+ *   oom.c            OOM and pre-OOM dumps
+ * Called by the entry points (exit, exec, OOM) and the lifecycle.
+ *
  * Rules: never calls malloc; may run in any thread.  Every function that
  * writes takes the writer lock; it is called from the writer thread, or
  * from exit(), never from a hook or a signal handler.
