@@ -268,8 +268,10 @@ cmd_report(struct opts *o) {
 			}
 			sb_puts(&j, "]");
 			if (f->nsnaps) {
-				sb_puts(&j, ",\"last\":");
-				sites_json(&j, f, &f->snaps[f->nsnaps - 1], o);
+				long sel = f->has_sel ? f->sel : o->snapshot;
+				sb_puts(&j, ",\"last\":"); /* or the snapshot asked for */
+				sites_json(&j, f, sel >= 0 ? pick_snapshot(f, sel, o->kind)
+							   : &f->snaps[f->nsnaps - 1], o);
 				sb_puts(&j, ",\"peak\":");
 				sites_json(&j, f, file_peak(f, o->kind), o);
 				size_t np;

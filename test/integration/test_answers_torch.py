@@ -1,0 +1,62 @@
+"""One answer in every view, on PyTorch (test_answers has the C program and
+the checks): programs with known truths, run under
+`memtally run` with no options, and every view asked with no options.
+
+  torch:  train_truths.py: PyTorch on CPU with a DataLoader (2 workers);
+          leak A keeps every loss's graph (line FORWARD's activations, and
+          the batches the graph holds), leak B keeps every batch (line
+          CACHE, 64 KiB a step), a 32 MiB spike at line SPIKE at step 30;
+          its steps are marked by memtally's start-up hook, no code.
+  ddp:    torch_ddp.py under torchrun, 2 ranks, rank 1 leaking.
+
+Checks: report's rows at the growth window's end and leaks' first rows name
+both leak lines;
+report names the spike with its size and step (exact: 32 MiB with 4
+threads); top, functions, diff, flame and pprof agree with report at the
+peak; ranks flags the leaking rank."""
+import json, os, re, sys
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
+import mt
+
+B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
+MT = os.environ.get('MT_MEMTALLY') or os.path.join(B, 'memtally')
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+from views import sh, line_of, main_proc, check_views
+
+
+# ---- PyTorch on CPU, a DataLoader with 2 workers, unmodified ----
+if mt.case('torch'):
+    d = os.path.join(OUT, 'torch')
+    src = os.path.join(HERE, 'train_truths.py')
+    r = sh(MT, 'run', '--out', d, '--', '/usr/bin/python3', src, timeout=600)
+    mt.eq(r.returncode, 0, 'torch: exit code (%s)' % r.stderr[-300:])
+    mt.check('600 steps done' in r.stdout, 'torch: the trainer ran its 600 steps')
+    procs = json.loads(sh(MT, 'report', '--json', d).stdout)['processes']
+    mt.eq(len(procs), 3, 'torch: the trainer and its 2 DataLoader workers wrote files')
+    lk = json.loads(sh(MT, 'leaks', '--json', d).stdout)['processes']
+    t = max(lk, key=lambda p: p['snapshots_used'])
+    mt.check(t['step_mark'] == 'step' and t['window']['by_step'],
+             'torch leaks: the window is counted in the optimizer steps the hook marked: %s' % t['window'])
+    check_views('torch', d, src, 'train_truths.py:%d' % line_of(src, '# FORWARD'),
+                'train_truths.py:%d' % line_of(src, '# CACHE'),
+                '<module> (train_truths.py:%d)' % line_of(src, '# SPIKE'), 32 << 20, 30)
+
+# ---- 2 ranks under torchrun, rank 1 leaking, no options anywhere ----
+if mt.case('ddp'):
+    d = os.path.join(OUT, 'ddp')
+    # Debian's torchrun 1.13 under Python 3.11 needs --redirects 1 --tee 1
+    # (its own argument handling fails before starting workers otherwise)
+    r = sh(MT, 'run', '--out', d, '--', 'torchrun', '--nproc_per_node', '2', '--redirects', '1', '--tee', '1',
+           '--master_port', str(29900 + os.getpid() % 90), os.path.join(HERE, 'torch_ddp.py'), '1', timeout=600)
+    mt.eq(r.returncode, 0, 'ddp: exit code (%s)' % r.stderr[-300:])
+    rj = json.loads(sh(MT, 'ranks', '--json', d).stdout)
+    mt.eq(rj['outliers'], [1], 'ddp ranks: the leaking rank 1, and only it, with no options')
+    steps = {k['rank']: (k['window_steps'], k['window_steps_to']) for k in rj['ranks']}
+    mt.check(len(set(steps.values())) == 1 and None not in steps[0],
+             'ddp ranks: both ranks measured on the same steps: %s' % steps)
+    r = sh(MT, 'ranks', d)
+    mt.check(re.search(r'r1 .*<< outlier: growth', r.stdout) is not None, 'ddp ranks text: rank 1 marked: %r' % r.stdout[-400:])
+
+mt.done()
