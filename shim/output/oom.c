@@ -19,6 +19,7 @@
 #include "state/ptrtab.h"
 #include "state/events.h"
 #include "state/trigger.h"
+#include "capture/charge.h"
 #include "state/sites.h"
 #include "output/snapshot.h"
 #include <dlfcn.h>
@@ -186,7 +187,8 @@ dump(struct dump_ctx *c, const char *reason) {
 
 void
 mt_oom_host(const char *api, uint64_t requested) {
-	mt_event(MT_EV_OOM, MT_HEAP, 0, requested, 0);
+	/* the failing call's own stack: the event names where it was made */
+	mt_event(MT_EV_OOM, MT_HEAP, 0, requested, mt_capture(MT_HEAP));
 	struct dump_ctx c = {.kind = "host", .api = api, .requested = requested};
 	c.have_cg = !mt_cgroup_usage(&c.cg_current, &c.cg_max, dump_scratch, DUMP_SCRATCH);
 	dump(&c, "oom");
