@@ -21,7 +21,7 @@ function summary(box){var S=D.summary;box.innerHTML='';if(!S)return;
   (S.compared>1?'no '+(S.rows.some(function(r){return r.rank>=0;})?'rank':'process')+' stands out':'one process compared: no comparison'),box);
  var t=grid(box,'procs',['process','rank','peak heap','peak mmap','peak dev','held','peak rss','growth','','command'],
   S.rows.map(function(r){return [r.label,r.rank>=0?r.rank:'-',hb(r.heap),hb(r.mmap),hb(r.dev),hb(r.held),hb(r.rss),r.compared?r.growth:'-',
-   r.out?'outlier: '+r.why:r.compared?'':'not compared',r.argv.length>100?r.argv.slice(0,97)+'...':r.argv];}),
+   r.out?'outlier: '+r.why:r.compared?'':'not compared',r.argv.length>72?r.argv.slice(0,69)+'...':r.argv];}),
   function(i){var r=S.rows[i];return 'proc'+(r.out?' outlier':'')+(r.compared?'':' other');});
  t.querySelectorAll('tr.proc').forEach(function(tr,i){tr.setAttribute('data-p',S.rows[i].p);tr.addEventListener('click',function(){sel.value=S.rows[i].p;show(null);
   document.getElementById('detail').scrollIntoView();});});
