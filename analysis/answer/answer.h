@@ -74,6 +74,18 @@ struct row *answer_rows(struct mfile *f, const struct ask *a, const struct site 
 struct row *answer_rows_at(struct mfile *f, const struct ask *a, const struct snap **s,
 			   int *at_peak, size_t *nr);
 void rows_free(struct row *r, size_t n);
+/* answer_rows with the row names of f's stacks kept in names between
+ * calls (the HTML page asks for rows at up to 100 snapshots of a file
+ * whose names cost a symbolization each): zeroed at first, row_names_free
+ * after; one ask's grouping (apart or not) per names. */
+struct row_names {
+	char **by_stack;
+	size_t n;
+	int apart;
+};
+struct row *answer_rows_named(struct mfile *f, const struct ask *a, const struct site *v,
+			      size_t n, int at_peak, size_t *nr, struct row_names *names);
+void row_names_free(struct row_names *names);
 /* The group key of a stack: kind byte then name (what makes two sites
  * one row), for matching rows across files (diff). */
 const char *row_key(struct mfile *f, const struct ask *a, uint32_t stack, int kind, char *buf,

@@ -75,9 +75,52 @@ live_now_of(struct mfile *f, size_t *nmap) {
 	return m;
 }
 
+/* A stack's row name, from names when given (kept there), else computed
+ * (with nm's Python-stack cache). */
+static const char *
+row_name(struct mfile *f, const struct ask *a, uint32_t stack, char *buf, size_t n,
+	 struct namer *nm, struct row_names *names) {
+	char **slot = NULL;
+	if (names && stack < f->nstacks) {
+		if (!names->by_stack) {
+			names->by_stack = xcalloc(f->nstacks, sizeof *names->by_stack);
+			names->n = f->nstacks;
+			names->apart = a->apart;
+		}
+		if (stack < names->n && names->apart == a->apart) {
+			slot = &names->by_stack[stack];
+			if (*slot) {
+				snprintf(buf, n, "%s", *slot);
+				return buf;
+			}
+		}
+	}
+	if (a->apart)
+		site_name(f, stack, 2, buf, n);
+	else
+		site_group_name(f, stack, buf, n, nm);
+	if (slot)
+		*slot = xstrdup(buf);
+	return buf;
+}
+
+void
+row_names_free(struct row_names *names) {
+	for (size_t i = 0; names->by_stack && i < names->n; i++)
+		free(names->by_stack[i]);
+	free(names->by_stack);
+	memset(names, 0, sizeof *names);
+}
+
 struct row *
 answer_rows(struct mfile *f, const struct ask *a, const struct site *v, size_t n, int at_peak,
 	    size_t *nr) {
+	return answer_rows_named(f, a, v, n, at_peak, nr, NULL);
+}
+
+struct row *
+answer_rows_named(struct mfile *f, const struct ask *a, const struct site *v, size_t n,
+		  int at_peak, size_t *nr, struct row_names *names) {
 	struct row *r = NULL;
 	size_t m = 0, cap = 0, nmap = 0;
 	struct namer nm = {0};
@@ -93,10 +136,7 @@ answer_rows(struct mfile *f, const struct ask *a, const struct site *v, size_t n
 		if (!s->live_bytes && !live_now && !s->peak_bytes && !s->allocs)
 			continue;
 		char name[1024], key[1100];
-		if (a->apart)
-			site_name(f, s->stack, 2, name, sizeof name);
-		else
-			site_group_name(f, s->stack, name, sizeof name, &nm);
+		row_name(f, a, s->stack, name, sizeof name, &nm, names);
 		/* the key: kind, name and, apart, the stack */
 		int klen = snprintf(key, sizeof key, "%c%s%c%u", s->kind + 1, name, 1,
 				    a->apart ? s->stack : 0);

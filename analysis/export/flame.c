@@ -1,9 +1,14 @@
 /* flame.c — flame graphs (flame.h) and `memtally flame`.
  *
  * The tree: all -> [process] -> kind -> outermost frame -> ... -> the
- * allocating line; siblings merge by function name, the innermost frame
- * keeps its file:line.  Widths are the chosen metric.  The SVG carries
- * each frame's position as fractions (data-x, data-w) so the embedded
+ * allocating line.  A Python frame is "func (file.py:LINE)": train.py:29
+ * and train.py:35 are two frames, and every module's <module> its own;
+ * native siblings merge by function name (the innermost frame keeps its
+ * file:line) and their tooltip names the lines that merged.  Widths are
+ * the chosen metric; a parent is the sum of its children and what it
+ * holds itself, so children never overflow it.  The SVG carries
+ * each frame's position as fractions (data-x, data-w) and its value
+ * (data-v: bytes or allocations, exact) so the embedded
  * script can zoom by rescaling; labels are clipped to fit when written, so
  * the file reads the same in a viewer that runs no script. */
 #include "export/flame.h"
@@ -16,6 +21,8 @@
 
 struct fnode {
 	char *name;
+	char **lines;         /* a native frame's distinct "file.c:12" (tooltip) */
+	int nlines, more;     /* how many (up to KEEP_LINES); more: there were others */
 	int kind;             /* for colour */
 	int64_t value;
 	struct fnode **kids;
@@ -44,6 +51,45 @@ child(struct fnode *n, const char *name, int kind) {
 	c->kind = kind;
 	n->kids[n->nkids++] = c;
 	return c;
+}
+
+/* A native frame merged by function name keeps the lines it came from
+ * for its tooltip: up to KEEP_LINES distinct ones, SHOW_LINES shown and
+ * how many more. */
+#define KEEP_LINES 16
+#define SHOW_LINES 3
+static void
+add_line(struct fnode *n, const struct frame *fr) {
+	if (fr->python || !fr->file || !fr->line)
+		return;
+	char t[300];
+	const char *b = strrchr(fr->file, '/');
+	snprintf(t, sizeof t, "%s:%d", b ? b + 1 : fr->file, fr->line);
+	for (int i = 0; i < n->nlines; i++)
+		if (!strcmp(n->lines[i], t))
+			return;
+	if (n->nlines == KEEP_LINES) {
+		n->more = 1;
+		return;
+	}
+	if (!n->lines)
+		n->lines = xcalloc(KEEP_LINES, sizeof *n->lines);
+	n->lines[n->nlines++] = xstrdup(t);
+}
+
+/* The node name of a frame: a Python frame and the allocating (innermost)
+ * frame with their file:line, other native frames by function. */
+static const char *
+frame_label(const struct frame *fr, int innermost, char *t, size_t n) {
+	if (fr->func && fr->file && fr->line && (fr->python == 1 || innermost)) {
+		const char *b = strrchr(fr->file, '/');
+		snprintf(t, n, "%s (%s:%d)", fr->func, b ? b + 1 : fr->file, fr->line);
+	} else if (fr->func) {
+		snprintf(t, n, "%s", fr->func);
+	} else {
+		sym_text(fr, t, n, 0);
+	}
+	return t;
 }
 
 static int64_t
@@ -88,17 +134,10 @@ flame_add_sites(struct fnode *root, struct mfile *f, const struct site *v, size_
 		}
 		for (int k = nf - 1; k >= 0; k--) {
 			char t[600];
-			if (k == 0 && fr[k].func && fr[k].file && fr[k].line) {
-				const char *b = strrchr(fr[k].file, '/');
-				snprintf(t, sizeof t, "%s (%s:%d)", fr[k].func, b ? b + 1 : fr[k].file,
-					 fr[k].line);
-			} else if (fr[k].func) {
-				snprintf(t, sizeof t, "%s", fr[k].func);
-			} else {
-				sym_text(&fr[k], t, sizeof t, 0);
-			}
-			cur = child(cur, t, v[i].kind);
+			cur = child(cur, frame_label(&fr[k], k == 0, t, sizeof t), v[i].kind);
 			cur->value += val;
+			if (k > 0)
+				add_line(cur, &fr[k]);
 		}
 	}
 }
@@ -196,26 +235,47 @@ struct draw {
 	const char *unit;
 };
 
+/* A frame is drawn from MIN_PX wide (narrower ones, and their children,
+ * are left out: the folded output keeps them); GAP_PX is left between
+ * neighbours, on frames wide enough to keep a width of at least the gap
+ * (a frame of 0.3-0.5 px drew with a negative width: 624 rects in a
+ * PyTorch trainer's flame graph, each a console error in a browser). */
+#define MIN_PX 0.3
+#define GAP_PX 0.5
+
+static double
+drawn_width(double px) {
+	return px >= 2 * GAP_PX ? px - GAP_PX : px;
+}
+
 static void
 draw(struct draw *d, struct fnode *n, double x, int level) {
 	double w = (double)n->value / (double)d->total;
 	double px = w * d->width;
-	if (px < 0.3)
+	if (px < MIN_PX)
 		return;
 	int y = d->height - 30 - (level + 1) * d->rowh; /* the root at the bottom */
 	char col[48], v[16];
 	colour(col, sizeof col, n->name, n->kind);
-	sb_printf(d->o, "<g class=\"f\" data-x=\"%.6f\" data-w=\"%.6f\" data-n=\"", x, w);
+	sb_printf(d->o, "<g class=\"f\" data-x=\"%.6f\" data-w=\"%.6f\" data-v=\"%lld\" data-n=\"", x,
+		  w, (long long)n->value);
 	xml_text(d->o, n->name, 400);
 	sb_printf(d->o, "\"><title>");
 	xml_text(d->o, n->name, 400);
+	for (int i = 0; i < n->nlines && i < SHOW_LINES; i++) {
+		sb_puts(d->o, i ? ", " : " at ");
+		xml_text(d->o, n->lines[i], 300);
+	}
+	if (n->nlines > SHOW_LINES || n->more)
+		sb_printf(d->o, " and %d%s more lines", n->nlines > SHOW_LINES ? n->nlines - SHOW_LINES : 0,
+			  n->more ? "+" : "");
 	if (!strcmp(d->unit, "allocations"))
 		sb_printf(d->o, " — %lld allocations", (long long)n->value);
 	else
 		sb_printf(d->o, " — %s", human(n->value, v));
-	sb_printf(d->o, " (%.2f%%)</title><rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" "
+	sb_printf(d->o, " (%.2f%%)</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
 			"fill=\"%s\" rx=\"2\"/><text x=\"%.1f\" y=\"%d\">",
-		  100.0 * w, x * d->width, y, px - 0.5, d->rowh - 1, col, x * d->width + 3,
+		  100.0 * w, x * d->width, y, drawn_width(px), d->rowh - 1, col, x * d->width + 3,
 		  y + d->rowh - 4);
 	int chars = (int)((px - 6) / 7);
 	if (chars >= 3) {
@@ -245,7 +305,7 @@ const char flame_js[] =
 	"var r=g.querySelector('rect'),t=g.querySelector('text');"
 	"if(x+w<=x0+1e-9||x>=x0+w0-1e-9){g.style.display='none';return;}"
 	"var nx=Math.max(0,(x-x0)/w0*W),nw=Math.min(W,(x+w-x0)/w0*W)-nx;g.style.display='';"
-	"r.setAttribute('x',nx);r.setAttribute('width',Math.max(0,nw-0.5));t.setAttribute('x',nx+3);label(g,nw);});}"
+	"r.setAttribute('x',nx);r.setAttribute('width',nw>=1?nw-0.5:nw);t.setAttribute('x',nx+3);label(g,nw);});}"
 	"gs.forEach(function(g){g.addEventListener('click',function(){zoom(+g.getAttribute('data-x'),+g.getAttribute('data-w'));"
 	"if(info)info.textContent='zoomed: '+g.getAttribute('data-n');});"
 	"g.addEventListener('mouseover',function(){if(info)info.textContent=g.querySelector('title').textContent;});});"
@@ -358,6 +418,9 @@ flame_free(struct fnode *n) {
 	for (size_t i = 0; i < n->nkids; i++)
 		flame_free(n->kids[i]);
 	free(n->kids);
+	for (int i = 0; i < n->nlines; i++)
+		free(n->lines[i]);
+	free(n->lines);
 	free(n->name);
 	free(n);
 }
@@ -371,29 +434,34 @@ cmd_flame(struct opts *o) {
 	cmd_load(o, &r);
 	struct fnode *root = flame_new();
 	char lab[128], title[256];
-	/* No --snapshot and live bytes: the peak, exact where the file keeps
-	 * each site's bytes at it (a default run's only snapshot is at exit,
-	 * after the program let go of what it held); --snapshot last: exit. */
-	long seq = o->snapshot == SNAP_DEFAULT && !strcmp(o->metric, "live") ? SNAP_PEAK : o->snapshot;
+	/* The moment answer.h gives every view: the peak (exact where the
+	 * file keeps each site's bytes at it: a default run's only snapshot is
+	 * at exit, after the program let go of what it held), --snapshot, or
+	 * a file's own FILE@N.  Allocation counts are totals to a moment: the
+	 * last snapshot unless one is named. */
+	struct ask ask = o->ask;
+	if (ask.snapshot == SNAP_DEFAULT && strcmp(o->metric, "live"))
+		ask.snapshot = SNAP_LAST;
 	int peak = 0;
 	for (size_t i = 0; i < r.nfiles; i++) {
 		const struct snap *s;
 		int at_peak;
 		size_t n;
-		struct site *v = sites_for(&r.files[i], seq, o->kind, &s, &at_peak, &n);
+		struct site *v = answer_sites(&r.files[i], &ask, &s, &at_peak, &n);
 		peak |= at_peak;
 		flame_add_sites(root, &r.files[i], v, n, o->metric,
 				r.nfiles > 1 ? file_label(&r.files[i], lab, sizeof lab) : NULL, o->kind);
 		free(v);
 	}
+	const char *what = !strcmp(o->metric, "live")     ? "live memory"
+			   : !strcmp(o->metric, "allocs") ? "allocations"
+							  : "bytes allocated";
 	if (r.nfiles == 1)
-		snprintf(title, sizeof title, "%s: %s", file_label(&r.files[0], lab, sizeof lab),
-			 !strcmp(o->metric, "live") ? (peak ? "live memory by call site at the peak"
-							    : "live memory by call site")
-			 : !strcmp(o->metric, "allocs") ? "allocations by call site"
-							  : "bytes allocated by call site");
+		snprintf(title, sizeof title, "%s: %s by call site %s",
+			 file_label(&r.files[0], lab, sizeof lab), what,
+			 answer_moment_name(&r.files[0], &ask));
 	else
-		snprintf(title, sizeof title, "%zu processes: %s by call site%s", r.nfiles, o->metric,
+		snprintf(title, sizeof title, "%zu processes: %s by call site%s", r.nfiles, what,
 			 peak ? " at the peak" : "");
 	struct sb s = {0};
 	if (o->folded) { /* flamegraph.pl, inferno, speedscope: frame;frame bytes */

@@ -291,6 +291,28 @@ if mt.case('folded'):
         mt.check(r.returncode == 0 and lines and all(parsed) and total == want and in_svg,
                  'flame --folded %s: %d lines flamegraph.pl reads, %d bytes = report\'s %d, frames as in the SVG'
                  % (name, len(lines), total, want))
+        # the SVG's own totals (data-v: a frame's exact value): the whole
+        # and each kind's, as the folded lines add them up
+        kinds = collections.Counter()
+        for m in parsed:
+            kinds[m.group(1).split(';')[0]] += int(m.group(2))
+        v = {m.group(2): int(m.group(1)) for m in re.finditer(r'<g class="f" [^>]*data-v="(\d+)" data-n="([^"]*)"',
+                                                              svgtext) if m.group(2) in ('all',) + tuple(kinds)}
+        # (a kind under 0.3 px of the 1200 is not drawn)
+        mt.check(v.get('all') == total and all(v.get(k) == n or (k not in v and n * 1200 < 0.3 * total)
+                                               for k, n in kinds.items()),
+                 'flame %s: the SVG\'s totals are the folded lines\' (all %s, by kind %s)' % (name, v.get('all'), dict(kinds)))
+    # Python frames keep their lines (grow.py:5 and grow.py:6 are two
+    # frames of step), native frames name theirs in the tooltip
+    r = sh([MT, 'flame', '--folded', pyfile])
+    mt.check(re.search(r'<module> \(grow\.py:8\);step \(grow\.py:5\);load_batch \(grow\.py:3\)', r.stdout) and
+             re.search(r';step \(grow\.py:6\);', r.stdout),
+             'flame --folded Python process: frames with their lines: <module> (grow.py:8);step (grow.py:5);'
+             'load_batch (grow.py:3), and step (grow.py:6) apart')
+    svg = os.path.join(OUT, 'c.svg')
+    sh([MT, 'flame', cfile, '-o', svg])
+    mt.check(re.search(r'<title>main at prog_trainer\.c:\d+ — ', open(svg).read()),
+             'flame C program: a caller\'s tooltip names its line (main at prog_trainer.c:N)')
     r = sh([MT, 'flame', '--folded', '--metric', 'allocs', cfile])
     allocs = sum(int(l.rsplit(' ', 1)[1]) for l in r.stdout.splitlines())
     want = sum(s['allocs'] for s in json.loads(sh([MT, 'report', '--json', '--top', '1000000', cfile]).stdout)
