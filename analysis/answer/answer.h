@@ -59,7 +59,8 @@ const char *answer_moment_name(const struct mfile *f, const struct ask *a);
 /* A row: the call sites that print alike (one name, one kind). */
 struct row {
 	char *name;      /* as report prints it, callers included */
-	int kind, nsites;
+	int kind, nsites; /* its sites holding bytes at the moment (all, when none does) */
+	int nall;        /* every site it has */
 	uint32_t stack;  /* its largest site's stack (--stacks, frames) */
 	int64_t live;    /* at the moment asked (at the peak: bytes then) */
 	int64_t live_now, count, allocs, alloc_bytes, frees;

@@ -159,7 +159,8 @@ answer_rows_named(struct mfile *f, const struct ask *a, const struct site *v, si
 			w->top = s->live_bytes;
 			w->stack = s->stack;
 		}
-		w->nsites++;
+		w->nsites += s->live_bytes > 0; /* the sites holding bytes then, as report counts */
+		w->nall++;
 		w->live += s->live_bytes;
 		w->live_now += live_now;
 		w->count += s->live_count;
@@ -172,6 +173,9 @@ answer_rows_named(struct mfile *f, const struct ask *a, const struct site *v, si
 	keyix_free(&ix);
 	namer_free(&nm);
 	free(now);
+	for (size_t i = 0; i < m; i++)
+		if (!r[i].nsites) /* none holds bytes then: every site it has */
+			r[i].nsites = r[i].nall;
 	if (m)
 		xqsort(r, m, sizeof *r, cmp_row);
 	*nr = m;
