@@ -43,8 +43,9 @@ struct leak_row {
 size_t leak_suspects(struct mfile *f, struct opts *o, struct leak_row *out, size_t max);
 int cmd_run(int argc, char **argv);
 void usage_exit(const char *msg) __attribute__((noreturn));
-/* Run fn on every file of r; with --json, their objects go out as
- * {"<key>":[...]} on stdout.  Returns 0. */
+/* Run fn on every file of r (run_list: read one at a time, each freed
+ * after fn); with --json, their objects go out as {"<key>":[...]} on
+ * stdout.  Returns 0. */
 struct sb;
 int each_file(struct run *r, struct opts *o, const char *key,
 	      void (*fn)(struct mfile *f, struct opts *o, struct sb *j, int first));

@@ -51,8 +51,12 @@ each_file(struct run *r, struct opts *o, const char *key,
 	struct sb j = {0};
 	if (o->json)
 		sb_printf(&j, "{\"%s\":[", key);
-	for (size_t i = 0; i < r->nfiles; i++)
-		fn(&r->files[i], o, &j, i == 0);
+	struct mfile f;
+	for (int first = 1; run_next(r, &f); first = 0) { /* one file at a time */
+		fn(&f, o, &j, first);
+		mfile_free(&f);
+	}
+	run_free(r);
 	if (o->json) {
 		sb_puts(&j, "]}\n");
 		fputs(j.p, stdout);
@@ -222,5 +226,6 @@ main(int argc, char **argv) {
 		usage_exit("no input files or directories given");
 	if (!o.json)
 		stdout_text_safe();
-	return fn(&o);
+	int rc = fn(&o);
+	return rc ? rc : read_status(); /* 1 when a file read was damaged */
 }

@@ -171,6 +171,6 @@ one_file(struct mfile *f, struct opts *o, struct sb *j, int first) {
 int
 cmd_functions(struct opts *o) {
 	struct run r;
-	run_load(&r, o->paths, o->npaths);
+	run_list(&r, o->paths, o->npaths, 0, 0);
 	return each_file(&r, o, "processes", one_file);
 }

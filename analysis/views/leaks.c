@@ -379,6 +379,6 @@ leak_suspects(struct mfile *f, struct opts *o, struct leak_row *out, size_t max)
 int
 cmd_leaks(struct opts *o) {
 	struct run r;
-	run_load(&r, o->paths, o->npaths);
+	run_list(&r, o->paths, o->npaths, 0, 0);
 	return each_file(&r, o, "processes", analyse);
 }
