@@ -48,7 +48,7 @@ follow_file(struct follow *w) {
 long
 follow_poll(struct follow *w, size_t budget) {
 	long n = lines_read(&w->l, budget, 1);
-	if (w->f.nsnaps > FOLLOW_SNAPS)
+	while (w->f.nsnaps > FOLLOW_SNAPS)
 		mfile_thin(&w->f, 120000);
 	if (w->l.damage[0] && !w->warned) {
 		w->warned = 1;
