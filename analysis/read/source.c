@@ -49,9 +49,8 @@ src_unzstd(struct src *s, char *dst, size_t cap) {
 			s->pos = in.pos;
 			if (ZSTD_isError(rc)) {
 				snprintf(s->damage, sizeof s->damage,
-					 "corrupt zstd data in the frame at byte %llu (near byte %llu: %s)",
-					 (unsigned long long)s->frame_at, (unsigned long long)at,
-					 ZSTD_getErrorName(rc));
+					 "corrupt zstd data in the frame that begins at byte %llu (%s)",
+					 (unsigned long long)s->frame_at, ZSTD_getErrorName(rc));
 				return 0;
 			}
 			s->in_frame = rc != 0;
