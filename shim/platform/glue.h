@@ -1,0 +1,237 @@
+/*
+ * glue.h — the platform layer's core: every libc and kernel detail the shim
+ * depends on (raw syscalls, mappings, atomics, locks, clocks, hashing).
+ * The loader's part is in dl.h; the one-recording-thread protocol that the
+ * tables' plain updates rest on is the state layer's (state/solo.h).
+ *
+ * THE SHIM'S TWO RULES (repeated in every shim header):
+ *   1. It never calls malloc (or anything that may: stdio, getenv, dlerror,
+ *      pthread_getattr_np, ...). Its memory comes from mmap via raw syscalls.
+ *   2. Any function may run inside malloc, in any thread, before main, in a
+ *      forked child, or while the program is exiting.
+ * Contracts end with a tag: "Never allocates.", "Async-signal-safe." or
+ * "Takes <lock>."
+ */
+#ifndef MT_GLUE_H
+#define MT_GLUE_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
+#include <time.h>
+
+#define MT_EXPORT __attribute__((visibility("default")))
+#define MT_HIDDEN __attribute__((visibility("hidden")))
+#define MT_TLS __thread __attribute__((tls_model("initial-exec")))
+#define MT_LIKELY(x) __builtin_expect(!!(x), 1)
+#define MT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define MT_NOINLINE __attribute__((noinline))
+
+/* Assertions trap without stdio (musl's a_crash). */
+#define mt_assert(x)                                                           \
+	do {                                                                   \
+		if (MT_UNLIKELY(!(x)))                                         \
+			__builtin_trap();                                      \
+	} while (0)
+
+/* Raw syscalls: never interposed, never allocate, errno untouched.  They
+ * return -errno on failure (the kernel convention). Async-signal-safe. */
+long mt_syscall6(long n, long a, long b, long c, long d, long e, long f);
+#define mt_sys(n, a, b, c, d, e, f)                                            \
+	mt_syscall6((n), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), \
+		    (long)(f))
+
+#ifdef MT_TSAN
+/* Unit tests under ThreadSanitizer: memory through libc, which TSan
+ * intercepts (raw munmap + mmap reusing an address reads to it as a race). */
+#include <sys/mman.h>
+static inline void *
+mt_sys_mmap(size_t len) {
+	void *p = mmap(0, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+static inline void
+mt_sys_munmap(void *p, size_t len) {
+	munmap(p, len);
+}
+static inline void *
+mt_sys_mremap(void *p, size_t len, size_t nlen) {
+	void *q = mremap(p, len, nlen, MREMAP_MAYMOVE);
+	return q == MAP_FAILED ? NULL : q;
+}
+static inline void *
+mt_sys_reserve(size_t len) {
+	void *p = mmap(0, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+static inline int
+mt_sys_commit(void *p, size_t len) {
+	return mprotect(p, len, PROT_READ | PROT_WRITE) ? -errno : 0;
+}
+static inline void
+mt_sys_decommit(void *p, size_t len) {
+	mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+}
+#else
+static inline void *
+mt_sys_mmap(size_t len) {
+	long r = mt_sys(SYS_mmap, 0, len, 3 /* RW */, 0x22 /* PRIVATE|ANON */,
+			-1, 0);
+	return (r < 0 && r > -4096) ? NULL : (void *)r;
+}
+
+static inline void
+mt_sys_munmap(void *p, size_t len) {
+	mt_sys(SYS_munmap, p, len, 0, 0, 0, 0);
+}
+
+/* A mapping of len bytes grown (or shrunk) to nlen, moved if it must be:
+ * its pages go with it (no copy, no faults), the new ones are zero.
+ * NULL when it cannot (the old mapping stays). */
+static inline void *
+mt_sys_mremap(void *p, size_t len, size_t nlen) {
+	long r = mt_sys(SYS_mremap, p, len, nlen, 1 /* MREMAP_MAYMOVE */, 0, 0);
+	return (r < 0 && r > -4096) ? NULL : (void *)r;
+}
+
+/* Address space without memory (PROT_NONE, not counted against the
+ * commit limit), made usable a piece at a time (mt_sys_commit: 0 or
+ * -errno) and given back the same way (mt_sys_decommit: its pages freed,
+ * PROT_NONE again). */
+static inline void *
+mt_sys_reserve(size_t len) {
+	long r = mt_sys(SYS_mmap, 0, len, 0 /* PROT_NONE */,
+			0x4022 /* PRIVATE|ANON|NORESERVE */, -1, 0);
+	return (r < 0 && r > -4096) ? NULL : (void *)r;
+}
+
+static inline int
+mt_sys_commit(void *p, size_t len) {
+	return (int)mt_sys(SYS_mprotect, p, len, 3 /* RW */, 0, 0, 0);
+}
+
+static inline void
+mt_sys_decommit(void *p, size_t len) {
+	mt_sys(SYS_mmap, p, len, 0, 0x4032 /* PRIVATE|ANON|NORESERVE|FIXED */, -1, 0);
+}
+#endif
+
+/* Relaxed atomics on plain integers: the tables are read racily by the
+ * snapshot thread, which tolerates a torn view between fields. */
+#define mt_load(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define mt_store(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define mt_add(p, v) __atomic_add_fetch((p), (v), __ATOMIC_RELAXED)
+#define mt_cas(p, e, v)                                                        \
+	__atomic_compare_exchange_n((p), (e), (v), 0, __ATOMIC_ACQ_REL,        \
+				    __ATOMIC_ACQUIRE)
+
+/* Raise *peak to live if live is higher (a high-water mark many threads
+ * raise at once: the compare-and-swap retries only while live is higher).
+ * Returns whether this call raised it. */
+static inline int
+mt_raise_peak(int64_t *peak, int64_t live) {
+	int64_t p = __atomic_load_n(peak, __ATOMIC_RELAXED);
+	while (live > p)
+		if (__atomic_compare_exchange_n(peak, &p, live, 1, __ATOMIC_RELAXED,
+						__ATOMIC_RELAXED))
+			return 1;
+	return 0;
+}
+
+/* A spin lock that yields: held only for a few hundred instructions (a
+ * table probe, a rehash), never across a call out of the shim.  fork
+ * safety: mt_prefork takes every lock, the child re-initialises them. */
+typedef struct {
+	int v; /* 0 free, 1 held */
+} mt_lock_t;
+
+static inline void
+mt_lock(mt_lock_t *l) {
+	int spins = 0;
+	for (;;) {
+		int e = 0;
+		if (!__atomic_load_n(&l->v, __ATOMIC_RELAXED) &&
+		    __atomic_compare_exchange_n(&l->v, &e, 1, 0,
+						__ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED))
+			return;
+		if (++spins > 64) {
+			mt_sys(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
+			spins = 0;
+		} else {
+			__builtin_ia32_pause();
+		}
+	}
+}
+
+static inline int
+mt_trylock(mt_lock_t *l) {
+	int e = 0;
+	return __atomic_compare_exchange_n(&l->v, &e, 1, 0, __ATOMIC_ACQUIRE,
+					   __ATOMIC_RELAXED);
+}
+
+static inline void
+mt_unlock(mt_lock_t *l) {
+	__atomic_store_n(&l->v, 0, __ATOMIC_RELEASE);
+}
+
+/* Monotonic and wall clocks through the vDSO (no syscall, no allocation). */
+uint64_t mt_now_ns(void);
+uint64_t mt_wall_ns(void);
+/* The process's start on both clocks: set by the constructor and in a
+ * fork child (mt_clock_start), read by every record's times. */
+extern uint64_t mt_start_mono_ns, mt_start_wall_ns;
+void mt_clock_start(void);
+/* Milliseconds since the start, from the coarse clock through the vDSO
+ * (~8 ns; inline: the hot path stamps every tracked block with it). */
+static inline uint64_t
+mt_ms_since_start(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return now > mt_start_mono_ns ? (now - mt_start_mono_ns) / 1000000u : 0;
+}
+
+/* One step of a 64-bit hash: multiply, fold the high half down (the
+ * stack and Python-walk hashes chain it a value at a time). */
+static inline uint64_t
+mt_mix64(uint64_t h) {
+	h *= 0xff51afd7ed558ccdull;
+	return h ^ (h >> 32);
+}
+
+/* Whether the call a return address returns from lies in the text
+ * [lo, hi): pc - 1 does (a call that ends a function returns past it).
+ * Never true for lo == hi. */
+static inline int
+mt_pc_in(uintptr_t pc, uintptr_t lo, uintptr_t hi) {
+	return pc - (lo + 1) < hi - lo;
+}
+
+/* The index of the first return address in pcs[0..n) for which mt_pc_in
+ * holds, n when none.  Four frames a step, one branch for the four: most
+ * stacks are scanned whole (the interpreter loop, the loader). */
+static inline int
+mt_pcs_find(const uintptr_t *pcs, int n, uintptr_t lo, uintptr_t hi) {
+	int k = 0;
+	for (; k + 4 <= n; k += 4)
+		if (mt_pc_in(pcs[k], lo, hi) | mt_pc_in(pcs[k + 1], lo, hi) |
+		    mt_pc_in(pcs[k + 2], lo, hi) | mt_pc_in(pcs[k + 3], lo, hi))
+			break;
+	while (k < n && !mt_pc_in(pcs[k], lo, hi))
+		k++;
+	return k;
+}
+
+/* A small file (/proc, /sys) read whole into buf, NUL-terminated (at most
+ * cap - 1 bytes).  Its length, or -errno.  Never allocates. */
+long mt_read_file(const char *path, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,130 @@
+/*
+ * ptrtab.h — the pointer side table: each tracked live address maps to the
+ * call site that allocated it, so frees, reallocs and munmaps are charged
+ * there.  Sharded by address hash; each shard is an open-addressing table
+ * that grows by doubling under its lock, in memory from raw mmap.  A
+ * shard is chosen by the address's 64 MiB region and hash (mt_ptr_shard).
+ * Rules: never calls malloc; may run inside malloc, in any thread, before
+ * main.  Every function takes one shard lock for a probe (but the solo
+ * thread's plain put and take: solo.h), never across a
+ * call out of the shim.
+ */
+#ifndef MT_PTRTAB_H
+#define MT_PTRTAB_H
+#include "state/solo.h"
+#include <stdint.h>
+
+struct mt_ptr {
+	uintptr_t addr;   /* key; 0 = empty slot.  CUDA keys carry a tag in
+			   * the top bits (cuda.c) so device addresses and
+			   * handles never meet host addresses */
+	uint64_t size;    /* requested bytes */
+	uint32_t stack;   /* stack id */
+	uint32_t time_ms; /* ms since process start (coarse clock), for dumps */
+	uint8_t kind;     /* enum mt_kind */
+	uint8_t sampled;  /* 1: weighted sample (sampling mode) */
+	uint8_t device;   /* CUDA device ordinal */
+	uint8_t flags;    /* CUDA: MT_PTR_* (cuda.c) */
+	uint32_t stream;  /* CUDA stream index (cuda.c), 0 = default */
+};
+
+/* filter: keep the filter below (when sampling: most blocks are never in
+ * the table, and a free would take a shard lock and probe for each). */
+int mt_ptrtab_init(uint64_t max_live, int filter);
+
+/* The address hash.  Its top bits are the product's (the xor reaches
+ * bit 34 at most), so the fast paths may take them from the product. */
+static inline uint64_t
+mt_ptr_product(uintptr_t a) {
+	return (uint64_t)a * 0x9e3779b97f4a7c15ull;
+}
+static inline uint64_t
+mt_ptr_hash(uintptr_t a) {
+	uint64_t h = mt_ptr_product(a);
+	return h ^ (h >> 29);
+}
+
+/* The shard (of 64) of an address a with hash h.  Blocks of the main
+ * heap (the break's area: the first thread's glibc arena) hash over all
+ * 64, so a single-threaded process's tables stay even (their memory a
+ * block does not depend on where ASLR put the heap).  Other addresses:
+ * bits 26-28 pick one of 8 groups of 8 shards, the hash's top 3 bits
+ * the shard in the group.  glibc gives each other thread's arena its own
+ * heaps of 64 MiB, aligned to 64 MiB (HEAP_MAX_SIZE), so two threads'
+ * blocks fall in different groups (up to 8 heaps in a row) and their
+ * puts and takes touch different locks and tables; hashed over all 64
+ * shards, each of a 2-thread run's puts took a lock and a slot the other
+ * thread had just written (the exact malloc benchmark: 820 -> 680 ns a
+ * pair).  The slot in the shard's table is the hash's low bits. */
+extern uintptr_t mt_ptr_brk; /* the break when the table was made */
+static inline unsigned
+mt_ptr_shard(uintptr_t a, uint64_t h) {
+	if (a - mt_ptr_brk < (1ull << 40))
+		return (unsigned)(h >> 58);
+	return (unsigned)((a >> 26 & 7) << 3 | h >> 61);
+}
+
+/* A bit a filter slot, set while any entry of the slot is in the table:
+ * 8 KiB, so a free's look stays in L1 (a 64 KiB counting filter cost a
+ * cache miss a free, 6% of a sampled run).  A slot is its shard's number
+ * and 10 bits of the hash, so each bitmap word lies in one shard and the
+ * shard's lock orders every change to it.  Set under the shard lock
+ * before an entry goes in, cleared after the last comes out; a free
+ * follows its allocation, so a clear bit means "certainly not here".
+ * NULL: no filter (exact mode). */
+#define MT_FILTER_BITS 16
+extern uint64_t *mt_ptr_filter;
+/* The filter slot of address a with hash h (or its product: the same
+ * top bits). */
+static inline uint64_t
+mt_ptr_filter_slot(uintptr_t a, uint64_t h) {
+	return (uint64_t)mt_ptr_shard(a, h) << 10 | (h >> 51 & 1023);
+}
+/* The same slot from the address alone, without the hash's xor. */
+static inline uint64_t
+mt_ptr_filter_slot_of(uintptr_t a) {
+	return mt_ptr_filter_slot(a, mt_ptr_product(a));
+}
+/* Whether a may be in the table, with a filter (mt_ptr_filter set). */
+static inline int
+mt_ptrtab_maybe_filtered(uintptr_t a) {
+	uint64_t k = mt_ptr_filter_slot_of(a);
+	return (int)(__atomic_load_n(&mt_ptr_filter[k >> 6], __ATOMIC_RELAXED) >> (k & 63) & 1);
+}
+static inline int
+mt_ptrtab_maybe(uintptr_t a) {
+	return !mt_ptr_filter || mt_ptrtab_maybe_filtered(a);
+}
+/* Insert; 0, ENOMEM when the table is full (the caller counts it as
+ * dropped and does not charge the site), or EEXIST when a stale entry for
+ * the same address was replaced (copied to *replaced for the caller to
+ * uncharge).  plain: the caller is the solo thread in a hook that
+ * mt_plain_enter allowed (solo.h), and no lock is taken; else takes a
+ * shard lock. */
+int mt_ptrtab_put(const struct mt_ptr *e, struct mt_ptr *replaced, int plain);
+/* Start loading the slot a host heap block at addr would go in (a cache
+ * miss a put, hidden behind the stack capture that comes between).
+ * Takes no lock. */
+void mt_ptrtab_prefetch(uintptr_t addr);
+/* Remove addr, copying its entry to *out; 1 if it was there.  plain: as
+ * for mt_ptrtab_put; else takes a shard lock. */
+int mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out, int plain);
+/* Entries live now (racy read). */
+uint64_t mt_ptrtab_count(void);
+/* Call fn for every entry, one shard at a time under its lock (fn must not
+ * touch the pointer table; it may write(2)).  For dumps. */
+void mt_ptrtab_each(void (*fn)(const struct mt_ptr *, void *), void *arg);
+uint64_t mt_ptrtab_memory(void);
+void mt_ptrtab_prefork(void);
+void mt_ptrtab_postfork_parent(void);
+/* fresh: forget every entry (the child starts with empty tables). */
+void mt_ptrtab_postfork_child(int fresh);
+
+/* Key tags: device allocations and handles share the pointer table with
+ * host blocks; the top bits keep them apart. */
+#define MT_TAG_DEV (1ull << 63)     /* device (and managed, pinned) pointers */
+#define MT_TAG_HANDLE (3ull << 62)  /* cuMemCreate handles, CUarrays */
+#define MT_TAG_MASK (3ull << 62)
+enum { MT_PTR_MAPPED = 1, MT_PTR_HANDLE = 2 }; /* struct mt_ptr flags */
+
+#endif

@@ -1,0 +1,87 @@
+/*
+ * sites.h — call sites: each stack id (stacks.h) keeps live bytes and
+ * count, allocations, allocated bytes, frees and peak live bytes, charged
+ * by every tracked allocation and free; the process totals are totals.h.
+ *
+ *   array            index     element          charged by
+ *   sites (shared)   stack id  struct mt_site   the first thread, threads
+ *                                               without a slot: atomic adds
+ *   tsites[slot]     stack id  struct mt_site   the slot's own thread:
+ *                                               plain stores (one writer)
+ *
+ * A site's figures are the sum over the arrays (mt_site_read).
+ * Rules: never calls malloc; may run inside malloc, in any thread, before
+ * main.  Charging is lock-free.
+ */
+#ifndef MT_SITES_H
+#define MT_SITES_H
+#include <stdint.h>
+#include "state/stacks.h"
+#include "state/solo.h"
+#include "state/totals.h"
+
+/* 56 bytes: the live count is allocs - frees (every charge moves them
+ * together), so it costs no atomic of its own on the hot path and no
+ * 8 bytes in each of a PyTorch process's 700 k sites. */
+struct mt_site {
+	int64_t live_bytes;   /* bytes allocated and not yet freed */
+	uint64_t allocs;      /* allocations ever */
+	uint64_t alloc_bytes; /* bytes ever allocated */
+	uint64_t frees;       /* frees ever */
+	int64_t peak_bytes;   /* highest live_bytes seen */
+	/* live_bytes when its kind's total last reached its high-water mark:
+	 * saved at the site's first change after the mark moved (epoch
+	 * differs), so the hot path pays one compare; when the site has not
+	 * changed since, its figure at the peak is live_bytes itself. */
+	int64_t atpeak_bytes;
+	uint32_t atpeak_epoch;
+};
+/* A site's live bytes at its kind's peak (see atpeak_bytes). */
+static inline int64_t
+mt_site_at_peak(const struct mt_site *s, int kind) {
+	return s->atpeak_epoch == __atomic_load_n(&mt_peak_epoch[kind], __ATOMIC_RELAXED)
+		       ? s->atpeak_bytes
+		       : s->live_bytes;
+}
+/* Allocations not yet freed. */
+static inline int64_t
+mt_site_live_count(const struct mt_site *s) {
+	return (int64_t)(s->allocs - s->frees);
+}
+
+/* The figures' arrays, and the stack table with them (stacks.h): 0 or
+ * ENOMEM. */
+int mt_sites_init(uint64_t max_stacks, int depth);
+
+/* Charge an allocation or free of (weighted) bytes/count to site id (its
+ * kind is the id's own; the argument is kept for the callers' clarity).
+ * plain: plain updates, for the solo thread in a hook mt_plain_enter
+ * allowed (solo.h); else atomic adds.  Never allocates.  Async-signal-safe. */
+void mt_site_alloc(uint32_t id, int kind, int64_t bytes, int64_t count, int plain);
+void mt_site_free(uint32_t id, int kind, int64_t bytes, int64_t count, int plain);
+/* Undo a free (a failed realloc keeps its block).  Async-signal-safe. */
+void mt_site_unfree(uint32_t id, int kind, int64_t bytes, int64_t count);
+/* The shared figures of a site: the whole of them while one thread
+ * charges; read a site's figures with mt_site_read. */
+struct mt_site *mt_site_get(uint32_t id, int kind);
+/* A site's figures, the shared ones and every thread's share summed (the
+ * at-peak bytes in atpeak_bytes, with the kind's epoch now); raises the
+ * shared peak to what it read once threads have shares (sites.c).
+ * Returns whether the site was ever charged.  For the writer. */
+int mt_site_read(uint32_t id, int kind, struct mt_site *out);
+/* Whether site id was ever charged (an allocation in any of its
+ * figures), without summing them.  For the writer. */
+int mt_site_charged(uint32_t id);
+/* charge.c: this thread counts in slot `slot` of mt_tcounts (it owns it
+ * unless slot is the last); its call-site figures follow (sites.c). */
+void mt_sites_thread(uint32_t slot);
+
+/* fork: the child starts with empty call-site figures; stacks are kept. */
+void mt_sites_prefork(void);
+void mt_sites_postfork_parent(void);
+void mt_sites_postfork_child(int fresh);
+/* Bytes of memory the tables hold (for the snapshot's shim record): the
+ * stacks (headers, frames, index) and the call-site figures; the sum. */
+uint64_t mt_sites_memory(uint64_t *stack_bytes, uint64_t *site_bytes);
+
+#endif
