@@ -35,8 +35,9 @@ LAYERS = [
     ('output-procstat', ['output/procstat']),
     ('output-records', ['output/snapshot']),
     ('output-dumps', ['output/oom']),
+    ('output-writer', ['output/writer']),
     # entry points: never call each other
-    ('entry', ['entry/interpose', 'entry/signals', 'entry/api', 'entry/cuda']),
+    ('entry', ['entry/interpose', 'entry/signals', 'entry/api', 'entry/cuda', 'entry/identity']),
     # the lifecycle on top
     ('lifecycle', ['life']),
 ]

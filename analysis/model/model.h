@@ -46,6 +46,7 @@ struct snap {
 	struct markval marks[MAX_MARKS]; /* latest mark values at this snapshot */
 	int nmarks;
 	int64_t dropped_stacks, dropped_live, shim_bytes;
+	int64_t coalesced;     /* snapshot requests merged into others so far */
 	int line;              /* line number in the file */
 };
 

@@ -220,8 +220,12 @@ report_text(struct mfile *f, struct opts *o) {
 	}
 	const struct snap *last = &f->snaps[f->nsnaps - 1];
 	int64_t dropped = last->dropped_live + last->dropped_stacks;
-	printf("  %zu snapshot%s over %s; %s; shim memory %s%s%s\n", f->nsnaps,
-	       f->nsnaps == 1 ? "" : "s",
+	char merged[64] = "";
+	if (last->coalesced) /* asked while one was pending: one snapshot for both */
+		snprintf(merged, sizeof merged, " (and %lld asked for while one was pending)",
+			 (long long)last->coalesced);
+	printf("  %zu snapshot%s%s over %s; %s; shim memory %s%s%s\n", f->nsnaps,
+	       f->nsnaps == 1 ? "" : "s", merged,
 	       human_ms(last->elapsed_ms, a),
 	       f->sample_bytes > 0 ? "heap sampled" : "heap exact", human(last->shim_bytes, lab),
 	       dropped ? "; DROPPED: tables full, figures incomplete" : "",
