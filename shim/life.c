@@ -222,6 +222,7 @@ mt_fini(void) {
 		return;
 	mt_self.guard++;
 	mt_py_exit_hold(); /* Python 3.10's daemon threads */
+	mt_signal_check_blocked();
 	mt_snapshot_write("exit", NULL);
 	mt_snapshot_close(); /* later writes are refused */
 	if (mt_cfg.oom_render)

@@ -29,6 +29,8 @@ overwritten.
                what it allocated after the drop (there was no file: it was
                made after the drop, errno 13); with MEMTALLY_INTERVAL the
                writer runs across the drops
+  userns:      `unshare --user` (refused to a process with two threads)
+               runs, with and without a periodic writer (it failed, EINVAL)
   root-link:   as root, MEMTALLY_OUT names a link nobody planted in a sticky
                world-writable directory: refused, nothing written where it
                points (the file landed there)
@@ -247,6 +249,17 @@ if mt.case('drop-threads'):
                      'drop-threads %s: the exit snapshot holds after_drop\'s 1 MiB (exit %d, %d files, %r)' %
                      (extra, r.returncode, len(fs), r.stderr[-200:]))
             shutil.rmtree(d, ignore_errors=True)
+
+if mt.case('userns'):  # unshare(CLONE_NEWUSER) refuses a process with two threads
+    if subprocess.run(['unshare', '--user', '--map-root-user', 'true']).returncode != 0:
+        print('  skip userns: unshare --user does not work here')
+    else:
+        for extra in ({}, {'MEMTALLY_INTERVAL': '0.1'}):
+            r = subprocess.run(['unshare', '--user', '--map-root-user', 'true'], capture_output=True, text=True,
+                               env=dict(os.environ, LD_PRELOAD=SHIM, MEMTALLY_OUT=os.path.join(OUT, 'userns'),
+                                        **extra))
+            mt.check(r.returncode == 0, 'userns %s: unshare --user runs under the shim (exit %d %r)' %
+                     (extra, r.returncode, r.stderr[-100:]))
 
 if mt.case('root-link'):
     if os.geteuid() != 0:
