@@ -59,7 +59,11 @@ $(B)/analysis/export/html_page.o: analysis/export/page/report.css analysis/expor
 proto:
 	cd analysis/export/proto && protoc-c --c_out=. profile.proto
 
-$(B)/memtally: $(AN_OBJ)
+# `memtally run` checks options against the shim's own table: config.c
+# and what it needs, linked in (one table, no copy).
+SHIM_CONFIG_OBJ := $(B)/shim/platform/config.o $(B)/shim/platform/buf.o $(B)/shim/platform/glue.o
+SHIM_CONFIG_SRC := shim/platform/config.c shim/platform/buf.c shim/platform/glue.c
+$(B)/memtally: $(AN_OBJ) $(SHIM_CONFIG_OBJ)
 	$(CC) -o $@ $^ $(AN_LIBS)
 
 deps:
@@ -81,7 +85,7 @@ BUNDLE_RPATH := -Wl,--disable-new-dtags -Wl,-rpath,'$$ORIGIN/lib'
 bundle: all
 	rm -rf $(B)/bundle && mkdir -p $(B)/bundle/lib
 	$(CC) -shared -o $(B)/bundle/libmemtally.so $(SHIM_OBJ) $(SHIM_LIBS) -Wl,-z,now -Wl,--no-undefined $(BUNDLE_RPATH)
-	$(CC) -o $(B)/bundle/memtally $(AN_OBJ) $(AN_LIBS) $(BUNDLE_RPATH)
+	$(CC) -o $(B)/bundle/memtally $(AN_OBJ) $(SHIM_CONFIG_OBJ) $(AN_LIBS) $(BUNDLE_RPATH)
 	bash scripts/bundle-libs.sh $(B)/bundle
 	mkdir -p $(B)/bundle/python && cp $(PY_FILES) $(B)/bundle/python/
 
@@ -97,9 +101,9 @@ check:
 	MEMTALLY_DEPS_EXTRA="clang libclang-rt-14-dev $(MEMTALLY_DEPS_EXTRA)" bash scripts/setup-deps.sh
 	bash test/check.sh
 
-$(B)/asan/memtally: $(AN_SRC) $(AN_HDR)
+$(B)/asan/memtally: $(AN_SRC) $(AN_HDR) $(SHIM_CONFIG_SRC)
 	mkdir -p $(B)/asan
-	$(CC) $(WARN) -Ianalysis -I. -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -D_GNU_SOURCE -o $@ $(AN_SRC) $(AN_LIBS)
+	$(CC) $(WARN) -Ianalysis -I. -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -D_GNU_SOURCE -o $@ $(AN_SRC) $(AN_LIBS) -Ishim $(SHIM_CONFIG_SRC)
 
 # soak: 100 M operations; the shim's memory must stay bounded (README).
 soak: deps
@@ -182,8 +186,8 @@ $(B)/test/unit_%: test/unit/%.c $(UNIT_SHIM) $(SHIM_HDR) | $(B)/test
 AN_TEST_CFLAGS := -Ianalysis -I. -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE
 $(B)/test/an_main.o: analysis/main.c $(AN_HDR) shim/format.h | $(B)/test
 	$(CC) $(AN_TEST_CFLAGS) -Dmain=memtally_cli_main -c -o $@ $<
-$(B)/test/unit_antest_%: test/unit/antest_%.c $(AN_LIB_SRC) $(B)/test/an_main.o $(AN_HDR) shim/format.h | $(B)/test
-	$(CC) $(AN_TEST_CFLAGS) -o $@ $< $(AN_LIB_SRC) $(B)/test/an_main.o $(AN_LIBS)
+$(B)/test/unit_antest_%: test/unit/antest_%.c $(AN_LIB_SRC) $(B)/test/an_main.o $(AN_HDR) shim/format.h $(SHIM_CONFIG_OBJ) | $(B)/test
+	$(CC) $(AN_TEST_CFLAGS) -o $@ $< $(AN_LIB_SRC) $(B)/test/an_main.o $(SHIM_CONFIG_OBJ) $(AN_LIBS)
 $(B)/test/tsan_%: test/unit/%.c $(UNIT_SHIM) $(SHIM_HDR) | $(B)/test
 	$(CC) -std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=thread -DMT_TSAN -D_GNU_SOURCE -pthread -Ishim -o $@ $< $(UNIT_SHIM) -lunwind
 $(B)/test:

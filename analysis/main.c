@@ -278,5 +278,6 @@ main(int argc, char **argv) {
 	parse(c, &o, argc, argv);
 	if (!o.json)
 		stdout_text_safe();
-	return c->fn(&o);
+	int rc = c->fn(&o);
+	return rc ? rc : read_status(); /* 1 when a file read was damaged */
 }

@@ -6,6 +6,7 @@
  * get memtally's start-up hook through PYTHONPATH (set_python_path). */
 #include "cmd/cmd.h"
 #include "base/util.h"
+#include "shim/platform/config.h"
 #include <dirent.h>
 #include <elf.h>
 #include <errno.h>
@@ -28,11 +29,13 @@ static const char run_usage[] =
 	"  --depth N        max frames per stack\n"
 	"  --unwind W       cfi, libunwind or fp\n"
 	"  --top N          call sites per snapshot\n"
-	"  --signal S       snapshot signal (USR1, USR2, number, none)\n"
+	"  --signal S       snapshot signal (USR1, USR2, RTMIN+n, RTMAX-n, none)\n"
 	"  --no-follow      do not track child processes\n"
 	"  --append         add to an output directory that holds an earlier run's files\n"
 	"                   (without it, such a directory is refused)\n"
-	"  --set NAME=VAL   any other MEMTALLY_NAME=VAL\n";
+	"  --set NAME=VAL   any other MEMTALLY_NAME=VAL\n"
+	"Each is checked against the shim's option table (memtally-config): an\n"
+	"unknown name or a value out of range is a usage error (exit 2).\n";
 
 /* The directory this binary is in (malloc'd), or NULL. */
 static char *
@@ -206,12 +209,22 @@ count_files(const char *dir) {
 	return n;
 }
 
+/* MEMTALLY_<NAME>=val for the command, checked against the shim's own
+ * option table (shim/platform/config.c, linked in): an unknown name or a
+ * value the shim would refuse is a usage error here, before anything
+ * runs, not a warning from every process of the job. */
 static void
 setvar(const char *name, const char *val) {
 	struct sb s = {0};
 	sb_printf(&s, "MEMTALLY_%s", name);
 	for (char *c = s.p + 9; *c; c++)
 		*c = *c == '-' ? '_' : (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
+	char why[256];
+	if (mt_config_check(s.p + 9, val, why, sizeof why)) {
+		fprintf(stderr, "memtally: run: %s\n", why);
+		fputs(run_usage, stderr);
+		exit(EXIT_USAGE);
+	}
 	setenv(s.p, val, 1);
 	sb_free(&s);
 }

@@ -30,9 +30,9 @@ SHIM = [
     [('capture', [('ehframe', 'cfitab'), 'cfi', ('unwind', 'pylines'), 'pyfind', 'python',
                   'pyrecords', 'charge'])],
     # the file, /proc and cgroup figures, the records, dumps
-    [('output', [('file', 'zout'), 'procstat', 'snapshot', 'oom'])],
+    [('output', [('file', 'zout'), 'procstat', 'snapshot', 'oom', 'writer'])],
     # the exported entry points: never call each other
-    [('entry', APART, ['interpose', 'signals', 'api', 'cuda', 'exec'])],
+    [('entry', APART, ['interpose', 'signals', 'api', 'cuda', 'exec', 'identity'])],
     # the lifecycle on top
     [('', ['life'])],
 ]
@@ -40,7 +40,8 @@ SHIM = [
 ANALYSIS = [
     [('base', ['mem', 'sb', ('text', 'files', 'keyix')])],
     [('model', ['model'])],
-    [('read', ['json', ('load', 'symbolize')])],
+    [('read', [('json', 'source', 'idmap', 'symbolize'), 'fields', 'snaprec', 'records', 'lines', 'load',
+               ('files', 'cat', 'follow')])],
     # the answers the commands print (stats, the growth window, call sites,
     # growth and leaks, the moment a view reads), and the command context
     # every command receives: neither calls the other

@@ -4,10 +4,11 @@
  * exit and exec hooks themselves are entry points: entry/exec.c).
  *
  * Invariants that bind here:
- *  - Snapshots are written by the writer thread (started with every signal
- *    blocked), never by an allocating thread or a signal handler, except
- *    the final one, written by the thread that runs exit(), and a C API
- *    request when no writer runs.
+ *  - Snapshots are written by the writer thread (output/writer.c: started
+ *    when first needed, with every signal blocked), never by a signal
+ *    handler; the final one by the thread that runs exit(), an exec one by
+ *    the exec'ing thread, MEMTALLY_EVERY's by the allocating thread, a C
+ *    API request by its caller when no writer runs.
  *  - fork: the prefork hooks take the modules' locks in table order, the
  *    parent's release them in reverse, and the child's re-initialise them
  *    (a lock another thread held at fork is never waited on in the child).
@@ -33,6 +34,9 @@
 #include "output/snapshot.h"
 #include "state/trigger.h"
 #include "capture/unwind.h"
+#include "output/writer.h"
+#include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sys/auxv.h>
 #include <signal.h>
@@ -89,117 +93,6 @@ static const struct module {
 };
 #define NMODULES (sizeof modules / sizeof modules[0])
 
-/* ---- the writer thread ------------------------------------------------ */
-
-static int64_t
-live_host(void) {
-	return __atomic_load_n(&mt_totals[MT_HEAP].live_bytes, __ATOMIC_RELAXED) +
-	       __atomic_load_n(&mt_totals[MT_MMAP].live_bytes, __ATOMIC_RELAXED);
-}
-
-static int64_t
-live_dev(void) {
-	return __atomic_load_n(&mt_totals[MT_CUDA].live_bytes, __ATOMIC_RELAXED) +
-	       __atomic_load_n(&mt_totals[MT_CUDA_MANAGED].live_bytes, __ATOMIC_RELAXED) +
-	       __atomic_load_n(&mt_totals[MT_CUDA_VMM].live_bytes, __ATOMIC_RELAXED);
-}
-
-static int
-risen(int64_t now, int64_t base) {
-	return now - base >= (4 << 20) && (double)now >= (double)base * (1 + mt_cfg.rise);
-}
-
-static void *
-writer_main(void *arg) {
-	(void)arg;
-	mt_self.guard = 1; /* this thread's own allocations are not tracked */
-	uint64_t period = (uint64_t)(mt_cfg.interval * 1e9);
-	uint64_t next = period ? mt_now_ns() + period : 0;
-	/* Pre-OOM: the cgroup's usage is read every 100 ms (three syscalls),
-	 * only when there is a limit to approach. */
-	char probe[256];
-	uint64_t cur, max;
-	int preoom = mt_cfg.preoom > 0 && !mt_cgroup_usage(&cur, &max, probe, sizeof probe);
-	/* Rise: live host or device bytes this fraction (and 4 MiB) above
-	 * the lowest seen since the writer's last snapshot (after a spike is
-	 * freed, growth counts from where it fell to), read every 100 ms, so
-	 * the timeline has the ramps (the peak itself is exact in every
-	 * snapshot: at_peak_bytes). */
-	uint64_t tick = preoom || mt_cfg.rise > 0 ? 100000000u : 0;
-	int64_t base_host = 0, base_dev = 0;
-	uint64_t next_tick = tick ? mt_now_ns() + tick : 0;
-	for (;;) {
-		uint32_t w = mt_trigger_word();
-		int bits = mt_trigger_take();
-		uint64_t now = mt_now_ns();
-		int64_t host = live_host(), dev = live_dev();
-		if (tick && now >= next_tick) {
-			next_tick = now + tick;
-			if (preoom && mt_preoom_check())
-				bits |= MT_REASON_PREOOM;
-			base_host = host < base_host ? host : base_host;
-			base_dev = dev < base_dev ? dev : base_dev;
-			if (mt_cfg.rise > 0 && (risen(host, base_host) || risen(dev, base_dev)))
-				bits |= MT_REASON_RISE;
-		}
-		if (period && now >= next) {
-			bits |= MT_REASON_INTERVAL;
-			next += period;
-			if (next <= now)
-				next = now + period;
-		}
-		if (mt_py_waiting()) /* a libpython dlopen'ed since? */
-			mt_py_init();
-		if (bits & MT_REASON_RENDER) {
-			mt_oom_render(0);
-			bits &= ~MT_REASON_RENDER;
-		}
-		if (bits) {
-			char lab[MT_LABEL_MAX];
-			uint32_t serving = mt_request_take(lab);
-			base_host = host, base_dev = dev;
-			mt_snapshot_write(mt_reason_name(bits), lab[0] ? lab : NULL);
-			mt_request_served(serving);
-			continue;
-		}
-		struct timespec ts, *tp = NULL;
-		uint64_t wake = period ? next : 0;
-		if (tick && (!wake || next_tick < wake))
-			wake = next_tick;
-		if (mt_py_waiting() && (!wake || wake > now + 1000000000u))
-			wake = now + 1000000000u;
-		if (wake) {
-			uint64_t d = wake > now ? wake - now : 0;
-			ts.tv_sec = (time_t)(d / 1000000000u);
-			ts.tv_nsec = (long)(d % 1000000000u);
-			tp = &ts;
-		}
-		mt_trigger_sleep(w, tp);
-	}
-	return NULL;
-}
-
-static void
-start_writer(void) {
-	pthread_t t;
-	pthread_attr_t a;
-	sigset_t all, old;
-	sigfillset(&all);
-	/* Block every signal while creating, so the thread inherits a full
-	 * mask and never runs the program's handlers. */
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&a);
-	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&a, 256 << 10);
-	int running = pthread_create(&t, &a, writer_main, NULL) == 0;
-	pthread_attr_destroy(&a);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	mt_writer_set_running(running);
-	if (!running)
-		mt_warn("cannot start the snapshot thread; only the exit "
-			"snapshot will be written");
-}
-
 /* ---- fork ------------------------------------------------------------ */
 
 static void
@@ -230,7 +123,8 @@ postfork_child(void) {
 	} else {
 		mt_clock_start();
 		mt_solo_start(); /* the child's one thread */
-		start_writer();
+		mt_writer_postfork_child();
+		mt_writer_init(); /* started when needed, as at start */
 	}
 	mt_self.guard--;
 }
@@ -305,7 +199,8 @@ mt_init(int argc, char **argv, char **envp) {
 	}
 	pthread_atfork(prefork, postfork_parent, postfork_child);
 	mt_signal_init();
-	start_writer();
+	mt_writer_init(); /* the thread starts now only for periodic work */
+	mt_snapshot_open_early(); /* a privileged process: before it drops */
 	if (mt_cfg.verbose)
 		mt_snapshot_describe();
 	mt_solo_start(); /* this thread records plainly until another does */
@@ -317,5 +212,7 @@ mt_init(int argc, char **argv, char **envp) {
 /* exit() and a return from main; _exit and exec are entry/exec.c's. */
 __attribute__((destructor(101))) static void
 mt_fini(void) {
+	if (__atomic_load_n(&mt_active, __ATOMIC_ACQUIRE))
+		mt_signal_check_blocked(); /* said once, if the program blocked it */
 	mt_exit_snapshot();
 }

@@ -77,16 +77,15 @@ text_escape(struct textesc *t, const char *buf, size_t n, struct sb *out) {
 	}
 }
 
-const char *
-human(int64_t bytes, char *buf) {
-	static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-	double v = bytes < 0 ? -(double)bytes : (double)bytes; /* -INT64_MIN overflows */
+static const char *
+human_mag(const char *sign, uint64_t bytes, char *buf) {
+	static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+	double v = (double)bytes;
 	int i = 0;
-	while (v >= 1024 && i < 5) {
+	while (v >= 1024 && i < 6) {
 		v /= 1024;
 		i++;
 	}
-	const char *sign = bytes < 0 ? "-" : "";
 	if (i == 0)
 		snprintf(buf, 16, "%s%.0f B", sign, v);
 	else
@@ -95,15 +94,31 @@ human(int64_t bytes, char *buf) {
 }
 
 const char *
+human(int64_t bytes, char *buf) {
+	/* -INT64_MIN overflows: the magnitude as a uint64 */
+	return human_mag(bytes < 0 ? "-" : "", bytes < 0 ? 0 - (uint64_t)bytes : (uint64_t)bytes, buf);
+}
+
+const char *
+human_u64(uint64_t bytes, char *buf) {
+	return human_mag("", bytes, buf);
+}
+
+const char *
 human_ms(int64_t ms, char *buf) {
-	if (ms < 1000)
-		snprintf(buf, 16, "%dms", (int)ms);
-	else if (ms < 60000)
-		snprintf(buf, 16, "%.1fs", (double)ms / 1000);
-	else if (ms < 3600000)
-		snprintf(buf, 16, "%dm%02ds", (int)(ms / 60000), (int)(ms / 1000 % 60));
+	const char *sign = ms < 0 ? "-" : "";
+	unsigned long long m = ms < 0 ? 0 - (unsigned long long)ms : (unsigned long long)ms;
+	char t[48];
+	if (m < 1000)
+		snprintf(t, sizeof t, "%s%llums", sign, m);
+	else if (m < 60000)
+		snprintf(t, sizeof t, "%s%.1fs", sign, (double)m / 1000);
+	else if (m < 3600000)
+		snprintf(t, sizeof t, "%s%llum%02llus", sign, m / 60000, m / 1000 % 60);
 	else
-		snprintf(buf, 16, "%dh%02dm", (int)(ms / 3600000), (int)(ms / 60000 % 60));
+		snprintf(t, sizeof t, "%s%lluh%02llum", sign, m / 3600000, m / 60000 % 60);
+	t[15] = 0;
+	memcpy(buf, t, 16);
 	return buf;
 }
 

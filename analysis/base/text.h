@@ -18,7 +18,8 @@ void text_escape(struct textesc *t, const char *buf, size_t n, struct sb *out);
 
 /* "1.5 MiB", "-32 KiB", "123 B" into buf (>= 16 bytes); returns buf. */
 const char *human(int64_t bytes, char *buf);
-/* "2m03s", "1.5s" */
+const char *human_u64(uint64_t bytes, char *buf); /* up to "16.0 EiB" */
+/* "2m03s", "1.5s", "-120ms" into buf (>= 16 bytes; cut beyond 10^11 hours) */
 const char *human_ms(int64_t ms, char *buf);
 /* A growth rate as people read it (leaks, ranks, top): per step when
  * per_step is a number; else per hour over a window of an hour or more;

@@ -21,14 +21,36 @@ cmd_load(struct opts *o, struct run *r) {
 	cmd_load_paths(o, r, o->paths, o->npaths);
 }
 
+void
+cmd_list(struct opts *o, struct run *r) {
+	run_list(r, o->paths, o->npaths, 0, 0);
+}
+
+void
+cmd_list_dumps(struct opts *o, struct run *r) {
+	run_list(r, o->paths, o->npaths, 1, 0);
+}
+
 int
 each_file(struct run *r, struct opts *o, const char *key,
 	  void (*fn)(struct mfile *f, struct opts *o, struct sb *j, int first)) {
 	struct sb j = {0};
 	if (o->json)
 		sb_printf(&j, "{\"%s\":[", key);
-	for (size_t i = 0; i < r->nfiles; i++)
-		fn(&r->files[i], o, &j, i == 0);
+	if (r->files) { /* loaded */
+		for (size_t i = 0; i < r->nfiles; i++) {
+			r->files[i].native = o->native;
+			fn(&r->files[i], o, &j, i == 0);
+		}
+	} else { /* listed: one file at a time */
+		struct mfile f;
+		for (int first = 1; run_next(r, &f); first = 0) {
+			f.native = o->native;
+			fn(&f, o, &j, first);
+			mfile_free(&f);
+		}
+	}
+	run_free(r);
 	if (o->json) {
 		sb_puts(&j, "]}\n");
 		fputs(j.p, stdout);

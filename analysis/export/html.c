@@ -571,7 +571,7 @@ dump_json(struct sb *j, struct mfile *f) {
 		return;
 	struct sb t = {0};
 	sb_printf(&t, "%s: %s OOM, %s(%s) failed with %s at %.2f s", file_label(f, lab, sizeof lab),
-		  m->kind, m->api, human(m->requested, a), m->error, (double)m->elapsed_ms / 1000);
+		  m->kind, m->api, human_u64(m->requested, a), m->error, (double)m->elapsed_ms / 1000);
 	sb_puts(j, "{\"title\":");
 	sb_json_str(j, t.p);
 	sb_free(&t);

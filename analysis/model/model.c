@@ -1,7 +1,7 @@
 /* model.c — questions asked of the loaded model (model.h): a snapshot's
  * figures, the peak, a module by address, labels, and every call site as
- * of a snapshot (delta snapshots replayed).  The reader that builds the
- * model is load.c. */
+ * of a snapshot (delta snapshots replayed); and freeing a file's model.
+ * The reader that builds the model is read/. */
 #include "model/model.h"
 #include "base/util.h"
 #include <stdio.h>
@@ -124,7 +124,8 @@ snap_sites(struct mfile *f, const struct snap *s, size_t *n) {
 		replay(f, &f->snaps[i]);
 	f->cur_idx = idx;
 	struct site *v = xmalloc((f->ncur + 1) * sizeof *v);
-	memcpy(v, f->cur, f->ncur * sizeof *v);
+	if (f->ncur) /* memcpy(v, NULL, 0) is undefined */
+		memcpy(v, f->cur, f->ncur * sizeof *v);
 	*n = f->ncur;
 	return v;
 }
@@ -177,4 +178,96 @@ sites_for(struct mfile *f, long seq, int kind, const struct snap **s, int *at_pe
 	}
 	*at_peak = 1;
 	return v;
+}
+
+void
+snap_free(struct snap *s) {
+	free(s->label);
+	free(s->sites);
+	for (int i = 0; i < s->nmarks; i++)
+		free(s->marks[i].name);
+}
+
+/* Everything the reader allocated for f (a command reading files one at
+ * a time frees each before the next). */
+void
+mfile_free(struct mfile *f) {
+	free(f->path);
+	free(f->host);
+	free(f->exe);
+	free(f->argv);
+	for (size_t i = 0; i < f->nmods; i++)
+		free(f->mods[i].path), free(f->mods[i].build_id);
+	free(f->mods);
+	free(f->modix);
+	for (size_t i = 0; i < f->nstacks; i++)
+		free(f->stacks[i].pcs);
+	free(f->stacks);
+	free(f->python);
+	for (size_t i = 0; i < f->npyframes; i++)
+		free(f->pyframes[i].file), free(f->pyframes[i].func);
+	free(f->pyframes);
+	for (size_t i = 0; i < f->npystacks; i++)
+		free(f->pystacks[i].frames), free(f->pystacks[i].entry);
+	free(f->pystacks);
+	struct idmap *maps[] = {&f->stackmap, &f->pyframemap, &f->pystackmap};
+	for (int i = 0; i < 3; i++)
+		free(maps[i]->id), free(maps[i]->ix);
+	for (size_t i = 0; i < f->nsnaps; i++)
+		snap_free(&f->snaps[i]);
+	free(f->snaps);
+	free(f->oom);
+	free(f->segs);
+	free(f->events);
+	free(f->cur);
+	free(f->curmap);
+	memset(f, 0, sizeof *f);
+}
+
+static int
+cmp_site_key(const void *a, const void *b) {
+	const struct site *x = a, *y = b;
+	if (x->stack != y->stack)
+		return x->stack < y->stack ? -1 : 1;
+	return (x->kind > y->kind) - (x->kind < y->kind);
+}
+
+/* Snapshot i left out: what it changed carries into the next (a delta
+ * there takes i's rows it does not override, and i's mode when i was
+ * complete in itself). */
+static void
+drop_snap(struct mfile *f, size_t i) {
+	struct snap *a = &f->snaps[i], *b = &f->snaps[i + 1];
+	if (b->mode == SITES_DELTA) {
+		xqsort(b->sites, b->nsites, sizeof *b->sites, cmp_site_key);
+		struct site *v = xmalloc((a->nsites + b->nsites + 1) * sizeof *v);
+		memcpy(v, b->sites, b->nsites * sizeof *v);
+		size_t n = b->nsites;
+		for (size_t k = 0; k < a->nsites; k++)
+			if (!b->nsites || !bsearch(&a->sites[k], b->sites, b->nsites, sizeof *b->sites,
+						   cmp_site_key))
+				v[n++] = a->sites[k];
+		free(b->sites);
+		b->sites = v;
+		b->nsites = n;
+		b->mode = a->mode;
+	}
+	snap_free(a);
+	memmove(a, b, (f->nsnaps - i - 1) * sizeof *a);
+	f->nsnaps--;
+}
+
+void
+mfile_thin(struct mfile *f, int64_t recent_ms) {
+	if (f->nsnaps < 3)
+		return;
+	size_t before = f->nsnaps;
+	int64_t recent = f->snaps[f->nsnaps - 1].elapsed_ms - recent_ms;
+	for (size_t i = 1; i + 1 < f->nsnaps && f->snaps[i].elapsed_ms < recent; i++)
+		drop_snap(f, i); /* every other older one */
+	if (f->nsnaps * 4 > before * 3) /* mostly recent: every other of all */
+		for (size_t i = 1; i + 1 < f->nsnaps; i++)
+			drop_snap(f, i);
+	f->cur_idx = -1; /* the replay starts again */
+	f->ncur = 0;
 }

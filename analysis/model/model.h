@@ -48,6 +48,7 @@ struct snap {
 	struct markval marks[MAX_MARKS]; /* latest mark values at this snapshot */
 	int nmarks;
 	int64_t dropped_stacks, dropped_live, shim_bytes;
+	int64_t coalesced;     /* snapshot requests merged into others so far */
 	int line;              /* line number in the file */
 };
 
@@ -104,7 +105,8 @@ struct event {
 
 struct oominfo {
 	char kind[16], api[64], error[48];
-	int64_t requested, device, drv_free, drv_total, cg_current, cg_max, elapsed_ms;
+	uint64_t requested;        /* up to 2^64-1: malloc(SIZE_MAX) */
+	int64_t device, drv_free, drv_total, cg_current, cg_max, elapsed_ms;
 	int sampled;
 };
 
@@ -133,7 +135,8 @@ struct mfile {
 	struct idmap stackmap, pyframemap, pystackmap;
 	struct snap *snaps;
 	size_t nsnaps, cap_snaps;
-	int truncated;             /* the last line was cut short */
+	int truncated;             /* read short: the last line or frame cut, or damage */
+	int damaged;               /* reading stopped at damage (warned) */
 	struct oominfo *oom;       /* an OOM dump's oom record, else NULL */
 	struct segment *segs;
 	size_t nsegs, cap_segs;
@@ -147,28 +150,56 @@ struct mfile {
 	long cur_idx;
 };
 
+/* The files a command reads (read/files.c). */
 struct run {
-	struct mfile *files;
+	struct mfile *files;       /* run_load: every usable file, in list order */
 	size_t nfiles;
+	char **list;               /* run_list: the files to read */
+	unsigned char *named;      /* ... each named alone (not found in a directory) */
+	long *sel;                 /* ... the snapshot FILE@N named (SNAP_DEFAULT: none) */
+	size_t nlist, cap_list, next, nread;
+	int optional;
 };
 
-/* Read the paths (files or directories of memtally.*.jsonl, OOM dumps
- * excluded unless named); a bad record exits 1 with "FILE:LINE: reason". */
+/* Reading (read/): a file is read up to the first thing wrong in it, and
+ * what came before is used.  A file cut short (a last line or zstd frame:
+ * a process killed while writing) is normal.  Damage (a record refused,
+ * corrupt compressed data, a line over MT_MAX_LINE, a NUL byte) is warned
+ * about as "FILE:LINE: reason" (or the byte), and the exit status becomes
+ * 1 (read_status).  A file with nothing usable: named alone, exit 1; in a
+ * directory, left out with a warning. */
 /* The extension of a file the shim writes (".jsonl", or ".jsonl.zst"
  * with MEMTALLY_COMPRESS=1) at the end of name, or NULL. */
 const char *jsonl_ext(const char *name);
 /* FILE's JSONL (decompressed when it is zstd) to fd; dies on bad input. */
 void jsonl_cat(const char *path, int fd);
+/* The files of the paths (files, or directories of memtally.*.jsonl with
+ * OOM dumps excluded, or with dumps only their *.oom<N>.jsonl); optional:
+ * finding none is not an error.  Nothing is read yet. */
+void run_list(struct run *r, char **paths, int npaths, int dumps, int optional);
+/* The next usable file of the list into f (the caller frees it with
+ * mfile_free): 1, or 0 after the last.  One at a time, memory is bounded
+ * by the largest file, not by all of them. */
+int run_next(struct run *r, struct mfile *f);
+/* run_list, and every usable file read into r->files. */
 void run_load(struct run *r, char **paths, int npaths);
 /* FILE@N, FILE@peak, FILE@last where FILE exists and the whole name does
  * not: returns the snapshot (a seq, SNAP_PEAK, SNAP_LAST) and cuts path at
  * the '@'; SNAP_DEFAULT when the name has none.  run_load does this for
  * every path (mfile.sel). */
 long path_selector(char *path);
-/* The same for OOM dumps: directories contribute their *.oom<N>.jsonl. */
 void run_load_dumps(struct run *r, char **paths, int npaths);
-/* The same, but finding none is not an error. */
 void run_load_dumps_if_any(struct run *r, char **paths, int npaths);
+void run_free(struct run *r);
+/* EXIT_BAD_INPUT once any file read was damaged, else 0. */
+int read_status(void);
+void mfile_free(struct mfile *f);
+/* About half of f's snapshots left out (the first and last kept, older
+ * than the last recent_ms first), each one's call-site changes carried
+ * into the next, so every snapshot kept reads as before: what bounds a
+ * followed file's memory (memtally top). */
+void mfile_thin(struct mfile *f, int64_t recent_ms);
+void snap_free(struct snap *s);
 /* Every call site as of snapshot s of f (deltas replayed), as a fresh
  * array the caller frees. */
 struct site *snap_sites(struct mfile *f, const struct snap *s, size_t *n);

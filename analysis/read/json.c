@@ -26,6 +26,7 @@ node(struct p *p) {
 	v->key = NULL;
 	v->keylen = v->next = v->first = v->len = 0;
 	v->is_int = 0;
+	v->is_u64 = 0;
 	return i;
 }
 
@@ -140,9 +141,10 @@ number(struct p *p, struct jv *v) {
 	int over = 0;
 	char *digits = s;
 	while (s < p->end && *s >= '0' && *s <= '9') {
-		if (u > (UINT64_MAX - 9) / 10)
+		unsigned dg = (unsigned)(*s++ - '0');
+		if (u > UINT64_MAX / 10 || (u == UINT64_MAX / 10 && dg > UINT64_MAX % 10))
 			over = 1;
-		u = u * 10 + (uint64_t)(*s++ - '0');
+		u = u * 10 + dg;
 	}
 	if (s - digits > 1 && *digits == '0')
 		return p->err = "bad number (leading zero)", -1;
@@ -151,6 +153,13 @@ number(struct p *p, struct jv *v) {
 		v->is_int = 1;
 		v->i = neg ? (int64_t)(0 - u) : (int64_t)u;
 		v->d = (double)v->i;
+		p->s = s;
+		return 0;
+	}
+	if (!frac && !over && !neg) { /* above INT64_MAX: a uint64 (a request of SIZE_MAX) */
+		v->is_u64 = 1;
+		v->i = (int64_t)u; /* its bits */
+		v->d = (double)u;
 		p->s = s;
 		return 0;
 	}
@@ -324,6 +333,14 @@ const char *
 json_str(struct jdoc *d, struct jv *obj, const char *key) {
 	struct jv *v = json_get(d, obj, key);
 	return v && v->type == J_STR ? v->s : NULL;
+}
+
+int
+json_u64(const struct jv *v, uint64_t *out) {
+	if (!v || v->type != J_NUM || !(v->is_u64 || (v->is_int && v->i >= 0)))
+		return 0;
+	*out = (uint64_t)v->i;
+	return 1;
 }
 
 int

@@ -12,6 +12,7 @@ enum jtype { J_NULL, J_FALSE, J_TRUE, J_NUM, J_STR, J_ARR, J_OBJ };
 struct jv {
 	uint8_t type;      /* enum jtype */
 	uint8_t is_int;    /* J_NUM that fits int64 exactly */
+	uint8_t is_u64;    /* J_NUM above INT64_MAX that fits uint64 exactly (i: its bits) */
 	uint32_t len;      /* J_STR bytes, J_ARR/J_OBJ children */
 	uint32_t keylen;   /* member key length (object members) */
 	const char *key;   /* member key, or NULL */
@@ -42,6 +43,8 @@ struct jv *json_next(struct jdoc *d, struct jv *v);   /* next sibling */
 int64_t json_int(struct jdoc *d, struct jv *obj, const char *key, int64_t def);
 double json_num(struct jdoc *d, struct jv *obj, const char *key, double def);
 const char *json_str(struct jdoc *d, struct jv *obj, const char *key);
+/* A number that is a whole uint64 (0 .. 2^64-1): 1 and *out, else 0. */
+int json_u64(const struct jv *v, uint64_t *out);
 /* "0x1f" strings (addresses); 1 and *out on success. */
 int json_hex(const struct jv *v, uint64_t *out);
 

@@ -150,6 +150,6 @@ one_file(struct mfile *f, struct opts *o, struct sb *j, int first) {
 int
 cmd_leaks(struct opts *o) {
 	struct run r;
-	cmd_load(o, &r);
+	cmd_list(o, &r);
 	return each_file(&r, o, "processes", one_file);
 }

@@ -47,11 +47,11 @@ one(struct mfile *f, struct opts *o, struct sb *j, int first) {
 		sb_json_str(j, m->api);
 		sb_puts(j, ",\"error\":");
 		sb_json_str(j, m->error);
-		sb_printf(j, ",\"requested_bytes\":%lld,\"device\":%lld,"
+		sb_printf(j, ",\"requested_bytes\":%llu,\"device\":%lld,"
 			     "\"driver_free_bytes\":%lld,\"driver_total_bytes\":%lld,"
 			     "\"cgroup_current_bytes\":%lld,\"cgroup_max_bytes\":%lld,\"elapsed_ms\":%lld,"
 			     "\"live_bytes\":%lld,\"live_count\":%zu,\"callsites\":[",
-			  (long long)m->requested, (long long)m->device,
+			  (unsigned long long)m->requested, (long long)m->device,
 			  (long long)m->drv_free, (long long)m->drv_total, (long long)m->cg_current,
 			  (long long)m->cg_max, (long long)m->elapsed_ms, (long long)live, nlive);
 		int shown = 0;
@@ -96,7 +96,7 @@ one(struct mfile *f, struct opts *o, struct sb *j, int first) {
 	} else {
 		file_title(f);
 		printf("  %s OOM: %s(%s) failed with %s at %s\n", m->kind, m->api,
-		       human(m->requested, a), m->error, human_ms(m->elapsed_ms, b));
+		       human_u64(m->requested, a), m->error, human_ms(m->elapsed_ms, b));
 		if (m->drv_total > 0)
 			printf("  device %lld: driver free %s of %s\n", (long long)m->device,
 			       human(m->drv_free, a), human(m->drv_total, b));
@@ -155,7 +155,6 @@ one(struct mfile *f, struct opts *o, struct sb *j, int first) {
 int
 cmd_oom(struct opts *o) {
 	struct run r;
-	run_load_dumps(&r, o->paths, o->npaths);
-	cmd_native(o, &r);
+	cmd_list_dumps(o, &r);
 	return each_file(&r, o, "dumps", one);
 }

@@ -229,99 +229,108 @@ spikes_json(struct sb *j, struct mfile *f, struct opts *o) {
 	spikes_free(v, n);
 }
 
+/* One process as a JSON object, into j. */
+static void
+report_json(struct mfile *f, struct opts *o, struct sb *j, int first) {
+	if (!first)
+		sb_putc(j, ',');
+	file_json_head(j, f);
+	sb_printf(j, ",\"ppid\":%lld", (long long)f->ppid);
+	sb_puts(j, ",\"host\":");
+	sb_json_str(j, f->host);
+	sb_puts(j, ",\"exe\":");
+	sb_json_str(j, f->exe);
+	sb_puts(j, ",\"argv\":");
+	sb_json_str(j, f->argv);
+	sb_printf(j, ",\"sample_bytes\":%lld,\"truncated\":%s,\"snapshots\":[",
+		  (long long)f->sample_bytes, f->truncated ? "true" : "false");
+	for (size_t k = 0; k < f->nsnaps; k++) {
+		const struct snap *s = &f->snaps[k];
+		if (k)
+			sb_putc(j, ',');
+		sb_printf(j, "{\"seq\":%lld,\"reason\":", (long long)s->seq);
+		sb_json_str(j, s->reason);
+		sb_printf(j, ",\"elapsed_ms\":%lld,\"rss_bytes\":%lld",
+			  (long long)s->elapsed_ms, (long long)s->rss_bytes);
+		for (int kk = 0; kk < NKINDS; kk++)
+			if (s->tot[kk].present)
+				sb_printf(j, ",\"%s_live_bytes\":%lld", kind_names[kk],
+					  (long long)s->tot[kk].live_bytes);
+		sb_putc(j, '}');
+	}
+	sb_puts(j, "]");
+	if (f->nsnaps) {
+		long sel = f->has_sel ? f->sel : o->snapshot;
+		sb_puts(j, ",\"last\":"); /* or the snapshot asked for */
+		sites_json(j, f, sel >= 0 ? pick_snapshot(f, sel, o->kind) : &f->snaps[f->nsnaps - 1], o);
+		sb_puts(j, ",\"peak\":");
+		sites_json(j, f, file_peak(f, o->kind), o);
+		size_t np;
+		const struct snap *last = &f->snaps[f->nsnaps - 1];
+		struct site *vp = at_peak_sites(f, last, &np);
+		if (vp)
+			at_peak_json(j, f, last, vp, np, o);
+		free(vp);
+		spikes_json(j, f, o);
+	}
+	sb_putc(j, '}');
+}
+
+/* One process as text, on stdout. */
+static void
+report_text(struct mfile *f, struct opts *o) {
+	char lab[128], a[16];
+	file_title(f);
+	if (!f->nsnaps) {
+		printf("  no snapshots (the process wrote only its header)\n\n");
+		return;
+	}
+	const struct snap *last = &f->snaps[f->nsnaps - 1];
+	int64_t dropped = last->dropped_live + last->dropped_stacks;
+	char merged[64] = "";
+	if (last->coalesced) /* asked while one was pending: one snapshot for both */
+		snprintf(merged, sizeof merged, " (and %lld asked for while one was pending)",
+			 (long long)last->coalesced);
+	printf("  %zu snapshot%s%s over %s; %s; shim memory %s%s%s\n", f->nsnaps,
+	       f->nsnaps == 1 ? "" : "s", merged,
+	       human_ms(last->elapsed_ms, a),
+	       f->sample_bytes > 0 ? "heap sampled" : "heap exact", human(last->shim_bytes, lab),
+	       dropped ? "; DROPPED: tables full, figures incomplete" : "",
+	       f->damaged     ? "; DAMAGED: read up to the damage named above"
+	       : f->truncated ? "; last line truncated"
+			      : "");
+	timeline_text(f);
+	long sel = f->has_sel ? f->sel : o->snapshot;
+	if (sel >= 0) {
+		char t[48];
+		snprintf(t, sizeof t, "at snapshot %ld", sel);
+		sites_text(f, pick_snapshot(f, sel, o->kind), o, t);
+	} else if (sel != SNAP_PEAK) { /* the peak's table follows anyway */
+		sites_text(f, last, o, "at the last snapshot");
+	}
+	size_t np;
+	struct site *vp = at_peak_sites(f, last, &np);
+	const struct snap *pk = file_peak(f, o->kind);
+	if (vp) /* exact, whatever the snapshots caught */
+		at_peak_text(f, last, vp, np, o);
+	else if (pk != last) /* older files: the snapshot that held most */
+		sites_text(f, pk, o, "at the peak");
+	free(vp);
+	spikes_text(f, o);
+	printf("\n");
+}
+
+static void
+report_one(struct mfile *f, struct opts *o, struct sb *j, int first) {
+	if (o->json)
+		report_json(f, o, j, first);
+	else
+		report_text(f, o);
+}
+
 int
 cmd_report(struct opts *o) {
 	struct run r;
-	cmd_load(o, &r);
-	struct sb j = {0};
-	if (o->json)
-		sb_puts(&j, "{\"processes\":[");
-	for (size_t i = 0; i < r.nfiles; i++) {
-		struct mfile *f = &r.files[i];
-		char lab[128], a[16];
-		if (o->json) {
-			if (i)
-				sb_putc(&j, ',');
-			file_json_head(&j, f);
-			sb_printf(&j, ",\"ppid\":%lld", (long long)f->ppid);
-			sb_puts(&j, ",\"host\":");
-			sb_json_str(&j, f->host);
-			sb_puts(&j, ",\"exe\":");
-			sb_json_str(&j, f->exe);
-			sb_puts(&j, ",\"argv\":");
-			sb_json_str(&j, f->argv);
-			sb_printf(&j, ",\"sample_bytes\":%lld,\"truncated\":%s,\"snapshots\":[",
-				  (long long)f->sample_bytes, f->truncated ? "true" : "false");
-			for (size_t k = 0; k < f->nsnaps; k++) {
-				const struct snap *s = &f->snaps[k];
-				if (k)
-					sb_putc(&j, ',');
-				sb_printf(&j, "{\"seq\":%lld,\"reason\":", (long long)s->seq);
-				sb_json_str(&j, s->reason);
-				sb_printf(&j, ",\"elapsed_ms\":%lld,\"rss_bytes\":%lld",
-					  (long long)s->elapsed_ms, (long long)s->rss_bytes);
-				for (int kk = 0; kk < NKINDS; kk++)
-					if (s->tot[kk].present)
-						sb_printf(&j, ",\"%s_live_bytes\":%lld", kind_names[kk],
-							  (long long)s->tot[kk].live_bytes);
-				sb_putc(&j, '}');
-			}
-			sb_puts(&j, "]");
-			if (f->nsnaps) {
-				long sel = f->has_sel ? f->sel : o->snapshot;
-				sb_puts(&j, ",\"last\":"); /* or the snapshot asked for */
-				sites_json(&j, f, sel >= 0 ? pick_snapshot(f, sel, o->kind)
-							   : &f->snaps[f->nsnaps - 1], o);
-				sb_puts(&j, ",\"peak\":");
-				sites_json(&j, f, file_peak(f, o->kind), o);
-				size_t np;
-				const struct snap *last = &f->snaps[f->nsnaps - 1];
-				struct site *vp = at_peak_sites(f, last, &np);
-				if (vp)
-					at_peak_json(&j, f, last, vp, np, o);
-				free(vp);
-				spikes_json(&j, f, o);
-			}
-			sb_putc(&j, '}');
-			continue;
-		}
-		file_title(f);
-		if (!f->nsnaps) {
-			printf("  no snapshots (the process wrote only its header)\n\n");
-			continue;
-		}
-		const struct snap *last = &f->snaps[f->nsnaps - 1];
-		int64_t dropped = last->dropped_live + last->dropped_stacks;
-		printf("  %zu snapshot%s over %s; %s; shim memory %s%s%s\n", f->nsnaps,
-		       f->nsnaps == 1 ? "" : "s",
-		       human_ms(last->elapsed_ms, a),
-		       f->sample_bytes > 0 ? "heap sampled" : "heap exact", human(last->shim_bytes, lab),
-		       dropped ? "; DROPPED: tables full, figures incomplete" : "",
-		       f->truncated ? "; last line truncated" : "");
-		timeline_text(f);
-		long sel = f->has_sel ? f->sel : o->snapshot;
-		if (sel >= 0) {
-			char t[48];
-			snprintf(t, sizeof t, "at snapshot %ld", sel);
-			sites_text(f, pick_snapshot(f, sel, o->kind), o, t);
-		} else if (sel != SNAP_PEAK) { /* the peak's table follows anyway */
-			sites_text(f, last, o, "at the last snapshot");
-		}
-		size_t np;
-		struct site *vp = at_peak_sites(f, last, &np);
-		const struct snap *pk = file_peak(f, o->kind);
-		if (vp) /* exact, whatever the snapshots caught */
-			at_peak_text(f, last, vp, np, o);
-		else if (pk != last) /* older files: the snapshot that held most */
-			sites_text(f, pk, o, "at the peak");
-		free(vp);
-		spikes_text(f, o);
-		printf("\n");
-	}
-	if (o->json) {
-		sb_puts(&j, "]}\n");
-		fputs(j.p, stdout);
-		sb_free(&j);
-	}
-	return 0;
+	cmd_list(o, &r); /* read one at a time */
+	return each_file(&r, o, "processes", report_one);
 }

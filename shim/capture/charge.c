@@ -117,16 +117,37 @@ capture(int kind, uintptr_t hook) {
 	return n == 1 ? mt_stack_intern1(pcs[0], kind, py) : mt_stack_intern(pcs, n, kind, py);
 }
 
+/* While no writer thread runs (output/writer.h: it starts when needed):
+ * start it for a snapshot asked meanwhile (the signal's handler cannot
+ * start a thread), once live host or device bytes pass the 4 MiB a
+ * MEMTALLY_RISE snapshot needs at least, or when objects were loaded
+ * while Python is looked for (an embedder's libpython: the writer finds
+ * it; looked at every 4096th allocation).  Here no shim lock is held. */
+static MT_NOINLINE void
+writer_maybe(void) {
+	static uint32_t tick;
+	int64_t host = mt_totals[MT_HEAP].live_bytes + mt_totals[MT_MMAP].live_bytes;
+	int64_t dev = mt_totals[MT_CUDA].live_bytes + mt_totals[MT_CUDA_MANAGED].live_bytes +
+		      mt_totals[MT_CUDA_VMM].live_bytes;
+	if (mt_trigger_pending() || (mt_cfg.rise > 0 && (host >= 4 << 20 || dev >= 4 << 20)) ||
+	    (!(++tick & 4095) && mt_py_loaded_since()))
+		mt_trigger_start_writer();
+}
+
 static void
 count_tracked(void) {
+	if (MT_UNLIKELY(!mt_writer_up()))
+		writer_maybe();
 	/* One counter all threads add to: only when MEMTALLY_EVERY needs it
 	 * (its cache line bouncing between two threads was the exact malloc
-	 * benchmark's hottest instruction). */
+	 * benchmark's hottest instruction).  The N-th allocation's thread
+	 * writes the snapshot itself: one snapshot per N, of the state at
+	 * that allocation (other threads go on meanwhile). */
 	if (!mt_cfg.every)
 		return;
 	uint64_t n = mt_add(&tracked_allocs, 1);
 	if (n % mt_cfg.every == 0)
-		mt_trigger(MT_REASON_EVERY);
+		mt_trigger_sync(MT_REASON_EVERY);
 }
 
 struct mt_tcount *

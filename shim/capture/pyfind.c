@@ -209,6 +209,27 @@ mt_py_waiting(void) {
 	return mt_cfg.python && !found && !gave_up;
 }
 
+static int
+first_adds(struct dl_phdr_info *info, size_t size, void *arg) {
+	(void)size;
+	*(unsigned long long *)arg = info->dlpi_adds;
+	return 1; /* the count is the same in every entry: one is enough */
+}
+
+int
+mt_py_loaded_since(void) {
+	static unsigned long long seen;
+	if (!mt_py_waiting())
+		return 0;
+	unsigned long long adds = 0;
+	mt_loader_enter();
+	dl_iterate_phdr(first_adds, &adds);
+	mt_loader_leave();
+	int changed = seen && adds != seen;
+	seen = adds;
+	return changed;
+}
+
 int
 mt_py_find(void (*code_dealloc)(void *)) {
 	if (!mt_cfg.python || found || gave_up)
@@ -232,6 +253,7 @@ mt_py_find(void (*code_dealloc)(void *)) {
 		}
 	}
 	mt_loader_leave();
+	mt_py_loaded_since(); /* what is loaded now was looked at */
 	return found;
 }
 

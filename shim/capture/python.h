@@ -21,6 +21,10 @@ void mt_py_init(void);
 /* 1 while a libpython loaded later could still turn frames on (the
  * writer thread looks for one every second). */
 int mt_py_waiting(void);
+/* While waiting: whether objects were loaded since the last look (a
+ * libpython dlopen'ed by an embedder may be among them).  Takes the
+ * loader's lock for one dl_iterate_phdr step; never allocates. */
+int mt_py_loaded_since(void);
 /* 1 once frames are being recorded in this process. */
 extern int mt_py_on;
 /* The Python stack of the calling thread: an id >= 1, or 0 when the thread

@@ -10,6 +10,7 @@
 #include "capture/charge.h"
 #include "state/marks.h"
 #include "output/snapshot.h"
+#include "capture/python.h"
 #include "state/trigger.h"
 #include "platform/config.h"
 #include <string.h>
@@ -20,6 +21,8 @@ memtally_snapshot(const char *label) {
 		return -1;
 	int r = mt_request_wait(label);
 	if (r == 1) { /* no writer thread: write it here */
+		if (mt_py_waiting()) /* as the writer looks before each (an embedder's libpython) */
+			mt_py_init();
 		mt_snapshot_write("request", label);
 		return 0;
 	}

@@ -71,13 +71,26 @@ make_path_x(unsigned x) {
 	path_x = x;
 }
 
-static int
-mkdirs(const char *dir) {
+/* Make the missing directories of dir (DIR_MODE) and open it, checked:
+ *  - a symbolic link on the path is followed only if it is ours or
+ *    root's (one planted by another user in a directory they may write
+ *    to would send our files where they chose);
+ *  - the directory itself is ours; for a process other than root a
+ *    directory of root's (/tmp) is taken too; root takes only its own
+ *    (another user's directory would hand them our files, whose argv may
+ *    hold secrets, and the names in it).
+ * The files are then made relative to the descriptor (openat), so the
+ * path is not looked up again between the check and the open.
+ * Returns the descriptor, or -errno (-EPERM: another user's). */
+static long
+open_dir(const char *dir) {
 	char tmp[1024];
 	size_t n = strlen(dir);
 	if (n >= sizeof tmp)
-		return ENAMETOOLONG;
+		return -ENAMETOOLONG;
 	memcpy(tmp, dir, n + 1);
+	long uid = mt_sys(SYS_geteuid, 0, 0, 0, 0, 0, 0);
+	struct stat st;
 	for (size_t i = 1; i <= n; i++) {
 		if (tmp[i] != '/' && tmp[i] != 0)
 			continue;
@@ -85,19 +98,32 @@ mkdirs(const char *dir) {
 		tmp[i] = 0;
 		long r = mt_sys(SYS_mkdir, tmp, DIR_MODE, 0, 0, 0, 0);
 		if (r < 0 && r != -EEXIST)
-			return (int)-r;
+			return r;
+		if (mt_sys(SYS_lstat, tmp, &st, 0, 0, 0, 0))
+			return -ENOENT;
+		if (S_ISLNK(st.st_mode) && (long)st.st_uid != uid && st.st_uid != 0)
+			return -EPERM;
 		tmp[i] = c;
 	}
-	/* The output directory itself: ours, root's, or refused.  Another
-	 * user's directory would hand them our files (argv may hold secrets)
-	 * and the names in it. */
-	struct stat st;
-	long uid = mt_sys(SYS_geteuid, 0, 0, 0, 0, 0, 0);
-	if (mt_sys(SYS_stat, dir, &st, 0, 0, 0, 0))
-		return ENOENT;
-	if (uid != 0 && st.st_uid != 0 && (long)st.st_uid != uid)
-		return EPERM;
-	return 0;
+	long fd = mt_sys(SYS_open, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0, 0, 0, 0);
+	if (fd < 0)
+		return fd;
+	if (mt_sys(SYS_fstat, fd, &st, 0, 0, 0, 0) ||
+	    ((long)st.st_uid != uid && (uid == 0 || st.st_uid != 0))) {
+		mt_sys(SYS_close, fd, 0, 0, 0, 0, 0);
+		return -EPERM;
+	}
+	return fd;
+}
+
+/* The file's name within the directory (path is <out>/<name>). */
+static const char *
+base(const char *p) {
+	const char *s = p, *slash = NULL;
+	for (; *s; s++)
+		if (*s == '/')
+			slash = s;
+	return slash ? slash + 1 : p;
 }
 
 static int
@@ -112,8 +138,8 @@ ours(int f) {
 /* Open path for appending if it is still our file (the same inode, not a
  * link: O_NOFOLLOW), else -1. */
 static long
-reopen_ours(void) {
-	long r = mt_sys(SYS_open, path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0, 0, 0, 0);
+reopen_ours(long dfd) {
+	long r = mt_sys(SYS_openat, dfd, base(path), O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0, 0, 0);
 	if (r < 0)
 		return -1;
 	struct stat st;
@@ -128,12 +154,12 @@ reopen_ours(void) {
 /* Make a new file: never through a link and never over an existing file
  * (O_EXCL), taking the next free ".x<N>" name when the name is taken. */
 static long
-create_new(void) {
+create_new(long dfd) {
 	int flags = O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW | O_CLOEXEC;
-	long r = mt_sys(SYS_open, path, flags, FILE_MODE, 0, 0, 0);
+	long r = mt_sys(SYS_openat, dfd, base(path), flags, FILE_MODE, 0, 0);
 	for (unsigned x = path_x + 1; r == -EEXIST && x < path_x + 1000; x++) {
 		make_path_x(x);
-		r = mt_sys(SYS_open, path, flags, FILE_MODE, 0, 0, 0);
+		r = mt_sys(SYS_openat, dfd, base(path), flags, FILE_MODE, 0, 0);
 	}
 	return r;
 }
@@ -145,7 +171,8 @@ mt_file_ensure(int *fresh, int *reopened) {
 		return 0;
 	fd = -1; /* not ours any more (if it was): never written again */
 	make_path_x(opened_once ? path_x : 0);
-	int err = mkdirs(mt_cfg.out);
+	long dfd = open_dir(mt_cfg.out);
+	int err = dfd < 0 ? (int)-dfd : 0;
 	long r = -ENOENT;
 	if (!err) {
 		/* The first open of this process image makes a new file: when
@@ -154,15 +181,16 @@ mt_file_ensure(int *fresh, int *reopened) {
 		 * ".x<N>" name instead.  A later open appends to it only if
 		 * it is still the same file; a file deleted under us is made
 		 * again, never followed through a link planted at its name. */
-		r = opened_once ? reopen_ours() : -1;
+		r = opened_once ? reopen_ours(dfd) : -1;
 		if (r < 0)
-			r = create_new();
+			r = create_new(dfd);
 		err = r < 0 ? (int)-r : 0;
+		mt_sys(SYS_close, dfd, 0, 0, 0, 0, 0);
 	}
 	if (err) {
 		if (!open_failed && err == EPERM)
-			mt_warn("%s belongs to another user: not writing there (the "
-				"program runs on; set MEMTALLY_OUT to a directory of yours)",
+			mt_warn("%s (or a link on its path) belongs to another user: not writing "
+				"there (the program runs on; set MEMTALLY_OUT to a directory of yours)",
 				mt_cfg.out);
 		else if (!open_failed)
 			mt_warn("cannot write %s (errno %d); the program runs "
@@ -215,16 +243,25 @@ mt_file_postfork_child(void) {
 	opened_once = 0;
 }
 
+static long dump_create(long dfd, unsigned idx, char *dst, size_t n);
+
 long
 mt_file_dump_open(unsigned idx, char *dst, size_t n) {
-	int err = mkdirs(mt_cfg.out);
-	if (err)
-		return -err;
+	long dfd = open_dir(mt_cfg.out);
+	if (dfd < 0)
+		return dfd;
+	long r = dump_create(dfd, idx, dst, n);
+	mt_sys(SYS_close, dfd, 0, 0, 0, 0, 0);
+	return r;
+}
+
+static long
+dump_create(long dfd, unsigned idx, char *dst, size_t n) {
 	/* Never through a link planted at the (predictable) name, never over
 	 * an earlier run's dump of the same pid: the next ".x<N>" instead. */
 	int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
 	name(dst, n, ".oom%u.jsonl", idx);
-	long r = mt_sys(SYS_open, dst, flags, FILE_MODE, 0, 0, 0);
+	long r = mt_sys(SYS_openat, dfd, base(dst), flags, FILE_MODE, 0, 0);
 	for (unsigned x = 1; r == -EEXIST && x < 1000; x++) {
 		char fmt[32];
 		struct mt_buf b;
@@ -232,7 +269,7 @@ mt_file_dump_open(unsigned idx, char *dst, size_t n) {
 		mt_buf_printf(&b, ".x%u.oom%%u.jsonl", x);
 		fmt[b.len] = 0;
 		name(dst, n, fmt, idx);
-		r = mt_sys(SYS_open, dst, flags, FILE_MODE, 0, 0, 0);
+		r = mt_sys(SYS_openat, dfd, base(dst), flags, FILE_MODE, 0, 0);
 	}
 	return r;
 }

@@ -24,6 +24,7 @@
 #include "state/marks.h"
 #include "output/file.h"
 #include "output/zout.h"
+#include "state/trigger.h"
 #include "capture/unwind.h"
 #include <elf.h>
 #include <fcntl.h>
@@ -189,6 +190,28 @@ ensure_open(void) {
 		forget_written();
 	}
 	return 0;
+}
+
+/* Whether this process may change its identity: root, or holding
+ * CAP_SETUID or CAP_SETGID. */
+static int
+may_change_identity(void) {
+	if (mt_sys(SYS_geteuid, 0, 0, 0, 0, 0, 0) == 0)
+		return 1;
+	struct { uint32_t version; int pid; } hdr = {0x20080522 /* _LINUX_CAPABILITY_VERSION_3 */, 0};
+	struct { uint32_t effective, permitted, inheritable; } data[2];
+	if (mt_sys(SYS_capget, &hdr, data, 0, 0, 0, 0))
+		return 0;
+	return (data[0].effective & ((1u << 6) | (1u << 7))) != 0; /* CAP_SETGID, CAP_SETUID */
+}
+
+void
+mt_snapshot_open_early(void) {
+	if (!mt_cfg.host || !may_change_identity())
+		return;
+	mt_lock(&W.lock);
+	ensure_open(); /* its header waits in W.lines for the first snapshot */
+	mt_unlock(&W.lock);
 }
 
 /* ---- maps ------------------------------------------------------------ */
@@ -531,7 +554,7 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 		      "\"live_entries\":%lu,\"live_maps\":%lu,"
 		      "\"dropped_stacks\":%lu,\"dropped_live\":%lu,"
 		      "\"oom_dumps\":%lu,\"dropped_snapshots\":%lu,\"last_write_ns\":%lu,"
-		      "\"unwind_fallbacks\":%lu,\"solo\":%d",
+		      "\"unwind_fallbacks\":%lu,\"solo\":%d,\"coalesced\":%lu",
 		      (unsigned long)(sites_mem + live_mem + writer_mem + pybytes),
 		      (unsigned long)stack_mem, (unsigned long)site_mem, (unsigned long)live_mem,
 		      (unsigned long)writer_mem, (unsigned long)pybytes,
@@ -541,7 +564,8 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 		      (unsigned long)mt_dropped_live, (unsigned long)mt_dump_count(),
 		      (unsigned long)W.dropped_snaps, (unsigned long)W.last_write_ns,
 		      (unsigned long)mt_unwind_fallbacks(),
-		      __atomic_load_n(&mt_solo.one, __ATOMIC_RELAXED) == 1);
+		      __atomic_load_n(&mt_solo.one, __ATOMIC_RELAXED) == 1,
+		      (unsigned long)mt_trigger_coalesced());
 	if (mt_py_on)
 		mt_buf_printf(b, ",\"pystacks\":%lu,\"pyframes\":%lu,"
 			      "\"pycode_retired\":%lu,\"dropped_pystacks\":%lu",

@@ -24,6 +24,12 @@ int mt_snapshot_init(char **argv, char **envp);
 /* Write one snapshot (and the header, maps and stacks it needs).  label
  * names a request (C API) or is NULL.  Takes the writer lock. */
 void mt_snapshot_write(const char *reason, const char *label);
+/* At start, in a process that may change identity (root, CAP_SETUID or
+ * CAP_SETGID): make the file now, with the checks of file.c, while the
+ * process still has the identity it started with; a drop to another user
+ * before the first snapshot then still finds its file open. */
+void mt_snapshot_open_early(void);
+/* Label for the next "request" snapshot (copied). */
 /* Refuse further writes (after the exit snapshot).  Takes the writer lock. */
 void mt_snapshot_close(void);
 /* MEMTALLY_VERBOSE: the effective configuration and file path on stderr. */

@@ -5,43 +5,63 @@
  */
 #ifndef MT_CONFIG_H
 #define MT_CONFIG_H
+#include <stddef.h>
 #include <stdint.h>
 
-/* X(field, NAME, type, default, doc).  Types: PATH, U64 (count), SIZE
- * (bytes, K/M/G suffixes), SECS (fractional seconds), SIG, BOOL, FRAC
- * (0..1), UNWIND.  README.md's table is generated from this list by
- * `build/memtally-config --markdown` (see `make readme-config`). */
+/* X(field, NAME, type, default, min, max, doc).  Types: PATH, U64 (count),
+ * SIZE (bytes, K/M/G/T suffixes), SECS (fractional seconds), SIG, BOOL,
+ * FRAC (0..1), UNWIND, ROUTES.  min and max bound a numeric option, written
+ * as a value of it is ("" for the other types); a value outside them warns
+ * and keeps the default, as a value that does not parse does.  README.md's
+ * table is generated from this list: `build/memtally-config --markdown`
+ * prints it, and test_config fails when the README's differs. */
 #define MT_OPTIONS(X)                                                          \
-	X(out, OUT, PATH, "./memtally-out", "output directory (created)")      \
-	X(every, EVERY, U64, "0", "snapshot every N tracked allocations (0 = off)") \
-	X(interval, INTERVAL, SECS, "0", "snapshot every T seconds (0 = off; fractions allowed)") \
-	X(steps, STEPS, U64, "100", "snapshot each time the \"step\" mark reaches a multiple of N (memtally_mark; under `memtally run` PyTorch's optimizer steps are marked without code), from memtally's thread while the program goes on (0 = off)") \
-	X(rise, RISE, FRAC, "0.25", "snapshot when live host (heap + mmap) or device bytes rise this fraction, and 4 MiB, above the lowest since the last snapshot; checked every 100 ms (0 = off)") \
-	X(signal, SIGNAL, SIG, "USR1", "signal that requests a snapshot (USR1, USR2, a number, or none)") \
-	X(sample, SAMPLE, SIZE, "0", "mean bytes between heap samples (0 = exact); K/M/G suffixes") \
-	X(exact_above, EXACT_ABOVE, SIZE, "1M", "heap allocations of this size or more are always exact") \
-	X(depth, DEPTH, U64, "32", "max native frames per stack (1-128)")     \
-	X(python, PYTHON, BOOL, "1", "record the Python stack of each tracked allocation in CPython 3.10-3.13 processes (0: native stacks only)") \
-	X(pydepth, PYDEPTH, U64, "16", "max Python frames per stack (1-64)") \
-	X(initdepth, INITDEPTH, U64, "4", "inside a library initializer the dynamic loader runs (constructors at start and dlopen, destructors at exit): the innermost native frames kept, then a mark for those left out, the initializer's call and the loader's frames (0: keep them all)") \
-	X(pynative, PYNATIVE, BOOL, "0", "under Python, keep the native frames outside the interpreter's innermost eval loop too (0: the Python stack stands for them)") \
-	X(unwind, UNWIND, UNWIND, "cfi", "stack walker: cfi (the shim's own, from each object's unwind tables; a stack it cannot follow goes to libunwind), libunwind, or fp (frame pointers)") \
-	X(compress, COMPRESS, BOOL, "1", "write the file zstd-compressed, a frame per snapshot (.jsonl.zst: memtally reads it; `memtally cat` or `zstd -dc` gives JSONL); 0: plain .jsonl") \
-	X(top, TOP, U64, "0", "call sites per snapshot, largest live first (0 = all)") \
-	X(trace, TRACE, U64, "100000", "events kept in the ring that OOM dumps carry (mmaps, large heap blocks, failures)") \
-	X(oom_dumps, OOM_DUMPS, U64, "3", "max OOM and pre-OOM dumps per process") \
-	X(oom_render, OOM_RENDER, BOOL, "0", "after each OOM dump, also write its pickle, HTML page and flame graph beside it (from the writer thread, or at exit)") \
-	X(cuda, CUDA, BOOL, "1", "track CUDA driver allocations (device, pinned host, managed, VMM)") \
-	X(cuda_routes, CUDA_ROUTES, ROUTES, "all", "debug: the routes to the driver that are wrapped (direct,dlsym,gpa,self or all)") \
-	X(host, HOST, BOOL, "1", "track heap and mmap (0: pass every call straight through)") \
-	X(smaps, SMAPS, BOOL, "1", "read /proc/self/smaps_rollup (pss, uss, shared) in snapshots") \
-	X(cgroup, CGROUP, BOOL, "1", "read the process's cgroup memory figures (v2, or v1's memory controller) in snapshots") \
-	X(preoom, PREOOM, FRAC, "0.95", "dump when cgroup usage reaches this fraction of its limit, checked every 100 ms (0 = off)") \
-	X(follow, FOLLOW, BOOL, "1", "children are tracked too (0: fork children write nothing, exec'd children run without the shim)") \
-	X(verbose, VERBOSE, BOOL, "0", "print the effective configuration and output path to stderr") \
-	X(seed, SEED, U64, "0", "sampling random seed (0 = from time and thread id; set it for repeatable runs)") \
-	X(max_stacks, MAX_STACKS, U64, "1048576", "distinct stacks kept; further new stacks are counted as dropped") \
-	X(max_live, MAX_LIVE, U64, "67108864", "tracked live allocations kept; further ones are counted as dropped")
+	X(out, OUT, PATH, "./memtally-out", "", "", "output directory (created)") \
+	X(every, EVERY, U64, "0", "0", "1099511627776", "snapshot every N tracked allocations, written by the allocating thread at the N-th (0 = off)") \
+	X(interval, INTERVAL, SECS, "0", "0", "86400", "snapshot every T seconds (0 = off; fractions allowed)") \
+	X(steps, STEPS, U64, "100", "0", "1099511627776", "snapshot each time the \"step\" mark reaches a multiple of N (memtally_mark; under `memtally run` PyTorch's optimizer steps are marked without code), from memtally's thread while the program goes on (0 = off)") \
+	X(rise, RISE, FRAC, "0.25", "0", "1", "snapshot when live host (heap + mmap) or device bytes rise this fraction, and 4 MiB, above the lowest since the last snapshot; checked every 100 ms (0 = off)") \
+	X(signal, SIGNAL, SIG, "USR1", "", "", "signal that requests a snapshot: USR1, USR2, RTMIN+n or RTMAX-n (or their numbers: 10, 12, 34-64), or none") \
+	X(sample, SAMPLE, SIZE, "0", "0", "1T", "mean bytes between heap samples (0 = exact); K/M/G suffixes") \
+	X(exact_above, EXACT_ABOVE, SIZE, "1M", "0", "1T", "heap allocations of this size or more are always exact") \
+	X(depth, DEPTH, U64, "32", "1", "128", "max native frames per stack") \
+	X(python, PYTHON, BOOL, "1", "", "", "record the Python stack of each tracked allocation in CPython 3.10-3.13 processes (0: native stacks only)") \
+	X(pydepth, PYDEPTH, U64, "16", "1", "64", "max Python frames per stack") \
+	X(initdepth, INITDEPTH, U64, "4", "0", "128", "inside a library initializer the dynamic loader runs (constructors at start and dlopen, destructors at exit): the innermost native frames kept, then a mark for those left out, the initializer's call and the loader's frames (0: keep them all)") \
+	X(pynative, PYNATIVE, BOOL, "0", "", "", "under Python, keep the native frames outside the interpreter's innermost eval loop too (0: the Python stack stands for them)") \
+	X(unwind, UNWIND, UNWIND, "cfi", "", "", "stack walker: cfi (the shim's own, from each object's unwind tables; a stack it cannot follow goes to libunwind), libunwind, or fp (frame pointers)") \
+	X(compress, COMPRESS, BOOL, "1", "", "", "write the file zstd-compressed, a frame per snapshot (.jsonl.zst: memtally reads it; `memtally cat` or `zstd -dc` gives JSONL); 0: plain .jsonl") \
+	X(top, TOP, U64, "0", "0", "16777216", "call sites per snapshot, largest live first (0 = all)") \
+	X(trace, TRACE, U64, "100000", "16", "16777216", "events kept in the ring that OOM dumps carry (mmaps, large heap blocks, failures)") \
+	X(oom_dumps, OOM_DUMPS, U64, "3", "0", "1000", "max OOM and pre-OOM dumps per process") \
+	X(oom_render, OOM_RENDER, BOOL, "0", "", "", "after each OOM dump, also write its pickle, HTML page and flame graph beside it (from the writer thread, or at exit)") \
+	X(cuda, CUDA, BOOL, "1", "", "", "track CUDA driver allocations (device, pinned host, managed, VMM)") \
+	X(cuda_routes, CUDA_ROUTES, ROUTES, "all", "", "", "debug: the routes to the driver that are wrapped (direct,dlsym,gpa,self or all)") \
+	X(host, HOST, BOOL, "1", "", "", "track heap and mmap (0: pass every call straight through)") \
+	X(smaps, SMAPS, BOOL, "1", "", "", "read /proc/self/smaps_rollup (pss, uss, shared) in snapshots") \
+	X(cgroup, CGROUP, BOOL, "1", "", "", "read the process's cgroup memory figures (v2, or v1's memory controller) in snapshots") \
+	X(preoom, PREOOM, FRAC, "0.95", "0", "1", "dump when cgroup usage reaches this fraction of its limit, checked every 100 ms (0 = off)") \
+	X(follow, FOLLOW, BOOL, "1", "", "", "children are tracked too (0: fork children write nothing, exec'd children run without the shim)") \
+	X(verbose, VERBOSE, BOOL, "0", "", "", "print the effective configuration and output path to stderr") \
+	X(seed, SEED, U64, "0", "0", "18446744073709551615", "sampling random seed (0 = from time and thread id; set it for repeatable runs)") \
+	X(max_stacks, MAX_STACKS, U64, "1048576", "16", "1073741824", "distinct stacks kept; further new stacks are counted as dropped") \
+	X(max_live, MAX_LIVE, U64, "67108864", "64", "68719476736", "tracked live allocations kept (about this many; up to twice when the blocks lie in several 64 MiB regions, as the pointer table checks the whole count when it grows); further ones are counted as dropped")
+
+/* MEMTALLY_* names that are not the shim's options but are read by
+ * memtally's other parts (no warning for them): the Python start-up hook,
+ * `memtally run`, and the test and build scripts. */
+#define MT_KNOWN_NAMES(X)                                                      \
+	X(TORCH, "the Python start-up hook: 0 turns it off")                  \
+	X(STEPS, "the Python start-up hook: a snapshot every N optimizer steps") \
+	X(TORCH_HISTORY, "the Python start-up hook: PyTorch's allocator history") \
+	X(LIB, "memtally run: the shim to preload")                           \
+	X(TEST, "test/run.sh: the tests to run")                               \
+	X(CASE, "test/run.sh: the case to run")                                \
+	X(TEST_PREFIX, "test/run.sh: a wrapper for C tests")                   \
+	X(TEST_TIMEOUT, "test/run.sh: the watchdog")                           \
+	X(GOLDEN_UPDATE, "test_golden: rewrite the golden files")              \
+	X(DEPS_EXTRA, "scripts/setup-deps.sh: more packages")                  \
+	X(TOP_BENCH, "test/bench: the top benchmark")
 
 enum mt_opt_type { MT_PATH, MT_U64, MT_SIZE, MT_SECS, MT_SIG, MT_BOOL,
 		   MT_FRAC, MT_UNWIND, MT_ROUTES };
@@ -94,5 +114,9 @@ struct mt_buf;
 void mt_config_json(struct mt_buf *b);
 /* Print the table as Markdown to fd (README generation).  Never allocates. */
 void mt_config_markdown(int fd);
+/* Whether MEMTALLY_<name>=value would be taken (memtally run checks --set
+ * with it): 0, or -1 with the reason in why (an unknown name, a value that
+ * does not parse or is out of range).  Leaves mt_cfg as it was. */
+int mt_config_check(const char *name, const char *value, char *why, size_t n);
 
 #endif

@@ -26,11 +26,54 @@ futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts) {
 	return mt_sys(SYS_futex, w, op, val, ts, 0, 0);
 }
 
+static uint64_t coalesced; /* triggers merged into one already pending */
+static void (*sync_writer)(int reason);
+static void (*start_writer)(void);
+
 void
 mt_trigger(int reason) {
-	__atomic_or_fetch(&pending, reason, __ATOMIC_RELEASE);
+	if (__atomic_fetch_or(&pending, reason, __ATOMIC_RELEASE) & reason)
+		__atomic_add_fetch(&coalesced, 1, __ATOMIC_RELAXED);
+	mt_trigger_wake();
+}
+
+void
+mt_trigger_wake(void) {
 	__atomic_add_fetch(&wake_word, 1, __ATOMIC_RELEASE);
 	futex(&wake_word, FUTEX_WAKE_PRIVATE, 1, NULL);
+}
+
+uint64_t
+mt_trigger_coalesced(void) {
+	return __atomic_load_n(&coalesced, __ATOMIC_RELAXED);
+}
+
+int
+mt_trigger_pending(void) {
+	return __atomic_load_n(&pending, __ATOMIC_RELAXED) != 0;
+}
+
+void
+mt_trigger_set_writer(void (*sync)(int reason), void (*start)(void)) {
+	sync_writer = sync;
+	start_writer = start;
+}
+
+void
+mt_trigger_sync(int reason) {
+	if (sync_writer)
+		sync_writer(reason);
+}
+
+void
+mt_trigger_start_writer(void) {
+	if (start_writer)
+		start_writer();
+}
+
+int
+mt_writer_up(void) {
+	return __atomic_load_n(&writer_running, __ATOMIC_RELAXED);
 }
 
 const char *
@@ -133,4 +176,5 @@ mt_trigger_postfork_child(int follow) {
 	if (follow)
 		pending = 0;
 	writer_running = 0; /* the child starts its own */
+	coalesced = 0;
 }

@@ -18,8 +18,23 @@ enum { MT_REASON_EXIT = 1, MT_REASON_SIGNAL = 2, MT_REASON_REQUEST = 4,
        MT_REASON_RISE = 128, MT_REASON_STEP = 256 };
 enum { MT_LABEL_MAX = 128 };
 
-/* Ask the writer thread for a snapshot.  Async-signal-safe. */
+/* Ask the writer thread for a snapshot.  Async-signal-safe.  A reason
+ * already pending is merged with it: counted (mt_trigger_coalesced, the
+ * snapshot's shim.coalesced). */
 void mt_trigger(int reason);
+/* Wake the writer without a reason (it looks at its quit flag). */
+void mt_trigger_wake(void);
+uint64_t mt_trigger_coalesced(void);
+/* Whether a reason waits for a writer. */
+int mt_trigger_pending(void);
+/* The writer's side, registered by the writer (output/writer.c) so that
+ * lower layers reach it without calling up: sync writes a snapshot now
+ * in the calling thread (MEMTALLY_EVERY), start starts the thread. */
+void mt_trigger_set_writer(void (*sync)(int reason), void (*start)(void));
+void mt_trigger_sync(int reason);
+void mt_trigger_start_writer(void);
+/* Whether the writer thread runs (a relaxed load: the hooks read it). */
+int mt_writer_up(void);
 /* The snapshot's name for a set of reason bits ("exit", "request", ...). */
 const char *mt_reason_name(int bits);
 

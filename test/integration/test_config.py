@@ -83,6 +83,72 @@ mt.eq((r.returncode, len(fs)), (0, 0), 'HOST=0 CUDA=0: runs, writes nothing')
 r, fs = run('nofollow', 'prog_threads', ['20000'], FOLLOW='0')
 mt.eq((r.returncode, len(fs)), (0, 1), 'FOLLOW=0: only the parent writes a file')
 
+# Bounds (issue 33): every numeric option has a range in the table; a
+# value outside it warns and keeps the default (TRACE=999999999999 once
+# reserved 36 TiB of address space, or turned tracking off).
+r, fs = run('bounds', 'prog_known', TRACE='999999999999', TOP='99999999999', INTERVAL='100000')
+warn = [l for l in r.stderr.splitlines() if l.startswith('memtally: warning:')]
+mt.check(r.returncode == 0 and len(warn) == 3 and
+         'MEMTALLY_TRACE=999999999999 is out of range (16 to 16777216); using 100000' in r.stderr,
+         'out of range: one warning each, naming the range (%r)' % warn)
+cfg = fs[0].header['config'] if fs else {}
+mt.eq((cfg.get('trace'), cfg.get('top'), cfg.get('interval')), (100000, 0, 0), 'out of range: defaults kept')
+mt.check(len(fs) == 1 and fs[0].final()['heap']['allocs'] >= 1543, 'out of range: still tracking')
+
+# A misspelt name warns once, naming what was meant; names memtally's own
+# parts read (the Python hook's, memtally run's, the tests') do not.
+r, fs = run('names', 'prog_known', OUTT='x', INTERVALS='1', TORCH='0', STEPS='5', TORCH_HISTORY='1', LIB='x')
+warn = [l for l in r.stderr.splitlines() if l.startswith('memtally: warning:')]
+mt.check(len(warn) == 2 and 'MEMTALLY_OUTT is not a memtally variable: ignored (did you mean MEMTALLY_OUT?)'
+         in r.stderr and 'MEMTALLY_INTERVALS' in r.stderr,
+         'unknown names: one warning each (%r)' % warn)
+
+# The snapshot signal: USR1, USR2 and the real-time ones only.  SIGSEGV
+# taken as the snapshot signal turned a crash into an endless loop of
+# snapshots (12 853 in 3 s); refused, the program crashes as it would.
+crash = ['/usr/bin/python3', '-c', 'import ctypes; ctypes.string_at(0)']
+bare = subprocess.run(crash, capture_output=True, timeout=60)
+for sig in ('11', 'SEGV', 'SIGTERM', '17', '33'):
+    try:
+        r = subprocess.run(crash, capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, LD_PRELOAD=SHIM, MEMTALLY_OUT=os.path.join(OUT, 'sig'),
+                                    MEMTALLY_SIGNAL=sig))
+        ok = r.returncode == bare.returncode and 'MEMTALLY_SIGNAL=%s is not valid; using USR1' % sig in r.stderr
+        mt.check(ok, 'SIGNAL=%s refused: the crash is the program\'s (exit %d, bare %d)' %
+                 (sig, r.returncode, bare.returncode))
+    except subprocess.TimeoutExpired:
+        mt.check(False, 'SIGNAL=%s: the crashing program did not end in 60 s' % sig)
+for sig, want in (('RTMIN+2', 36), ('sigrtmax-1', 63), ('40', 40), ('usr2', 'USR2')):
+    r, fs = run('sig' + sig, 'prog_known', SIGNAL=sig)
+    mt.eq(fs[0].header['config']['signal'] if fs else None, want, 'SIGNAL=%s taken' % sig)
+
+# memtally run checks its options against the same table: a misspelt
+# name or a bad value is a usage error (exit 2) and nothing runs.
+MT = os.path.join(B, 'memtally')
+marker = os.path.join(OUT, 'ran')
+for args, want in ((['--set', 'INTERVALS=1'], 'MEMTALLY_INTERVALS is not a memtally variable'),
+                   (['--interval', 'abc'], 'INTERVAL=abc is not a valid value'),
+                   (['--set', 'TRACE=999999999999'], 'TRACE=999999999999 is out of range (16 to 16777216)'),
+                   (['--signal', 'SEGV'], 'SIGNAL=SEGV is not a valid value')):
+    r = subprocess.run([MT, 'run', '--out', os.path.join(OUT, 'run')] + args + ['--', 'touch', marker],
+                       capture_output=True, text=True)
+    mt.check(r.returncode == 2 and want in r.stderr and not os.path.exists(marker),
+             'memtally run %s: usage error before anything runs (exit %d, %r)' %
+             (' '.join(args), r.returncode, r.stderr.split('\n')[0]))
+r = subprocess.run([MT, 'run', '--out', os.path.join(OUT, 'run'), '--set', 'TORCH=0', '--interval', '0.5', '--',
+                    'touch', marker], capture_output=True, text=True)
+mt.check(r.returncode == 0 and os.path.exists(marker), 'memtally run --set TORCH=0 --interval 0.5: taken (%r)' %
+         r.stderr[-200:])
+
+# README.md's table is memtally-config's output, between its markers.
+readme = open(os.path.join(os.path.dirname(__file__), '..', '..', 'README.md')).read()
+begin, end = '<!-- BEGIN memtally-config --markdown', '<!-- END memtally-config --markdown -->'
+table = readme.split(begin, 1)[1].split('\n', 1)[1].split(end, 1)[0] if begin in readme else ''
+gen = subprocess.run([os.path.join(B, 'memtally-config'), '--markdown'], capture_output=True, text=True).stdout
+mt.check(table == gen, 'README.md\'s environment table is `memtally-config --markdown` (regenerate it%s)' %
+         ('' if table == gen else ': differs at line %d' %
+          next(i for i, (x, y) in enumerate(zip(table.split('\n') + [''], gen.split('\n') + [''])) if x != y)))
+
 # Address space: the shim maps its tables as they fill, so a program under
 # RLIMIT_AS or `ulimit -v` keeps its room (it once reserved 900 MiB).
 def vmsize(env):

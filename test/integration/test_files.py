@@ -20,6 +20,22 @@ overwritten.
                0644 less the umask: argv readable by every user)
   foreign-dir: an output directory of another (non-root) user is refused
                with a message; the program runs on unchanged
+  setpriv:     `setpriv --reuid=65534 --regid=65534 --clear-groups /bin/echo`
+               under the shim as root prints and exits 0 (it aborted: glibc's
+               set*id on the writer thread, which lacked setpriv's kept
+               capabilities, failed), and its file holds its exec snapshot
+  drop-threads: a root program with four threads drops to nobody before
+               its first snapshot: its file (in root's 0750 directory) holds
+               what it allocated after the drop (there was no file: it was
+               made after the drop, errno 13); with MEMTALLY_INTERVAL the
+               writer runs across the drops
+  userns:      `unshare --user` (refused to a process with two threads)
+               runs, with and without a periodic writer (it failed, EINVAL)
+  root-link:   as root, MEMTALLY_OUT names a link nobody planted in a sticky
+               world-writable directory: refused, nothing written where it
+               points (the file landed there)
+  root-foreign: as root, a nobody-owned 0777 directory is refused (it was
+               taken)
 (The first version opened dumps O_CREAT|O_TRUNC and re-opened a deleted
 file O_CREAT|O_APPEND, following both links.)"""
 import time, ctypes, glob, json, os, shutil, socket, subprocess, sys
@@ -192,6 +208,90 @@ if mt.case('foreign-dir'):
         shutil.rmtree(d, ignore_errors=True)
         os.unlink(lib)
         os.unlink(prog)
+
+def root_dir(name, mode=0o750):
+    d = '/tmp/mt-%s.%d' % (name, os.getpid())
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    os.chmod(d, mode)
+    return d
+
+if mt.case('setpriv'):
+    if os.geteuid() != 0 or not shutil.which('setpriv'):
+        print('  skip setpriv: needs root and setpriv (util-linux)')
+    else:
+        d = root_dir('setpriv')
+        argv = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '/bin/echo', 'b']
+        plain = subprocess.run(argv, capture_output=True, text=True)
+        r = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, LD_PRELOAD=SHIM, MEMTALLY_OUT=d))
+        mt.check((r.returncode, r.stdout) == (plain.returncode, plain.stdout) == (0, 'b\n'),
+                 'setpriv: runs as without the shim (exit %d, %r)' % (r.returncode, r.stderr[-200:]))
+        fs = [f for f in mt.files(d) if f.header['argv'][0] == 'setpriv']
+        mt.check(len(fs) == 1 and fs[0].final()['reason'] == 'exec',
+                 'setpriv: its file holds its exec snapshot, written after the drop (%s)' % os.listdir(d))
+        shutil.rmtree(d, ignore_errors=True)
+
+if mt.case('drop-threads'):
+    if os.geteuid() != 0:
+        print('  skip drop-threads: needs root')
+    else:
+        for extra in ({}, {'MEMTALLY_INTERVAL': '0.005'}):
+            d = root_dir('drop')
+            prog = [os.path.join(B, 'test', 'prog_setid'), '65534']
+            env = dict(os.environ, LD_PRELOAD=SHIM, MEMTALLY_OUT=d, **extra)
+            r = subprocess.run(prog, capture_output=True, text=True, env=env)
+            fs = mt.files(d)
+            last = fs[0].final() if fs else {'callsites': []}
+            after = [c for c in last['callsites'] if c['stack'] and
+                     'after_drop' in [fn for fn, _ in fs[0].symbolize(fs[0].stacks[c['stack']])]]
+            mt.check(r.returncode == 0 and r.stdout == 'dropped to 65534\n' and len(fs) == 1 and
+                     last.get('reason') == 'exit' and after and after[0]['live_bytes'] == 1 << 20,
+                     'drop-threads %s: the exit snapshot holds after_drop\'s 1 MiB (exit %d, %d files, %r)' %
+                     (extra, r.returncode, len(fs), r.stderr[-200:]))
+            shutil.rmtree(d, ignore_errors=True)
+
+if mt.case('userns'):  # unshare(CLONE_NEWUSER) refuses a process with two threads
+    if subprocess.run(['unshare', '--user', '--map-root-user', 'true']).returncode != 0:
+        print('  skip userns: unshare --user does not work here')
+    else:
+        for extra in ({}, {'MEMTALLY_INTERVAL': '0.1'}):
+            r = subprocess.run(['unshare', '--user', '--map-root-user', 'true'], capture_output=True, text=True,
+                               env=dict(os.environ, LD_PRELOAD=SHIM, MEMTALLY_OUT=os.path.join(OUT, 'userns'),
+                                        **extra))
+            mt.check(r.returncode == 0, 'userns %s: unshare --user runs under the shim (exit %d %r)' %
+                     (extra, r.returncode, r.stderr[-100:]))
+
+if mt.case('root-link'):
+    if os.geteuid() != 0:
+        print('  skip root-link: needs root')
+    else:
+        pub = root_dir('pub', 0o1777)
+        target = root_dir('target', 0o755)
+        link = os.path.join(pub, 'o')
+        os.symlink(target, link)
+        os.lchown(link, 65534, 65534)  # nobody planted it
+        r = subprocess.run([os.path.join(B, 'test', 'prog_known')], capture_output=True, text=True,
+                           env=dict(os.environ, LD_PRELOAD=SHIM, MEMTALLY_OUT=link))
+        mt.check(r.returncode == 0 and os.listdir(target) == [] and 'belongs to another user' in r.stderr,
+                 'root-link: a link nobody planted is not followed (%s; %r)' % (os.listdir(target), r.stderr[-200:]))
+        os.lchown(link, 0, 0)  # root's own link: followed
+        r = subprocess.run([os.path.join(B, 'test', 'prog_known')], capture_output=True, text=True,
+                           env=dict(os.environ, LD_PRELOAD=SHIM, MEMTALLY_OUT=link))
+        mt.check(r.returncode == 0 and len(mt.jsonl(target)) == 1, 'root-link: root\'s own link is followed')
+        shutil.rmtree(pub, ignore_errors=True)
+        shutil.rmtree(target, ignore_errors=True)
+
+if mt.case('root-foreign'):
+    if os.geteuid() != 0:
+        print('  skip root-foreign: needs root')
+    else:
+        d = root_dir('nobodys', 0o777)
+        os.chown(d, 65534, 65534)
+        r = subprocess.run([os.path.join(B, 'test', 'prog_known')], capture_output=True, text=True,
+                           env=dict(os.environ, LD_PRELOAD=SHIM, MEMTALLY_OUT=d))
+        mt.check(r.returncode == 0 and os.listdir(d) == [] and 'belongs to another user' in r.stderr,
+                 'root-foreign: root refuses nobody\'s 0777 directory (%s)' % os.listdir(d))
+        shutil.rmtree(d, ignore_errors=True)
 
 if mt.case('setuid'):
     if os.geteuid() != 0 or subprocess.run(['unshare', '-m', 'true']).returncode:

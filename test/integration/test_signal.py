@@ -23,4 +23,15 @@ for mode, preload in cases:
     n = sum(1 for s in f.snapshots if s['reason'] == 'signal')
     mt.check(1 <= n <= 100, '%s: %d signal snapshots for 100 signals' % (mode, n))
     mt.eq(f.final()['reason'], 'exit', mode + ': exit snapshot written')
+# A program that blocks the snapshot signal never takes it: said once at
+# exit (issue 33, item 4); a program that does not block it: nothing said.
+for block in (True, False):
+    code = ('import signal, os\n' + ('signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n' if block else
+            'signal.signal(signal.SIGUSR1, lambda *a: None)\n') + 'os.kill(os.getpid(), signal.SIGUSR1)\nprint("done")')
+    r = subprocess.run(['/usr/bin/python3', '-c', code], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, LD_PRELOAD=SHIM, MEMTALLY_OUT=os.path.join(OUT, 'blocked')))
+    said = 'was sent while the program blocked it' in r.stderr
+    mt.check(r.returncode == 0 and r.stdout == 'done\n' and said == block,
+             '%s: %s (%r)' % ('blocked' if block else 'not blocked', 'one warning' if block else 'no warning',
+                              r.stderr[-200:]))
 mt.done()

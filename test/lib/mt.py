@@ -162,7 +162,10 @@ def jsonl(outdir, pattern='memtally.*'):
                   if p.endswith('.jsonl') or p.endswith('.jsonl.zst'))
 
 def files(outdir):
-    return [File(p) for p in jsonl(outdir) if '.oom' not in p]
+    """The process files in outdir; an empty one (a root process, whose
+    file is made at start, killed before its first snapshot) is left out,
+    as the memtally command leaves it out."""
+    return [File(p) for p in jsonl(outdir) if '.oom' not in p and os.path.getsize(p)]
 
 failures = 0
 

@@ -1,0 +1,251 @@
+/* snaprec.c — the parsers of the records that hold figures: snapshot
+ * (totals, process figures, marks, call sites), and an OOM dump's oom,
+ * segment and trace records.  Sizes, counts and times must be whole
+ * numbers and not negative (live figures may be: a racy sum of
+ * per-thread shares); times are bounded (reader.h) so that what is
+ * computed from them fits. */
+#include "read/reader.h"
+#include "base/util.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <math.h>
+#include <string.h>
+
+static void
+totals(struct ctx *c, struct jv *o, struct totals *t) {
+	t->present = 1;
+	t->live_bytes = opt_i64(c, o, MT_F_LIVE_BYTES, 0);
+	t->live_count = opt_i64(c, o, MT_F_LIVE_COUNT, 0);
+	t->allocs = opt_count(c, o, MT_F_ALLOCS, 0, INT64_MAX);
+	t->alloc_bytes = opt_count(c, o, MT_F_ALLOC_BYTES, 0, INT64_MAX);
+	t->frees = opt_count(c, o, MT_F_FREES, 0, INT64_MAX);
+	t->free_bytes = opt_count(c, o, MT_F_FREE_BYTES, 0, INT64_MAX);
+	t->peak_bytes = opt_count(c, o, MT_F_PEAK_BYTES, 0, INT64_MAX);
+}
+
+/* The process, cgroup, allocator and device figures (-1: absent). */
+static void
+proc_figures(struct ctx *c, struct jv *o, struct snap *s) {
+	struct jv *p = json_get(c->d, o, MT_F_PROC), *cg = json_get(c->d, o, MT_F_CGROUP);
+	s->rss_bytes = opt_count(c, p, MT_F_RSS_BYTES, -1, INT64_MAX);
+	s->vms_bytes = opt_count(c, p, MT_F_VMS_BYTES, -1, INT64_MAX);
+	s->pss_bytes = opt_count(c, p, MT_F_PSS_BYTES, -1, INT64_MAX);
+	s->cg_current = opt_count(c, cg, MT_F_CURRENT_BYTES, -1, INT64_MAX);
+	s->cg_max = opt_count(c, cg, MT_F_MAX_BYTES, -1, INT64_MAX); /* null: no limit */
+	/* the allocator's footprint: glibc's arenas plus its mmapped
+	 * blocks, or jemalloc's resident bytes */
+	struct jv *al = json_get(c->d, o, MT_F_ALLOCATOR);
+	s->alloc_footprint = -1;
+	if (al && al->type == J_OBJ) {
+		int64_t ar = opt_count(c, al, MT_F_ARENA_BYTES, -1, INT64_MAX),
+			hb = opt_count(c, al, MT_F_HBLKHD_BYTES, -1, INT64_MAX),
+			rs = opt_count(c, al, MT_F_RESIDENT_BYTES, -1, INT64_MAX);
+		s->alloc_footprint = ar < 0 || hb < 0 ? rs : hb > INT64_MAX - ar ? INT64_MAX : ar + hb;
+	}
+	for (int d = 0; d < MAX_DEVS; d++)
+		s->dev_live[d] = -1;
+	struct jv *devs = json_get(c->d, o, MT_F_DEVICES);
+	if (devs && devs->type == J_ARR)
+		for (struct jv *x = json_child(c->d, devs); x; x = json_next(c->d, x)) {
+			int64_t d = device_ordinal(c, x);
+			if (d >= 0 && d < MAX_DEVS)
+				s->dev_live[d] = opt_i64(c, x, MT_F_LIVE_BYTES, 0);
+		}
+	for (int k = 0; k < NKINDS; k++) {
+		struct jv *t = json_get(c->d, o, kind_names[k]);
+		if (t && t->type == J_OBJ)
+			totals(c, t, &s->tot[k]);
+	}
+	struct jv *sh = json_get(c->d, o, MT_F_SHIM);
+	s->dropped_stacks = opt_count(c, sh, MT_F_DROPPED_STACKS, 0, INT64_MAX);
+	s->dropped_live = opt_count(c, sh, MT_F_DROPPED_LIVE, 0, INT64_MAX);
+	s->shim_bytes = opt_count(c, sh, MT_F_MEMORY_BYTES, 0, INT64_MAX);
+	s->coalesced = opt_count(c, sh, MT_F_COALESCED, 0, INT64_MAX);
+}
+
+static void
+marks(struct ctx *c, struct jv *o, struct snap *s) {
+	struct jv *mk = json_get(c->d, o, MT_F_MARKS);
+	if (mk && mk->type == J_OBJ)
+		for (struct jv *x = json_child(c->d, mk); x && s->nmarks < MAX_MARKS; x = json_next(c->d, x))
+			if (x->type == J_NUM) {
+				s->marks[s->nmarks].name = xstrndup(x->key, x->keylen);
+				s->marks[s->nmarks++].value = x->d;
+			}
+}
+
+/* A call site's row: one pass over its members (the reader's hot loop). */
+enum { SK_STACK, SK_LIVE, SK_COUNT, SK_ALLOCS, SK_ABYTES, SK_FREES, SK_PEAK, SK_PEAKMS, SK_PEAKSTEP,
+       SK_ATPEAK, SK_N };
+#define SK(k) {k, sizeof k - 1}
+static const struct {
+	const char *k;
+	uint32_t n;
+} site_keys[SK_N] = {
+	[SK_STACK] = SK(MT_F_STACK),       [SK_LIVE] = SK(MT_F_LIVE_BYTES),
+	[SK_COUNT] = SK(MT_F_LIVE_COUNT),  [SK_ALLOCS] = SK(MT_F_ALLOCS),
+	[SK_ABYTES] = SK(MT_F_ALLOC_BYTES), [SK_FREES] = SK(MT_F_FREES),
+	[SK_PEAK] = SK(MT_F_PEAK_BYTES),   [SK_ATPEAK] = SK(MT_F_AT_PEAK_BYTES),
+	[SK_PEAKMS] = SK(MT_F_PEAK_MS),    [SK_PEAKSTEP] = SK(MT_F_PEAK_STEP),
+};
+#undef SK
+
+/* 1 and *t from call site x; 0 for a kind from a newer shim (ignored). */
+static int
+site(struct ctx *c, struct jv *x, struct site *t) {
+	if (x->type != J_OBJ)
+		bad(c, "a call site is not an object");
+	/* -1: files before at_peak_bytes, a site's peak never stamped */
+	int64_t v[SK_N] = {[SK_ATPEAK] = -1, [SK_PEAKMS] = -1, [SK_PEAKSTEP] = -1};
+	unsigned have = 0;
+	int kind = -2;
+	for (struct jv *m = json_child(c->d, x); m; m = json_next(c->d, m)) {
+		if (m->type == J_STR && m->keylen == sizeof MT_F_KIND - 1 &&
+		    !memcmp(m->key, MT_F_KIND, sizeof MT_F_KIND - 1)) {
+			kind = kind_parse(m->s);
+			continue;
+		}
+		for (int k = 0; k < SK_N; k++)
+			if (m->keylen == site_keys[k].n && !memcmp(m->key, site_keys[k].k, m->keylen)) {
+				if (m->type != J_NUM || !m->is_int)
+					bad(c, "call site: field \"%s\" is not an integer", site_keys[k].k);
+				v[k] = m->i;
+				have |= 1u << k;
+				break;
+			}
+	}
+	if (!(have & 1u << SK_STACK) || v[SK_STACK] < 0)
+		bad(c, "call site without an integer \"stack\"");
+	if (!(have & 1u << SK_LIVE))
+		bad(c, "call site without an integer \"live_bytes\"");
+	if (kind == -2)
+		bad(c, "call site without a \"kind\"");
+	for (int k = SK_ALLOCS; k <= SK_PEAKSTEP; k++)
+		if (v[k] < 0 && (k <= SK_PEAK || have & 1u << k))
+			bad(c, "call site: field \"%s\" is negative (%lld)", site_keys[k].k, (long long)v[k]);
+	int missing = 0;
+	uint32_t ix = stack_ref(c->f, v[SK_STACK], &missing);
+	if (missing)
+		bad(c, "call site refers to stack %lld, which has no earlier stack record",
+		    (long long)v[SK_STACK]);
+	if (kind < 0)
+		return 0;
+	*t = (struct site){.stack = ix, .kind = (uint8_t)kind, .live_bytes = v[SK_LIVE],
+			   .live_count = v[SK_COUNT], .allocs = v[SK_ALLOCS], .alloc_bytes = v[SK_ABYTES],
+			   .frees = v[SK_FREES], .peak_bytes = v[SK_PEAK], .at_peak_bytes = v[SK_ATPEAK],
+			   .peak_ms = v[SK_PEAKMS],
+			   .peak_step = v[SK_PEAKSTEP] >= 0 ? (double)v[SK_PEAKSTEP] : NAN};
+	return 1;
+}
+
+static int
+sites_mode(struct ctx *c, struct jv *o) {
+	const char *mode = json_str(c->d, o, MT_F_CALLSITES_MODE);
+	int m = !mode || !strcmp(mode, MT_MODE_FULL) ? SITES_FULL
+		: !strcmp(mode, MT_MODE_DELTA)       ? SITES_DELTA
+		: !strcmp(mode, MT_MODE_TOP)         ? SITES_TOP
+						     : -1;
+	if (m < 0)
+		bad(c, "unknown callsites_mode \"%s\"", mode);
+	if (m == SITES_DELTA && !c->f->nsnaps)
+		bad(c, "the first snapshot of a file cannot be a delta");
+	return m;
+}
+
+/* Built in c->pending, appended to the file's snapshots when whole. */
+void
+rec_snapshot(struct ctx *c, struct jv *o) {
+	struct mfile *f = c->f;
+	struct snap *s = xcalloc(1, sizeof *s);
+	c->pending = s;
+	s->line = (int)c->line;
+	s->seq = need_count(c, o, MT_F_SEQ);
+	const char *r = json_str(c->d, o, MT_F_REASON);
+	if (!r)
+		bad(c, "snapshot without a \"reason\"");
+	snprintf(s->reason, sizeof s->reason, "%s", r);
+	s->label = opt_str(c, o, MT_F_LABEL);
+	s->wall_ns = opt_count(c, o, MT_F_WALL_NS, 0, RD_MAX_NS);
+	s->mono_ns = opt_count(c, o, MT_F_MONO_NS, 0, RD_MAX_NS);
+	s->elapsed_ms = need_count(c, o, MT_F_ELAPSED_MS);
+	if (s->elapsed_ms > RD_MAX_MS)
+		bad(c, "field \"%s\" is %lld, beyond %lld", MT_F_ELAPSED_MS, (long long)s->elapsed_ms,
+		    RD_MAX_MS);
+	proc_figures(c, o, s);
+	marks(c, o, s);
+	s->mode = sites_mode(c, o);
+	struct jv *cs = json_get(c->d, o, MT_F_CALLSITES);
+	if (!cs || cs->type != J_ARR)
+		bad(c, "snapshot without a \"callsites\" array");
+	s->sites = xmalloc(cs->len * sizeof *s->sites + 1);
+	for (struct jv *x = json_child(c->d, cs); x; x = json_next(c->d, x))
+		s->nsites += (size_t)site(c, x, &s->sites[s->nsites]);
+	f->snaps = xgrow(f->snaps, f->nsnaps + 1, &f->cap_snaps, sizeof *f->snaps);
+	f->snaps[f->nsnaps++] = *s;
+	free(s);
+	c->pending = NULL;
+}
+
+void
+rec_oom(struct ctx *c, struct jv *o) {
+	struct oominfo m = {0};
+	const char *k = json_str(c->d, o, MT_F_KIND), *api = json_str(c->d, o, MT_F_API),
+		   *err = json_str(c->d, o, MT_F_ERROR);
+	if (!k)
+		bad(c, "oom record without a \"kind\"");
+	snprintf(m.kind, sizeof m.kind, "%s", k);
+	snprintf(m.api, sizeof m.api, "%s", api ? api : "?");
+	snprintf(m.error, sizeof m.error, "%s", err ? err : "?");
+	struct jv *rq = json_get(c->d, o, MT_F_REQUESTED_BYTES);
+	if (rq && !json_u64(rq, &m.requested)) /* up to 2^64-1: malloc(SIZE_MAX) */
+		bad(c, "field \"%s\" is not a byte count", MT_F_REQUESTED_BYTES);
+	m.device = device_ordinal(c, o);
+	m.drv_free = opt_count(c, o, MT_F_DRIVER_FREE_BYTES, -1, INT64_MAX);
+	m.drv_total = opt_count(c, o, MT_F_DRIVER_TOTAL_BYTES, -1, INT64_MAX);
+	m.cg_current = opt_count(c, o, MT_F_CGROUP_CURRENT_BYTES, -1, INT64_MAX);
+	m.cg_max = opt_count(c, o, MT_F_CGROUP_MAX_BYTES, -1, INT64_MAX);
+	m.elapsed_ms = opt_count(c, o, MT_F_ELAPSED_MS, 0, RD_MAX_MS);
+	m.sampled = flag(c, o, MT_F_SAMPLED);
+	free(c->f->oom);
+	c->f->oom = xmalloc(sizeof m);
+	*c->f->oom = m;
+}
+
+void
+rec_segment(struct ctx *c, struct jv *o) {
+	struct mfile *f = c->f;
+	struct segment s = {0};
+	s.kind = kind_of(c, o);
+	struct jv *a = json_get(c->d, o, MT_F_ADDRESS), *h = json_get(c->d, o, MT_F_HANDLE);
+	s.is_handle = a == NULL && h != NULL;
+	if (!json_hex(a ? a : h, &s.addr))
+		bad(c, "segment without an \"address\" or \"handle\"");
+	s.size = (uint64_t)need_count(c, o, MT_F_SIZE);
+	s.stack = stack_ref(f, opt_count(c, o, MT_F_STACK, 0, INT64_MAX), NULL);
+	s.time_ms = opt_count(c, o, MT_F_TIME_MS, 0, RD_MAX_MS);
+	s.device = (int)device_ordinal(c, o);
+	s.stream = (int)opt_count(c, o, MT_F_STREAM, 0, INT32_MAX);
+	s.mapped = flag(c, o, MT_F_MAPPED);
+	s.sampled = flag(c, o, MT_F_SAMPLED);
+	if (s.kind < 0)
+		return; /* a kind from a newer shim */
+	f->segs = xgrow(f->segs, f->nsegs + 1, &f->cap_segs, sizeof *f->segs);
+	f->segs[f->nsegs++] = s;
+}
+
+void
+rec_trace(struct ctx *c, struct jv *o) {
+	struct mfile *f = c->f;
+	struct event e = {0};
+	e.kind = kind_of(c, o);
+	const char *op = json_str(c->d, o, MT_F_OP);
+	snprintf(e.op, sizeof e.op, "%s", op ? op : "?");
+	json_hex(json_get(c->d, o, MT_F_ADDRESS), &e.addr);
+	e.size = (uint64_t)opt_count(c, o, MT_F_SIZE, 0, INT64_MAX);
+	e.stack = stack_ref(f, opt_count(c, o, MT_F_STACK, 0, INT64_MAX), NULL);
+	e.time_ms = opt_count(c, o, MT_F_TIME_MS, 0, RD_MAX_MS);
+	if (e.kind < 0)
+		return; /* a kind from a newer shim */
+	f->events = xgrow(f->events, f->nevents + 1, &f->cap_events, sizeof *f->events);
+	f->events[f->nevents++] = e;
+}

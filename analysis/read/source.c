@@ -1,0 +1,113 @@
+/* source.c — a file's bytes as JSONL (source.h): plain, or zstd frames
+ * decoded as a stream.  Where the compressed data is corrupt the source
+ * stops and records the frame and byte, so the reader keeps what came
+ * before; a file that ends inside a frame gives what that frame held. */
+#include "read/source.h"
+#include "base/util.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SRC_IN (1u << 20)
+
+static const unsigned char zstd_magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
+
+/* The file's kind from its first four bytes: 1 when known, 0 when too few
+ * bytes are there yet (with wait), -1 on a read error. */
+static int
+src_kind(struct src *s, int wait) {
+	unsigned char m[4];
+	ssize_t r = pread(s->fd, m, sizeof m, 0);
+	if (r < 0)
+		return -1;
+	if (r < 4 && wait)
+		return 0;
+	s->mode = r == 4 && !memcmp(m, zstd_magic, 4) ? 2 : 1;
+	if (s->mode == 2) {
+		s->z = ZSTD_createDStream();
+		s->in = xmalloc(SRC_IN);
+		if (!s->z)
+			die(EXIT_BAD_INPUT, "%s: no memory for zstd", s->path);
+	}
+	return 1;
+}
+
+/* zstd: decode into dst until something comes out, the file has no more
+ * bytes now, or the data is corrupt (s->damage). */
+static ssize_t
+src_unzstd(struct src *s, char *dst, size_t cap) {
+	for (;;) {
+		ZSTD_inBuffer in = {s->in, s->len, s->pos};
+		ZSTD_outBuffer out = {dst, cap, 0};
+		if (in.pos < in.size || s->in_frame) {
+			size_t rc = ZSTD_decompressStream(s->z, &out, &in);
+			uint64_t at = s->raw - (s->len - in.pos); /* file offset of in.pos */
+			s->pos = in.pos;
+			if (ZSTD_isError(rc)) {
+				snprintf(s->damage, sizeof s->damage,
+					 "corrupt zstd data in the frame that begins at byte %llu (%s)",
+					 (unsigned long long)s->frame_at, ZSTD_getErrorName(rc));
+				return 0;
+			}
+			s->in_frame = rc != 0;
+			if (rc == 0) /* a frame ended: the next begins here */
+				s->frame_at = at;
+		}
+		if (out.pos)
+			return (ssize_t)out.pos;
+		if (s->pos < s->len)
+			continue;
+		ssize_t r = read(s->fd, s->in, SRC_IN);
+		if (r <= 0)
+			return r;
+		s->raw += (uint64_t)r;
+		s->len = (size_t)r;
+		s->pos = 0;
+	}
+}
+
+ssize_t
+src_read(struct src *s, char *dst, size_t cap, int wait) {
+	if (s->damage[0])
+		return 0;
+	if (!s->mode) {
+		int k = src_kind(s, wait);
+		if (k <= 0)
+			return k;
+	}
+	if (s->mode == 2)
+		return src_unzstd(s, dst, cap);
+	ssize_t r = read(s->fd, dst, cap);
+	if (r > 0)
+		s->raw += (uint64_t)r;
+	return r;
+}
+
+int
+src_cut(const struct src *s) {
+	return s->mode == 2 && s->in_frame;
+}
+
+void
+src_close(struct src *s) {
+	close(s->fd);
+	ZSTD_freeDStream(s->z);
+	free(s->in);
+	s->z = NULL;
+	s->in = NULL;
+	s->fd = -1;
+}
+
+int
+open_input(const char *path, struct stat *st) {
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, st))
+		die(EXIT_BAD_INPUT, "%s: %s", path, strerror(errno));
+	if (!S_ISREG(st->st_mode))
+		die(EXIT_BAD_INPUT, "%s: not a regular file", path);
+	return fd;
+}

@@ -1,0 +1,38 @@
+/* source.h — a file's bytes as JSONL: read as they are, or decompressed
+ * when the file begins with zstd's magic (MEMTALLY_COMPRESS=1 writes a
+ * frame per snapshot; any concatenation of frames reads as one stream).
+ * Damage is not an error here: the source stops where it is and says
+ * what and where (the reader decides what that means for the file). */
+#ifndef MTA_SOURCE_H
+#define MTA_SOURCE_H
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <zstd.h>
+
+struct src {
+	const char *path;
+	int fd;
+	int mode;             /* 0: not known yet, 1: plain, 2: zstd */
+	ZSTD_DStream *z;
+	char *in;             /* compressed bytes read, in[pos..len) not decoded */
+	size_t len, pos;
+	uint64_t raw;         /* bytes read from the file */
+	uint64_t frame_at;    /* zstd: where the frame being decoded began */
+	int in_frame;         /* zstd: a frame begun and not ended */
+	char damage[160];     /* set when the data stopped being readable */
+};
+
+/* Up to cap bytes of JSONL into dst; 0 when the file has no more now (or,
+ * with wait, too few bytes yet to tell its kind, or damage: s->damage
+ * says what and at which byte); -1 and errno on a read error. */
+ssize_t src_read(struct src *s, char *dst, size_t cap, int wait);
+/* Whether the file ended inside a zstd frame (a write cut short). */
+int src_cut(const struct src *s);
+void src_close(struct src *s);
+/* An input file opened for reading: a regular file, or bad input named
+ * (exit 1). */
+struct stat;
+int open_input(const char *path, struct stat *st);
+
+#endif
