@@ -30,7 +30,10 @@ static const char run_usage[] =
 	"  --top N          call sites per snapshot\n"
 	"  --signal S       snapshot signal (USR1, USR2, number, none)\n"
 	"  --no-follow      do not track child processes\n"
-	"  --set NAME=VAL   any other MEMTALLY_NAME=VAL\n";
+	"  --set NAME=VAL   any other MEMTALLY_NAME=VAL\n"
+	"Python processes get memtally's start-up hook on PYTHONPATH: each PyTorch\n"
+	"optimizer step is marked \"step\", with a snapshot every MEMTALLY_STEPS (100)\n"
+	"steps; MEMTALLY_TORCH=0 leaves PYTHONPATH alone (doc/python.md).\n";
 
 /* The directory this binary is in (malloc'd), or NULL. */
 static char *
