@@ -1,6 +1,22 @@
 /*
  * charge.h — the hot path between the entry points (interpose.c, cuda.c)
  * and the tables: whether to record, sampling, stack capture, charging.
+ *
+ * THE CAPTURE LAYER (capture/): from an allocation to the call site it is
+ * charged to.  Calls the platform and state layers, and within the folder
+ * only down this list:
+ *   ehframe.c, cfitab.c   the CFI reader (bytes -> rule) and rule table
+ *   cfi.c                 the CFI stack walker
+ *   unwind.c, pylines.c   the walkers behind MEMTALLY_UNWIND; Python line
+ *                         tables
+ *   pyfind.c              finding the interpreter
+ *   python.c              Python frames -> pystack id
+ *   pyrecords.c           the python, pyframe and pystack records
+ *   charge.c              this header: record or not, sample, capture,
+ *                         intern, charge
+ * Called by the entry points (the hooks), the output layer (records) and
+ * the lifecycle.
+ *
  * Rules: never calls malloc; may run inside malloc, in any thread, before
  * main.  Hooks call these with the re-entry guard held.
  */
@@ -114,7 +130,7 @@ mt_heap_alloc(void *p, size_t size, uintptr_t hook) {
 /* Free p, which the filter did not rule out (mt_ptrtab_maybe, asked by
  * the free hook): uncharge its site and call real_free.  Another thread
  * may be handed the address the moment the real free returns, so p's
- * entry comes out first; only the solo thread (glue.h), whom no other
+ * entry comes out first; only the solo thread (solo.h), whom no other
  * thread's allocation can race, starts loading the entry's slot and runs
  * the real free while it loads (the two cache misses of an old block's
  * free overlap).  Keeps errno.  Never allocates. */

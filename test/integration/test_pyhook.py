@@ -42,9 +42,15 @@ print(json.dumps({
 '''
 
 
-def run(args, env=None, under=True, out='run'):
+runs = [0]
+
+
+def run(args, env=None, under=True, out=None):
+    """args, under `memtally run` into a new directory (or out)."""
     e = dict(env0 if env is None else env)
-    cmd = ([MT, 'run', '--out', os.path.join(OUT, out), '--'] if under else []) + args
+    runs[0] += 1
+    d = os.path.join(OUT, out or 'run%d' % runs[0])
+    cmd = ([MT, 'run', '--out', d, '--'] if under else []) + args
     return subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=120)
 
 

@@ -1,22 +1,29 @@
-/* cmd.h — the subcommands and their shared options. */
+/* cmd.h — the command context every view and export receives (struct
+ * opts, filled by main.c from the command line) and the subcommands.
+ * Views and exports call what is below them (answer/, read/, model/,
+ * base/) and this layer, never main.c nor each other. */
 #ifndef MTA_CMD_H
 #define MTA_CMD_H
+#include "answer/answer.h"
 #include "model/model.h"
 
 struct opts {
+	struct ask ask;    /* what is asked: --kind, --stacks, --snapshot, --warmup */
 	int json;          /* --json */
 	int stacks;        /* --stacks */
+	int native;        /* --native */
 	int top;           /* --top N */
-	int kind;          /* --kind K, -1 = all */
-	double warmup;     /* --warmup F (leaks) */
-	const char *out;   /* -o FILE (flame, html, torch) */
+	int kind;          /* --kind K, -1 = all (also ask.kind) */
+	double warmup;     /* --warmup F (also ask.warmup) */
+	const char *out;   /* -o FILE */
 	const char *metric; /* --metric live|allocs|alloc_bytes (flame) */
-	long snapshot;     /* --snapshot N|peak: SNAP_LAST, SNAP_PEAK or a seq */
+	long snapshot;     /* --snapshot N|peak|last (also ask.snapshot) */
 	int merge;         /* --merge (pprof): one profile of all processes */
 	int folded;        /* --folded (flame): folded stacks, not an SVG */
 	int torch_version; /* --format (torch): 2 (default) or 113 (PyTorch 1.13) */
 	double interval;   /* --interval S (top): seconds between refreshes */
 	int once;          /* --once (top): one frame, then exit */
+	int all;           /* --all (ranks): every rank's row */
 	char **paths;      /* positional */
 	int npaths;
 };
@@ -32,17 +39,14 @@ int cmd_html(struct opts *o);
 int cmd_pprof(struct opts *o);
 int cmd_functions(struct opts *o);
 int cmd_top(struct opts *o);
-/* leaks' suspects of one file, ranked as `leaks` ranks them (up to max);
- * per_step NAN without a step mark. */
-struct leak_row {
-	uint32_t stack;
-	int kind;
-	double per_hour, per_step;
-	int64_t live, window_ms;
-};
-size_t leak_suspects(struct mfile *f, struct opts *o, struct leak_row *out, size_t max);
 int cmd_run(int argc, char **argv);
-void usage_exit(const char *msg) __attribute__((noreturn));
+
+/* Read o's paths into r (run_load) and apply the context (--native). */
+void cmd_load(struct opts *o, struct run *r);
+/* Apply the context to files loaded another way (OOM dumps). */
+void cmd_native(struct opts *o, struct run *r);
+/* The same for one more file or directory (diff's two sides). */
+void cmd_load_paths(struct opts *o, struct run *r, char **paths, int npaths);
 /* Run fn on every file of r; with --json, their objects go out as
  * {"<key>":[...]} on stdout.  Returns 0. */
 struct sb;
