@@ -35,7 +35,10 @@ static const char run_usage[] =
 	"                   (without it, such a directory is refused)\n"
 	"  --set NAME=VAL   any other MEMTALLY_NAME=VAL\n"
 	"Each is checked against the shim's option table (memtally-config): an\n"
-	"unknown name or a value out of range is a usage error (exit 2).\n";
+	"unknown name or a value out of range is a usage error (exit 2).\n"
+	"Python processes get memtally's start-up hook on PYTHONPATH: each PyTorch\n"
+	"optimizer step is marked \"step\", with a snapshot every MEMTALLY_STEPS (100)\n"
+	"steps; MEMTALLY_TORCH=0 leaves PYTHONPATH alone (doc/python.md).\n";
 
 /* The directory this binary is in (malloc'd), or NULL. */
 static char *

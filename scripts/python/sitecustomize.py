@@ -52,8 +52,10 @@ def _memtally_chain():
         else:
             from importlib.machinery import PathFinder
             from importlib.util import module_from_spec
-        real = _os.path.realpath
-        skip = {real(_os.path.dirname(_os.path.abspath(__file__)))}
+        # paths as strings (no realpath: a stat per component): a copy of
+        # the hook reached another way is still known by memtally_torch.py
+        real = _os.path.abspath
+        skip = {real(_os.path.dirname(real(__file__)))}
         spec = None
         for _ in range(16):  # each round passes over one copy of this hook
             paths = [p for p in _sys.path if real(p or '.') not in skip]

@@ -12,7 +12,10 @@ without torch: `memtally run` puts its directory first on PYTHONPATH
    sitecustomize, or none); -s changes nothing;
  - MEMTALLY_TORCH=0: `memtally run` leaves PYTHONPATH alone, and with the
    directory on PYTHONPATH by hand the hook only runs the shadowed one;
- - an installed tree (make install) finds its own copy."""
+ - an installed tree (make install) finds its own copy;
+ - torch >= 2.0's global optimizer step post-hook, on a double of torch's
+   step machinery (py/torch2): one mark per step, per iteration with two
+   optimizers, once for a step calling its parent class's."""
 import json, os, shutil, subprocess, sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
@@ -39,9 +42,15 @@ print(json.dumps({
 '''
 
 
-def run(args, env=None, under=True, out='run'):
+runs = [0]
+
+
+def run(args, env=None, under=True, out=None):
+    """args, under `memtally run` into a new directory (or out)."""
     e = dict(env0 if env is None else env)
-    cmd = ([MT, 'run', '--out', os.path.join(OUT, out), '--'] if under else []) + args
+    runs[0] += 1
+    d = os.path.join(OUT, out or 'run%d' % runs[0])
+    cmd = ([MT, 'run', '--out', d, '--'] if under else []) + args
     return subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=120)
 
 
@@ -140,6 +149,36 @@ if mt.case('nested'):
     r = run([MT, 'run', '--out', os.path.join(OUT, 'inner'), '--', PY, '-c',
              'import os; print(os.environ["PYTHONPATH"])'], env)
     mt.eq(r.stdout.strip(), HOOK + ':' + user, 'memtally run inside memtally run: the hook once on PYTHONPATH')
+
+if mt.case('torch2'):
+    # torch >= 2.0's global step post-hook, on a double of its optimizer
+    # step machinery (py/torch2/torch/optim/optimizer.py)
+    prog = r'''
+import json, sys, torch, memtally_torch
+from torch.optim import SGD
+class Outer(SGD):
+    def step(self, closure=None):
+        return super().step(closure)
+mode = sys.argv[1]
+a, b = SGD([1]), SGD([2])
+if mode == 'one':
+    for i in range(6): a.step()
+elif mode == 'two':
+    for i in range(5): a.step(); b.step()
+elif mode == 'nested':
+    o = Outer([3])
+    for i in range(4): o.step()
+print(json.dumps(memtally_torch.state()))
+'''
+    env = dict(env0, PYTHONPATH=os.path.join(os.path.dirname(os.path.abspath(__file__)), 'py', 'torch2'))
+    for mode, want in (('one', 6), ('two', 5), ('nested', 4)):
+        d = 'torch2-' + mode
+        r = run([PY, '-c', prog, mode], env, out=d)
+        st = json.loads(r.stdout) if r.returncode == 0 else {}
+        fs = mt.files(os.path.join(OUT, d))
+        marks = fs[0].final().get('marks', {}) if fs else {}
+        mt.eq((st.get('method'), st.get('steps'), marks.get('step')), ('post-hook', want, want),
+              'torch 2 (a double): the global post-hook, %s: %d marks (%s)' % (mode, want, r.stderr[-200:]))
 
 if mt.case('installed'):
     prefix = os.path.join(OUT, 'prefix')

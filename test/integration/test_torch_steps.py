@@ -4,8 +4,9 @@ torch 1.13, CPU):
  - one optimizer, 800 steps, a 256 KiB tensor kept a step, DataLoader
    workers forked: the same losses and exit code as without memtally; the
    trainer's last "step" mark is 800, the steps it took; a snapshot of
-   reason "step" at each 100 (MEMTALLY_STEPS' default); `memtally leaks`
-   over the steps gives the leak's line at 256 KiB per step; both workers
+   reason "step" at each 100 (MEMTALLY_STEPS' default); `memtally leaks`,
+   no option given, judges growth on a window of steps that ends at step
+   800 and gives the leak's line at 256 KiB per step; both workers
    have the hook; no "memtally:" warning;
  - two optimizers stepped each iteration, and an optimizer whose step calls
    its parent class's (both classes hooked): one mark per iteration;
@@ -74,14 +75,11 @@ if mt.case('one'):
     steps = [s.get('marks', {}).get('step') for s in t.snapshots if s['reason'] == 'step'] if t else []
     mt.check(1 <= len(steps) <= 8 and all(s is not None and s >= 100 * (i + 1) for i, s in enumerate(steps)),
              'snapshots of reason "step", one at or after each 100 steps: %s' % steps)
-    # Today's growth window is by time: leave out the snapshots before the
-    # first step (import torch, the DataLoader) with --warmup.
-    t0, t1 = t.snapshots[0]['elapsed_ms'], t.final()['elapsed_ms']
-    first = min(s['elapsed_ms'] for s in t.snapshots if 'marks' in s)
-    warm = (first - t0) / (t1 - t0) - 1e-4
-    r2 = subprocess.run([MT, 'leaks', '--json', '--warmup', '%.4f' % warm, t.path], capture_output=True, text=True)
+    r2 = subprocess.run([MT, 'leaks', '--json', t.path], capture_output=True, text=True)
     p = json.loads(r2.stdout)['processes'][0] if r2.returncode == 0 else {}
-    mt.eq(p.get('step_mark'), 'step', 'leaks speaks in steps (step_mark "step")')
+    w = p.get('window') or {}
+    mt.eq((p.get('step_mark'), w.get('by_step'), w.get('to_step')), ('step', True, 800),
+          'leaks speaks in steps: its growth window is in steps and ends at step 800')
     top = (p.get('suspects') or [{}])[0]
     leak_line = [i + 1 for i, l in enumerate(open(script)) if 'kept.append(torch.ones' in l][0]
     where = [(os.path.basename(f.get('file') or ''), f.get('line')) for f in top.get('frames', []) if f.get('python')]
