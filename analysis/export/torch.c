@@ -27,8 +27,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Each stack's frame list is written once and stored in the memo (its
+ * index + 1 in frames_memo, indexed by stack); later uses fetch it: a
+ * real dump's 150 k trace events made a 379 MB pickle without, 15 MB with. */
+static uint32_t *frames_memo;
+
 static void
 frames(struct pk *p, struct mfile *f, uint32_t stack) {
+	if (stack < f->nstacks && frames_memo[stack]) {
+		pk_get(p, frames_memo[stack] - 1);
+		return;
+	}
 	struct frame fr[256];
 	int n = site_frames(f, stack, fr, 256);
 	pk_list(p);
@@ -44,6 +53,8 @@ frames(struct pk *p, struct mfile *f, uint32_t stack) {
 		pk_close(p);
 	}
 	pk_close(p);
+	if (stack < f->nstacks)
+		frames_memo[stack] = pk_put(p) + 1;
 }
 
 static int
@@ -148,6 +159,7 @@ write_pickle(struct mfile *f, const char *path, int v113) {
 		ndev = (int)f->oom->device + 1;
 	struct pk p;
 	pk_begin(&p);
+	frames_memo = xcalloc(f->nstacks + 1, sizeof *frames_memo);
 	if (!v113) { /* PyTorch 2: {"segments": [...], "device_traces": [...]} */
 		pk_dict(&p);
 		pk_str(&p, "segments");
@@ -214,7 +226,8 @@ write_pickle(struct mfile *f, const char *path, int v113) {
 	if (v113) {
 		pk_end(&p);
 		write_output(path, p.out.p, p.out.len);
-		sb_free(&p.out);
+		pk_free(&p);
+		free(frames_memo);
 		return;
 	}
 	/* device_traces: events inside the window, frees only of blocks
@@ -254,7 +267,8 @@ write_pickle(struct mfile *f, const char *path, int v113) {
 	pk_close(&p);
 	pk_end(&p);
 	write_output(path, p.out.p, p.out.len);
-	sb_free(&p.out);
+	pk_free(&p);
+	free(frames_memo);
 }
 
 int

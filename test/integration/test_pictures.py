@@ -86,7 +86,8 @@ raw = open(pk, 'rb').read()
 d = pickle.loads(raw)
 mt.check(raw[:2] == b'\x80\x02', 'torch: protocol 2')
 allowed = {'PROTO', 'EMPTY_DICT', 'EMPTY_LIST', 'MARK', 'SETITEMS', 'APPENDS', 'BINUNICODE', 'BININT',
-           'BININT1', 'BININT2', 'LONG1', 'NONE', 'NEWTRUE', 'NEWFALSE', 'TUPLE2', 'STOP'}
+           'BININT1', 'BININT2', 'LONG1', 'NONE', 'NEWTRUE', 'NEWFALSE', 'TUPLE2', 'STOP',
+           'BINPUT', 'LONG_BINPUT', 'BINGET', 'LONG_BINGET'}  # the memo, as PyTorch's own
 ops = [op.name for op, arg, pos in pickletools.genops(raw)]
 mt.eq(sorted(set(ops) - allowed), [], 'torch: only the opcodes PyTorch\'s pickler uses')
 # batch sizes: values between a MARK and its APPENDS/SETITEMS, at that depth
@@ -101,7 +102,7 @@ for op, arg, pos in pickletools.genops(raw):
         if stack:
             stack[-1] += 0
     elif stack and n in ('BINUNICODE', 'BININT', 'BININT1', 'BININT2', 'LONG1', 'NONE', 'NEWTRUE',
-                         'NEWFALSE', 'EMPTY_DICT', 'EMPTY_LIST'):
+                         'NEWFALSE', 'EMPTY_DICT', 'EMPTY_LIST', 'BINGET', 'LONG_BINGET'):
         stack[-1] += 1
     if n == 'TUPLE2' and stack:
         stack[-1] -= 1  # two ints became one value
