@@ -9,7 +9,11 @@ STRICT := -Werror -Wmissing-prototypes -Wstrict-prototypes -Wshadow
 B := build
 -include config.mak
 
-SHIM_SRC := $(sort $(wildcard shim/*.c))
+# shim/: life.c on top of the layers platform/ < state/ < capture/ < output/ <
+# entry/ (scripts/layers.py checks them); format.h and memtally.h, the shared
+# and public headers, at the top.  Includes name their folder (-Ishim).
+SHIM_SRC := $(sort $(wildcard shim/*.c shim/*/*.c))
+SHIM_HDR := $(wildcard shim/*.h shim/*/*.h)
 SHIM_OBJ := $(SHIM_SRC:shim/%.c=$(B)/shim/%.o)
 # The shim: PIC, hidden by default (only the interposed names are exported),
 # initial-exec TLS, frame pointers kept (MEMTALLY_UNWIND=fp walks them),
@@ -17,7 +21,7 @@ SHIM_OBJ := $(SHIM_SRC:shim/%.c=$(B)/shim/%.o)
 SHIM_CFLAGS := $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden \
 	-ftls-model=initial-exec -fno-omit-frame-pointer \
 	-fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc \
-	-fno-builtin-free -D_GNU_SOURCE -pthread
+	-fno-builtin-free -D_GNU_SOURCE -pthread -Ishim
 SHIM_LIBS := -lunwind -lzstd -ldl -lm -pthread
 
 AN_SRC := $(sort $(wildcard analysis/*.c analysis/*/*.c analysis/*/*/*.c))
@@ -29,15 +33,16 @@ AN_LIBS := -ldw -lelf -lm -lstdc++ -lprotobuf-c -lz -lzstd
 .PHONY: all test check bench demo install clean deps format soak bundle proto
 all: $(B)/libmemtally.so $(B)/memtally $(B)/memtally-config $(B)/demo_trainer
 
-$(B)/shim/%.o: shim/%.c $(wildcard shim/*.h) | $(B)/shim
+$(B)/shim/%.o: shim/%.c $(SHIM_HDR)
+	@mkdir -p $(@D)
 	$(CC) $(SHIM_CFLAGS) -c -o $@ $<
 
 $(B)/libmemtally.so: $(SHIM_OBJ)
 	$(CC) -shared -o $@ $^ $(SHIM_LIBS) -Wl,-z,now -Wl,--no-undefined
 
 # Prints the option table (README generation, tests).
-$(B)/memtally-config: scripts/memtally-config.c $(B)/shim/config.o $(B)/shim/buf.o $(B)/shim/glue.o
-	$(CC) $(WARN) $(CFLAGS) -o $@ $^
+$(B)/memtally-config: scripts/memtally-config.c $(B)/shim/platform/config.o $(B)/shim/platform/buf.o $(B)/shim/platform/glue.o
+	$(CC) $(WARN) $(CFLAGS) -Ishim -o $@ $^
 
 $(B)/demo_trainer: scripts/demo_trainer.c
 	$(CC) -O1 -g -fno-omit-frame-pointer -o $@ $< -ldl
@@ -56,9 +61,6 @@ proto:
 
 $(B)/memtally: $(AN_OBJ)
 	$(CC) -o $@ $^ $(AN_LIBS)
-
-$(B)/shim:
-	mkdir -p $@
 
 deps:
 	bash scripts/setup-deps.sh
@@ -132,8 +134,8 @@ $(B)/test/lib_cfibad.so: test/unit/lib_cfibad.c test/unit/corrupt_eh_frame.py | 
 # The shim with its CFI walker checked against libunwind at every capture
 # (unwind.c, MT_CFI_CHECK): test_cfi_programs runs real programs under it.
 # Only unwind.c differs; the other objects are the shim's own.
-CHECK_OBJ := $(filter-out $(B)/shim/unwind.o,$(SHIM_OBJ)) $(B)/cfi-check/unwind.o
-$(B)/cfi-check/unwind.o: shim/unwind.c $(wildcard shim/*.h) | $(B)/cfi-check
+CHECK_OBJ := $(filter-out $(B)/shim/capture/unwind.o,$(SHIM_OBJ)) $(B)/cfi-check/unwind.o
+$(B)/cfi-check/unwind.o: shim/capture/unwind.c $(SHIM_HDR) | $(B)/cfi-check
 	$(CC) $(SHIM_CFLAGS) -DMT_CFI_CHECK -c -o $@ $<
 $(B)/cfi-check/libmemtally.so: $(CHECK_OBJ)
 	$(CC) -shared -o $@ $^ $(SHIM_LIBS) -Wl,-z,now -Wl,--no-undefined
@@ -158,15 +160,16 @@ $(B)/test/lib_%.so: test/integration/lib_%.c | $(B)/test
 # Unit tests of the shim's tables, outside LD_PRELOAD (frame pointers kept, as
 # in the shim itself: the CFI walker's reuse of its last walk keys on rbp): ASan+UBSan in
 # `make test`, ThreadSanitizer in `make check`.
-UNIT_SHIM := shim/sites.c shim/ptrtab.c shim/maptab.c shim/glue.c shim/buf.c shim/config.c shim/pylines.c shim/map64.c shim/unwind.c shim/cfi.c
-$(B)/test/unit_%: test/unit/%.c $(UNIT_SHIM) $(wildcard shim/*.h) | $(B)/test
+UNIT_SHIM := shim/state/sites.c shim/state/ptrtab.c shim/state/maptab.c shim/platform/glue.c shim/platform/buf.c \
+	shim/platform/config.c shim/capture/pylines.c shim/state/map64.c shim/capture/unwind.c shim/capture/cfi.c
+$(B)/test/unit_%: test/unit/%.c $(UNIT_SHIM) $(SHIM_HDR) | $(B)/test
 	$(CC) -std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -pthread -Ishim -o $@ $< $(UNIT_SHIM) -lunwind
 AN_TEST_CFLAGS := -Ianalysis -I. -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE
 $(B)/test/an_main.o: analysis/main.c $(AN_HDR) shim/format.h | $(B)/test
 	$(CC) $(AN_TEST_CFLAGS) -Dmain=memtally_cli_main -c -o $@ $<
 $(B)/test/unit_antest_%: test/unit/antest_%.c $(AN_LIB_SRC) $(B)/test/an_main.o $(AN_HDR) shim/format.h | $(B)/test
 	$(CC) $(AN_TEST_CFLAGS) -o $@ $< $(AN_LIB_SRC) $(B)/test/an_main.o $(AN_LIBS)
-$(B)/test/tsan_%: test/unit/%.c $(UNIT_SHIM) $(wildcard shim/*.h) | $(B)/test
+$(B)/test/tsan_%: test/unit/%.c $(UNIT_SHIM) $(SHIM_HDR) | $(B)/test
 	$(CC) -std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=thread -DMT_TSAN -D_GNU_SOURCE -pthread -Ishim -o $@ $< $(UNIT_SHIM) -lunwind
 $(B)/test:
 	mkdir -p $@

@@ -3,7 +3,7 @@
  * the files are, and exit with CMD's status.  Works with launchers
  * (torchrun, mpirun, srun) as CMD: they pass the environment to their
  * ranks, and each rank's file is named by its rank. */
-#include "cmd.h"
+#include "cmd/cmd.h"
 #include "base/util.h"
 #include <dirent.h>
 #include <elf.h>

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """layers.py BUILD_DIR — the shim's layers, enforced from the objects.
 
-Each shim object may call only objects of a lower layer (from `nm`: an
-undefined symbol in A that B defines is a call from A to B).  Two objects
+Each shim object (named by its path under shim/, e.g. platform/glue) may
+call only objects of a lower layer (from `nm`: an undefined symbol in A that B defines is a call from A to B).  Two objects
 of one layer never call each other; the entry points (hooks, signals, the
 C API, CUDA wrappers) in particular never do.  Prints every call that runs
 sideways or up, with the symbols, and exits 1 if there is any.
@@ -12,25 +12,25 @@ import glob, os, subprocess, sys
 LAYERS = [
     # platform: syscalls, atomics and locks, clocks, the loader, buffers
     # and formatting, the configuration
-    ('platform', ['glue', 'dl']),
-    ('platform-format', ['buf']),
-    ('platform-config', ['config']),
+    ('platform', ['platform/glue', 'platform/dl']),
+    ('platform-format', ['platform/buf']),
+    ('platform-config', ['platform/config']),
     # state: the tables and the small shared states
-    ('state', ['sites', 'ptrtab', 'events', 'trigger', 'marks', 'map64']),
-    ('state-derived', ['maptab', 'devices']),
+    ('state', ['state/sites', 'state/ptrtab', 'state/events', 'state/trigger', 'state/marks', 'state/map64']),
+    ('state-derived', ['state/maptab', 'state/devices']),
     # capture: stack walkers, Python frames, then charging
-    ('capture-cfi', ['cfi']),
-    ('capture', ['unwind', 'pylines']),
-    ('capture-python', ['python']),
-    ('capture-charge', ['charge']),
+    ('capture-cfi', ['capture/cfi']),
+    ('capture', ['capture/unwind', 'capture/pylines']),
+    ('capture-python', ['capture/python']),
+    ('capture-charge', ['capture/charge']),
     # readers and writers: the output file, /proc and cgroup figures,
     # snapshot records, dumps
-    ('output-file', ['file', 'zout']),
-    ('output-procstat', ['procstat']),
-    ('output-records', ['snapshot']),
-    ('output-dumps', ['oom']),
+    ('output-file', ['output/file', 'output/zout']),
+    ('output-procstat', ['output/procstat']),
+    ('output-records', ['output/snapshot']),
+    ('output-dumps', ['output/oom']),
     # entry points: never call each other
-    ('entry', ['interpose', 'signals', 'api', 'cuda']),
+    ('entry', ['entry/interpose', 'entry/signals', 'entry/api', 'entry/cuda']),
     # the lifecycle on top
     ('lifecycle', ['life']),
 ]
@@ -48,15 +48,20 @@ def symbols(obj):
 
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else 'build'
-    objs = sorted(glob.glob(os.path.join(build, 'shim', '*.o')))
-    if not objs:
-        print('layers: no objects in %s/shim (make all first)' % build)
+    root = os.path.join(build, 'shim')
+    # the objects of today's sources (a stale object of a moved file is not read)
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'shim')
+    objs = [os.path.join(root, os.path.relpath(c, src)[:-2] + '.o')
+            for c in sorted(glob.glob(os.path.join(src, '**', '*.c'), recursive=True))]
+    missing = [o for o in objs if not os.path.exists(o)]
+    if missing:
+        print('layers: no %s (make all first)' % missing[0])
         return 2
     rank = {n: i for i, (_, names) in enumerate(LAYERS) for n in names}
     layer_of = {n: LAYERS[i][0] for n, i in rank.items()}
     defs, undefs = {}, {}
     for o in objs:
-        n = os.path.basename(o)[:-2]
+        n = os.path.relpath(o, root)[:-2]
         defs[n], undefs[n] = symbols(o)
     bad = 0
     for n in defs:

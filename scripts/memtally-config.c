@@ -1,6 +1,6 @@
 /* memtally-config — prints the shim's option table as Markdown, from the
  * same X-macro the shim parses (README's table is pasted from this). */
-#include "../shim/config.h"
+#include "platform/config.h"
 int main(void);
 int
 main(void) {

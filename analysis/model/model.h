@@ -17,6 +17,8 @@ struct site {
 	uint8_t kind;
 	int64_t live_bytes, live_count, allocs, alloc_bytes, frees, peak_bytes;
 	int64_t at_peak_bytes; /* live when its kind's total was at its peak; -1: not written */
+	int64_t peak_ms;       /* when peak_bytes was reached (ms from start); -1: not written */
+	double peak_step;      /* the step mark then; NAN: none or not written */
 };
 
 struct totals {
@@ -108,6 +110,9 @@ struct oominfo {
 
 struct mfile {
 	char *path;
+	int has_sel;               /* FILE@N, FILE@peak, FILE@last named it: */
+	long sel;                  /* that snapshot (a seq, SNAP_PEAK, SNAP_LAST) */
+	int native;                /* show native frames only (--native) */
 	int version;
 	int64_t pid, ppid, rank, local_rank, world_size; /* -1 when null */
 	char *host, *exe, *argv;   /* argv joined with spaces */
@@ -155,6 +160,11 @@ const char *jsonl_ext(const char *name);
 /* FILE's JSONL (decompressed when it is zstd) to fd; dies on bad input. */
 void jsonl_cat(const char *path, int fd);
 void run_load(struct run *r, char **paths, int npaths);
+/* FILE@N, FILE@peak, FILE@last where FILE exists and the whole name does
+ * not: returns the snapshot (a seq, SNAP_PEAK, SNAP_LAST) and cuts path at
+ * the '@'; SNAP_DEFAULT when the name has none.  run_load does this for
+ * every path (mfile.sel). */
+long path_selector(char *path);
 /* The same for OOM dumps: directories contribute their *.oom<N>.jsonl. */
 void run_load_dumps(struct run *r, char **paths, int npaths);
 /* The same, but finding none is not an error. */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -439,11 +440,17 @@ snapshot(struct ctx *c, struct jv *o) {
 		int kind = -2, have_live = 0;
 		memset(t, 0, sizeof *t);
 		t->at_peak_bytes = -1; /* files before at_peak_bytes */
+		t->peak_ms = -1;       /* files before peak_ms / peak_step */
+		t->peak_step = NAN;
 		for (struct jv *m = json_child(c->d, x); m; m = json_next(c->d, m)) {
 			const char *k = m->key;
 			uint32_t kl = m->keylen;
 			if (m->type == J_STR && kl == 4 && !memcmp(k, "kind", 4)) {
 				kind = kind_parse(m->s);
+				continue;
+			}
+			if (m->type == J_NUM && kl == 9 && !memcmp(k, "peak_step", 9)) {
+				t->peak_step = m->d;
 				continue;
 			}
 			if (m->type != J_NUM || !m->is_int)
@@ -459,6 +466,10 @@ snapshot(struct ctx *c, struct jv *o) {
 			case 6:
 				if (!memcmp(k, "allocs", 6))
 					t->allocs = v;
+				break;
+			case 7:
+				if (!memcmp(k, "peak_ms", 7))
+					t->peak_ms = v;
 				break;
 			case 10:
 				if (!memcmp(k, "live_bytes", 10))
@@ -924,18 +935,53 @@ run_load_dumps_if_any(struct run *r, char **paths, int npaths) {
 	load_paths(r, paths, npaths, 1, 1);
 }
 
+/* FILE@N, FILE@peak, FILE@last (a snapshot of a file or of every file
+ * of a directory) where FILE exists and FILE@... does not: the snapshot
+ * goes to *sel and the path is cut there (in place).  Else SNAP_DEFAULT. */
+long
+path_selector(char *path) {
+	char *at = strrchr(path, '@');
+	struct stat st;
+	if (!at || at == path || !stat(path, &st))
+		return SNAP_DEFAULT;
+	const char *v = at + 1;
+	long sel;
+	if (!strcmp(v, "peak"))
+		sel = SNAP_PEAK;
+	else if (!strcmp(v, "last"))
+		sel = SNAP_LAST;
+	else if (*v && strspn(v, "0123456789") == strlen(v) && strlen(v) < 16)
+		sel = atol(v);
+	else
+		die(EXIT_BAD_INPUT, "%s: no such file, and '@%s' is not a snapshot (N, peak or last)",
+		    path, v);
+	*at = 0;
+	if (stat(path, &st)) {
+		int e = errno;
+		*at = '@';
+		die(EXIT_BAD_INPUT, "%s: %s", path, strerror(e));
+	}
+	return sel;
+}
+
 static void
 load_paths(struct run *r, char **paths, int npaths, int dumps, int optional) {
 	char **list = NULL;
-	size_t n = 0, cap = 0;
+	long *sels = NULL;
+	size_t n = 0, cap = 0, scap = 0;
 	for (int i = 0; i < npaths; i++) {
 		struct stat st;
+		char *pcopy = xstrdup(paths[i]);
+		long sel = path_selector(pcopy);
+		paths[i] = pcopy; /* the command's own copy, cut at '@' */
 		if (stat(paths[i], &st))
 			die(EXIT_BAD_INPUT, "%s: %s", paths[i], strerror(errno));
 		if (!S_ISDIR(st.st_mode)) {
 			if (optional && !strstr(paths[i], ".oom"))
 				continue; /* a snapshot file named among dumps */
 			list = xgrow(list, n + 1, &cap, sizeof *list);
+			sels = xgrow(sels, n + 1, &scap, sizeof *sels);
+			sels[n] = sel;
 			list[n++] = xstrdup(paths[i]);
 			continue;
 		}
@@ -959,6 +1005,8 @@ load_paths(struct run *r, char **paths, int npaths, int dumps, int optional) {
 				continue;
 			}
 			list = xgrow(list, n + 1, &cap, sizeof *list);
+			sels = xgrow(sels, n + 1, &scap, sizeof *sels);
+			sels[n] = sel;
 			list[n++] = s.p;
 		}
 		closedir(d);
@@ -972,7 +1020,10 @@ load_paths(struct run *r, char **paths, int npaths, int dumps, int optional) {
 	r->nfiles = n;
 	for (size_t i = 0; i < n; i++) {
 		load_file(&r->files[i], list[i]);
+		r->files[i].sel = sels[i];
+		r->files[i].has_sel = sels[i] != SNAP_DEFAULT;
 		free(list[i]);
 	}
 	free(list);
+	free(sels);
 }

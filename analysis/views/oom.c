@@ -1,7 +1,7 @@
 /* oom.c — `memtally oom`: what was live at an OOM dump (host, CUDA or
  * pre-OOM), by call site and by segment, with the last events before it.
  * Takes dump files or run directories (their *.oom<N>.jsonl). */
-#include "cmd.h"
+#include "cmd/cmd.h"
 #include "answer/sites.h"
 #include "base/util.h"
 #include <stdlib.h>
@@ -156,5 +156,6 @@ int
 cmd_oom(struct opts *o) {
 	struct run r;
 	run_load_dumps(&r, o->paths, o->npaths);
+	cmd_native(o, &r);
 	return each_file(&r, o, "dumps", one);
 }

@@ -1,9 +1,11 @@
 /* report.c — `memtally report`: per process, a timeline of RSS and live
  * bytes by kind, then the top call sites at the last snapshot and at the
  * peak.  Text fits 100 columns; --json carries the same figures. */
-#include "cmd.h"
+#include "cmd/cmd.h"
+#include "answer/answer.h"
 #include "answer/sites.h"
 #include "base/util.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -164,10 +166,73 @@ at_peak_json(struct sb *j, struct mfile *f, const struct snap *s, const struct s
 	sb_puts(j, "]}");
 }
 
+/* Spikes (answer_spikes): call sites whose own high-water mark is far
+ * above what they held at the process peak, so the peak tables miss them
+ * (a transient 128 MiB buffer freed at once). */
+#define MAX_SPIKES 64
+
+static const char *
+spike_when(const struct spike *t, char *buf, size_t n) {
+	char a[16];
+	if (t->peak_ms < 0)
+		snprintf(buf, n, "?");
+	else if (!isnan(t->step))
+		snprintf(buf, n, "step %.0f (%s)", t->step, human_ms(t->peak_ms, a));
+	else
+		snprintf(buf, n, "%s", human_ms(t->peak_ms, a));
+	return buf;
+}
+
+static void
+spikes_text(struct mfile *f, struct opts *o) {
+	struct spike v[MAX_SPIKES];
+	size_t n = answer_spikes(f, &o->ask, v, o->top < MAX_SPIKES ? (size_t)o->top : MAX_SPIKES);
+	if (!n)
+		return;
+	char a[16], b[16], w[48], name[1100];
+	printf("  spikes (a call site's own high-water mark, far above what it held at the peak):\n");
+	printf("  %11s %11s %-22s %-9s %s\n", "own peak", "at peak", "when", "kind", "where");
+	for (size_t i = 0; i < n; i++) {
+		site_row_name(&(struct site_row){.name = v[i].r.name, .nsites = 1}, 60, o->stacks,
+			      name, sizeof name);
+		printf("  %11s %11s %-22s %-9s %s\n", human(v[i].r.peak, a), human(v[i].r.live, b),
+		       spike_when(&v[i], w, sizeof w), kind_names[v[i].r.kind], name);
+		if (o->stacks)
+			site_print_stack(stdout, f, v[i].r.stack, "        ");
+	}
+	spikes_free(v, n);
+}
+
+static void
+spikes_json(struct sb *j, struct mfile *f, struct opts *o) {
+	struct spike v[MAX_SPIKES];
+	size_t n = answer_spikes(f, &o->ask, v, o->top < MAX_SPIKES ? (size_t)o->top : MAX_SPIKES);
+	sb_puts(j, ",\"spikes\":[");
+	for (size_t i = 0; i < n; i++) {
+		sb_printf(j, "%s{\"stack\":%lld,\"kind\":\"%s\",\"peak_bytes\":%lld,\"at_peak_bytes\":%lld,"
+			     "\"peak_ms\":",
+			  i ? "," : "", stack_file_id(f, v[i].r.stack), kind_names[v[i].r.kind],
+			  (long long)v[i].r.peak, (long long)v[i].r.live);
+		if (v[i].peak_ms >= 0)
+			sb_printf(j, "%lld", (long long)v[i].peak_ms);
+		else
+			sb_puts(j, "null");
+		sb_puts(j, ",\"step\":");
+		sb_json_num(j, "%.0f", v[i].step);
+		sb_puts(j, ",");
+		site_json_names(j, f, v[i].r.stack);
+		sb_puts(j, ",\"row\":");
+		sb_json_str(j, v[i].r.name);
+		sb_putc(j, '}');
+	}
+	sb_putc(j, ']');
+	spikes_free(v, n);
+}
+
 int
 cmd_report(struct opts *o) {
 	struct run r;
-	run_load(&r, o->paths, o->npaths);
+	cmd_load(o, &r);
 	struct sb j = {0};
 	if (o->json)
 		sb_puts(&j, "{\"processes\":[");
@@ -213,6 +278,7 @@ cmd_report(struct opts *o) {
 				if (vp)
 					at_peak_json(&j, f, last, vp, np, o);
 				free(vp);
+				spikes_json(&j, f, o);
 			}
 			sb_putc(&j, '}');
 			continue;
@@ -240,6 +306,7 @@ cmd_report(struct opts *o) {
 		else if (pk != last) /* older files: the snapshot that held most */
 			sites_text(f, pk, o, "at the peak");
 		free(vp);
+		spikes_text(f, o);
 		printf("\n");
 	}
 	if (o->json) {

@@ -1,8 +1,8 @@
 /* unwindbench — ns per captured stack with the shim's own capture
- * (shim/unwind.c): libunwind's unw_backtrace, the frame-pointer walk and
- * the CFI walker (shim/cfi.c), at depths 10 and 30, the same stack captured repeatedly (caches hot, as
+ * (shim/capture/unwind.c): libunwind's unw_backtrace, the frame-pointer walk and
+ * the CFI walker (shim/capture/cfi.c), at depths 10 and 30, the same stack captured repeatedly (caches hot, as
  * for a call site seen before). */
-#include "../../shim/unwind.h"
+#include "capture/unwind.h"
 #include <dlfcn.h>
 #include <stdio.h>
 #include <time.h>

@@ -93,10 +93,19 @@ r = memtally('leaks', noleak)
 mt.check('no leak suspects' in r.stdout, 'leaks: text says there is none')
 
 # diff: the two trainer runs differ by the leak (ASLR-independent matching)
-r = memtally('diff', '--json', noleak, leak)
+r = memtally('diff', '--json', noleak + '@last', leak + '@last')
 pairs = json.loads(r.stdout)['pairs']
 top = pairs[0]['callsites'][0]
-mt.eq((top['function'], top['change_bytes']), ('leak_history', 200 * 10240), 'diff: the leak is the change')
+mt.eq((top['function'], top['change_bytes']), ('leak_history', 200 * 10240), 'diff @last: the leak is the change at exit')
+# with no selector diff compares the peaks (what held memory): the leak's
+# row there holds what the leaking run's peak snapshot says it held
+r = memtally('diff', '--json', noleak, leak)
+pair = json.loads(r.stdout)['pairs'][0]
+mt.eq(pair['b']['moment'], 'at the peak', 'diff: compares the peaks by default')
+lk = [c for c in pair['callsites'] if c['function'] == 'leak_history']
+rep = json.loads(memtally('report', '--json', leak).stdout)['processes'][0]
+at_peak = sum(c['at_peak_bytes'] for c in rep['at_peak']['callsites'] if c['function'] == 'leak_history')
+mt.eq(lk and lk[0]['live_bytes_b'], at_peak, 'diff at the peak: the leak row holds its bytes at the peak, as report says')
 f = mt.files(leak)[0]
 # the requested snapshots of steps 105 and 155, by their step mark (rise
 # snapshots may fall between them, so not by seq)

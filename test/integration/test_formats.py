@@ -125,9 +125,9 @@ if mt.case('pprof'):
     a_seq = snaps[len(snaps) // 2]
     pa, pb = os.path.join(OUT, 'a.pb.gz'), os.path.join(OUT, 'b.pb.gz')
     sh([MT, 'pprof', '--snapshot', str(a_seq), cfile, '-o', pa])
-    sh([MT, 'pprof', cfile, '-o', pb])
+    sh([MT, 'pprof', '--snapshot', 'last', cfile, '-o', pb])
     got, _ = pprof_top('-sample_index=inuse_space', '-base', pa, pb)
-    r = sh([MT, 'diff', '--json', '--top', '1000000', '%s@%d' % (cfile, a_seq), cfile])
+    r = sh([MT, 'diff', '--json', '--top', '1000000', '%s@%d' % (cfile, a_seq), cfile + '@last'])
     want = collections.Counter()
     for pair in json.loads(r.stdout)['pairs']:
         for s in pair['callsites']:

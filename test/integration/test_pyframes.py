@@ -1,6 +1,6 @@
 """Python frames (issue 10), on Debian's python3 and on every other CPython
 3.10-3.13 found on the machine (pyenv's, when present):
- - shim/pylayout.h's offsets equal offsetof/sizeof from each interpreter's
+ - shim/capture/pylayout.h's offsets equal offsetof/sizeof from each interpreter's
    own headers (where they are installed);
  - three known sites (one a method) get exactly their live bytes at
    exactly their file:line; a forked child that leaves through os._exit
@@ -66,7 +66,7 @@ for name, py in pythons:
         print('  (%s: the headers at %s do not compile here: %s)' % (name, inc, c.stderr.strip()[-200:]))
         continue
     r = subprocess.run([exe], capture_output=True, text=True)
-    mt.eq(r.returncode, 0, '%s: shim/pylayout.h matches the headers: %s' % (name, r.stdout.strip()))
+    mt.eq(r.returncode, 0, '%s: shim/capture/pylayout.h matches the headers: %s' % (name, r.stdout.strip()))
 
 for name, py in pythons:
     out = os.path.join(OUT, 'sites-' + name)

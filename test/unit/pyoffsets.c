@@ -1,5 +1,5 @@
 /* pyoffsets.c — compiled by test_pyframes against each installed CPython's
- * own headers: every offset of shim/pylayout.h (3.10 - 3.12's table, 3.13's
+ * own headers: every offset of shim/capture/pylayout.h (3.10 - 3.12's table, 3.13's
  * copy of _Py_DebugOffsets) must equal offsetof/sizeof from the headers. */
 #define Py_BUILD_CORE 1
 #include <Python.h>
@@ -14,7 +14,7 @@
 #if PY_VERSION_HEX >= 0x030d0000
 #include "internal/pycore_runtime.h"
 #endif
-#include "pylayout.h"
+#include "capture/pylayout.h"
 
 static int n, bad;
 #define CHECK(ours, theirs) check(#ours, (long)(ours), (long)(theirs))

@@ -3,7 +3,7 @@
  * prefix, literal runs before, between and after conversions, and a fixed
  * buffer that runs out (cut, never past its end). */
 #include "../test.h"
-#include "buf.h"
+#include "platform/buf.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* test_cfi — the shim's CFI walker (shim/cfi.c) against libunwind on the
+/* test_cfi — the shim's CFI walker (shim/capture/cfi.c) against libunwind on the
  * same stacks: recursion, libc calling back (qsort), alloca frames (the
  * CFA on rbp), a frame whose return address is past its function's end
  * (a call to a noreturn function), a thread's stack (ends at clone),
@@ -9,9 +9,9 @@
  * walker does not read: it must say so (-1), and mt_unwind then gives
  * libunwind's frames. */
 #include "../test.h"
-#include "cfi.h"
+#include "capture/cfi.h"
 #include <dlfcn.h>
-#include "unwind.h"
+#include "capture/unwind.h"
 #include <alloca.h>
 #include <pthread.h>
 #include <setjmp.h>

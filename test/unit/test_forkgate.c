@@ -5,7 +5,7 @@
  * threads unwinding (libunwind: dl_iterate_phdr) leaves a child that can
  * unwind.  Ordering is asserted through flags, never through time. */
 #include "../test.h"
-#include "unwind.h"
+#include "capture/unwind.h"
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>

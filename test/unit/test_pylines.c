@@ -2,8 +2,8 @@
  * tables whose answers are worked out in the comments, and the u64 map the
  * Python tables use (collisions, growth, backward-shift deletion). */
 #include "../test.h"
-#include "pylines.h"
-#include "map64.h"
+#include "capture/pylines.h"
+#include "state/map64.h"
 #include <stdint.h>
 
 /* 3.10 (PEP 626): first line 10; pairs (byte delta, line delta):

@@ -4,11 +4,11 @@
  * shift deletion, shrinking after a peak) and the map table.  Built twice by `make check`: with
  * ASan+UBSan and with TSan.  Exact figures are asserted at the end. */
 #include "../test.h"
-#include "glue.h"
-#include "sites.h"
-#include "ptrtab.h"
-#include "maptab.h"
-#include "config.h"
+#include "platform/glue.h"
+#include "state/sites.h"
+#include "state/ptrtab.h"
+#include "state/maptab.h"
+#include "platform/config.h"
 #include <pthread.h>
 #include <sys/resource.h>
 #include <errno.h>

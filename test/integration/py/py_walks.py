@@ -1,5 +1,5 @@
 # The shim checks a Python stack against the thread's last one before it
-# walks it again (shim/python.c): allocations that alternate between two
+# walks it again (shim/capture/python.c): allocations that alternate between two
 # lines of one function, and between two depths of one recursive
 # function, must each keep their own line and chain.  bytearray(n)
 # allocates n + 1 bytes with malloc.

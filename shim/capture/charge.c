@@ -1,0 +1,332 @@
+/*
+ * charge.c — the hot path's accounting (charge.h): whether to record an
+ * allocation (sampling), its stack (native + Python), and charging it to
+ * its call site, the totals and the pointer or map table; the reverse on
+ * free.  Capture layer: calls the tables, the event ring, the stack
+ * walkers and the trigger word, nothing above.
+ *
+ * Invariants that bind here:
+ *  - Recording runs on the allocating thread with mt_self.guard set, so
+ *    anything it calls that allocates (libunwind's first use, the loader)
+ *    forwards straight to the real allocator, untracked.
+ *  - No lock is held across a call out of the shim: the tables' locks are
+ *    taken and released inside each table call.
+ */
+#include "platform/glue.h"
+#include "capture/charge.h"
+#include "platform/config.h"
+#include "state/events.h"
+#include "capture/python.h"
+#include "state/sites.h"
+#include "state/trigger.h"
+#include "capture/unwind.h"
+#include <math.h>
+#include <string.h>
+
+MT_TLS struct mt_thread mt_self;
+int mt_active;
+uint64_t mt_dropped_live;
+
+static uint64_t tracked_allocs; /* for MEMTALLY_EVERY */
+
+/* ---- sampling ---------------------------------------------------------
+ * A Poisson process over allocated bytes with mean gap S = MEMTALLY_SAMPLE:
+ * an allocation of z bytes is sampled with probability p = 1 - exp(-z/S)
+ * and then stands for z/p bytes and 1/p allocations, so every sum over
+ * call sites is an unbiased estimate (jemalloc's PROFILING_INTERNALS.md).
+ * The weights are a pure function of z and S, so a free recomputes them
+ * exactly and live figures return to zero. */
+
+static uint64_t
+rng_next(void) {
+	uint64_t x = mt_self.rng;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	mt_self.rng = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+static int64_t
+draw_gap(void) {
+	double u = (double)((rng_next() >> 11) + 1) * (1.0 / 9007199254740993.0);
+	double g = -log(u) * (double)mt_cfg.sample;
+	return g > 9e18 ? INT64_MAX : (int64_t)g + 1;
+}
+
+static void
+sample_weights(uint64_t size, int64_t *bytes, int64_t *count) {
+	double p = -expm1(-(double)size / (double)mt_cfg.sample);
+	*bytes = (int64_t)((double)size / p + 0.5);
+	*count = (int64_t)(1.0 / p + 0.5);
+}
+
+int
+mt_heap_sample_point(size_t size) {
+	if (MT_UNLIKELY(!mt_self.seeded)) {
+		static uint64_t threads_seeded;
+		mt_self.seeded = 1;
+		if (mt_cfg.seed) /* repeatable: the n-th thread to sample */
+			mt_self.rng = (mt_cfg.seed + mt_add(&threads_seeded, 1)) *
+				      0x9e3779b97f4a7c15ull;
+		else
+			mt_self.rng = (uint64_t)mt_sys(SYS_gettid, 0, 0, 0, 0,
+						       0, 0) *
+					      0x9e3779b97f4a7c15ull ^
+				      mt_now_ns();
+		if (!mt_self.rng)
+			mt_self.rng = 1;
+		mt_self.countdown = draw_gap() - (int64_t)size;
+		if (mt_self.countdown > 0)
+			return 0;
+	}
+	/* Skip every sample point this allocation covers (memorylessness). */
+	do
+		mt_self.countdown += draw_gap();
+	while (mt_self.countdown <= 0);
+	return 2;
+}
+
+/* hook: the exported hook's frame pointer when it is known (heap hooks),
+ * else 0.  Its return address is the first frame an unwind gives once
+ * the shim's own frames are stripped: at MEMTALLY_DEPTH=1 the whole native
+ * stack, without unwinding (libunwind steps through the shim's frames
+ * first, ~100 ns); the CFI walker starts there. */
+static uint32_t
+capture(int kind, uintptr_t hook) {
+	uintptr_t pcs[MT_MAX_DEPTH];
+	int n; /* errno: mt_unwind keeps it (libunwind may set it), and
+		* nothing else here calls libc but memcpy/memset and the vDSO
+		* clock: the hooks' callers see their own errno */
+	/* the Python stack first: with one, the native stack ends at the
+	 * eval loop (mt_py_cut_range: mt_unwind stops or cuts there; one
+	 * frame needs no cut) */
+	uint32_t py = mt_py_capture();
+	uintptr_t stop_lo = 0, stop_hi = 0;
+	if (py)
+		mt_py_cut_range(&stop_lo, &stop_hi);
+	if (hook && mt_cfg.depth == 1) {
+		pcs[0] = ((const uintptr_t *)hook)[1]; /* its return address */
+		n = 1;
+	} else {
+		n = mt_unwind(pcs, (int)mt_cfg.depth, mt_cfg.unwind, stop_lo, stop_hi, hook);
+	}
+	if (n > (int)mt_cfg.initdepth + 1) /* else nothing to cut */
+		n = mt_unwind_loader_cut(pcs, n, (int)mt_cfg.initdepth);
+	return n == 1 ? mt_stack_intern1(pcs[0], kind, py) : mt_stack_intern(pcs, n, kind, py);
+}
+
+static void
+count_tracked(void) {
+	/* One counter all threads add to: only when MEMTALLY_EVERY needs it
+	 * (its cache line bouncing between two threads was the exact malloc
+	 * benchmark's hottest instruction). */
+	if (!mt_cfg.every)
+		return;
+	uint64_t n = mt_add(&tracked_allocs, 1);
+	if (n % mt_cfg.every == 0)
+		mt_trigger(MT_REASON_EVERY);
+}
+
+struct mt_tcount *
+mt_tslot_pick(void) {
+	static uint32_t next;
+	if (!mt_self.tslot) {
+		uint32_t i = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
+		mt_self.tslot = (i < MT_TSLOTS - 1 ? i : MT_TSLOTS - 1) + 1;
+		if (i < MT_TSLOTS - 1)
+			mt_self.tc = &mt_tcounts[i];
+		mt_sites_thread(mt_self.tslot - 1);
+	}
+	return &mt_tcounts[mt_self.tslot - 1];
+}
+
+size_t mt_fast_below;
+
+void
+mt_set_active(int on) {
+	int fast = on && mt_cfg.host && mt_cfg.sample && mt_ptr_filter; /* free's fast path reads it */
+	__atomic_store_n(&mt_fast_below, fast ? mt_cfg.exact_above : 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&mt_active, on, __ATOMIC_RELEASE);
+}
+
+/* plain: the solo thread's plain updates (glue.h), for heap entries only
+ * (other kinds' totals are changed by any thread). */
+static void
+uncharge(const struct mt_ptr *e, int plain) {
+	int64_t bytes = (int64_t)e->size, count = 1;
+	plain &= e->kind == MT_HEAP;
+	if (e->size >= mt_cfg.exact_above)
+		mt_event(MT_EV_FREE, e->kind, e->addr, e->size, e->stack);
+	if (e->sampled)
+		sample_weights(e->size, &bytes, &count);
+	mt_site_free(e->stack, e->kind, bytes, count, plain);
+	struct mt_totals *t = &mt_totals[e->kind];
+	mt_addp(plain, &t->live_bytes, -bytes);
+	if (e->kind == MT_HEAP) { /* per-thread: no shared cache line */
+		struct mt_tcount *tc = mt_tcount();
+		mt_tc_add2(&tc->live_count, (uint64_t)-count, &tc->free_bytes, e->size);
+	} else {
+		mt_add(&t->live_count, -count);
+		mt_add(&t->free_bytes, e->size);
+	}
+}
+
+/* Heap totals: allocs, alloc_bytes and frees are exact in every mode;
+ * live bytes and count are exact in exact mode and estimates (the same
+ * weights as the call sites) when sampling. */
+void
+mt_heap_track(void *p, size_t size, uintptr_t hook, int how) {
+	struct mt_totals *t = &mt_totals[MT_HEAP];
+	struct mt_tcount *tc = mt_tcount();
+	mt_ptrtab_prefetch((uintptr_t)p); /* its slot loads while we unwind */
+	int64_t bytes = (int64_t)size, count = 1;
+	if (how == 2)
+		sample_weights(size, &bytes, &count);
+	struct mt_ptr e = {.addr = (uintptr_t)p, .size = size,
+			   .stack = capture(MT_HEAP, hook), .kind = MT_HEAP,
+			   .sampled = how == 2,
+			   .time_ms = (uint32_t)mt_ms_since_start()};
+	struct mt_ptr old;
+	int plain = mt_plain_enter(); /* from here to mt_plain_leave */
+	int err = mt_ptrtab_put(&e, &old, plain);
+	if (err == ENOMEM) {
+		mt_plain_leave(plain);
+		mt_add(&mt_dropped_live, 1);
+		return;
+	}
+	if (err == EEXIST) /* freed behind our back: forget the old one */
+		uncharge(&old, plain);
+	mt_site_alloc(e.stack, MT_HEAP, bytes, count, plain);
+	int peak = mt_raise_peakp(plain, &t->peak_bytes, mt_addp(plain, &t->live_bytes, bytes));
+	mt_plain_leave(plain);
+	if (size >= mt_cfg.exact_above) /* large blocks go to the event ring */
+		mt_event(MT_EV_ALLOC, MT_HEAP, (uintptr_t)p, size, e.stack);
+	mt_tc_add(&tc->live_count, (uint64_t)count);
+	if (peak)
+		mt_peak_moved(MT_HEAP);
+	count_tracked();
+}
+
+void
+mt_heap_free(void *p, void (*real_free)(void *)) {
+	struct mt_ptr e;
+	mt_tc_add(&mt_tcount()->frees, 1);
+	int plain = mt_plain_enter();
+	if (plain) {
+		/* Solo: mt_solo.busy stays set across the real free, so a
+		 * thread's first allocation waits for it in mt_solo_end; that
+		 * thread holds nothing the real free needs (its own real call
+		 * has returned, or not begun).  errno: free keeps it. */
+		mt_ptrtab_prefetch((uintptr_t)p);
+		real_free(p);
+		if (mt_ptrtab_take((uintptr_t)p, &e, 1))
+			uncharge(&e, 1);
+		mt_plain_leave(1);
+		return;
+	}
+	if (mt_ptrtab_take((uintptr_t)p, &e, 0))
+		uncharge(&e, 0);
+	real_free(p);
+}
+
+void
+mt_heap_take(void *p, struct mt_ptr *e, int *had) {
+	int plain = mt_plain_enter();
+	*had = mt_ptrtab_maybe((uintptr_t)p) && mt_ptrtab_take((uintptr_t)p, e, plain);
+	if (*had)
+		uncharge(e, plain);
+	mt_plain_leave(plain);
+}
+
+void
+mt_heap_restore(const struct mt_ptr *e) {
+	struct mt_ptr old;
+	int64_t bytes = (int64_t)e->size, count = 1;
+	if (mt_ptrtab_put(e, &old, 0) == ENOMEM) {
+		mt_add(&mt_dropped_live, 1);
+		return;
+	}
+	if (e->sampled)
+		sample_weights(e->size, &bytes, &count);
+	mt_site_unfree(e->stack, MT_HEAP, bytes, count);
+	struct mt_totals *t = &mt_totals[MT_HEAP];
+	mt_add(&t->live_bytes, bytes);
+	struct mt_tcount *tc = mt_tcount();
+	mt_tc_add2(&tc->live_count, (uint64_t)count, &tc->free_bytes, (uint64_t)-e->size);
+}
+
+int
+mt_dev_track(uintptr_t key, uint64_t size, int kind, int device, uint32_t stream,
+	     int flags, uint32_t stack) {
+	struct mt_ptr e = {.addr = key, .size = size,
+			   .stack = stack ? stack : capture(kind, 0), .kind = (uint8_t)kind,
+			   .device = (uint8_t)device, .flags = (uint8_t)flags,
+			   .stream = stream,
+			   .time_ms = (uint32_t)mt_ms_since_start()};
+	struct mt_ptr old;
+	int err = mt_ptrtab_put(&e, &old, 0);
+	if (err == ENOMEM) {
+		mt_add(&mt_dropped_live, 1);
+		return -1;
+	}
+	if (err == EEXIST && !(old.flags & MT_PTR_MAPPED))
+		uncharge(&old, 0);
+	if (!(flags & MT_PTR_MAPPED)) { /* a mapping of a handle: charged at create */
+		mt_site_alloc(e.stack, kind, (int64_t)size, 1, 0);
+		mt_totals_alloc(kind, size);
+		count_tracked();
+	}
+	mt_event(MT_EV_ALLOC, kind, key & ~MT_TAG_MASK, size, e.stack);
+	return (int)e.stack;
+}
+
+int
+mt_dev_untrack(uintptr_t key, struct mt_ptr *e) {
+	if (!mt_ptrtab_take(key, e, 0))
+		return 0;
+	if (!(e->flags & MT_PTR_MAPPED)) {
+		mt_site_free(e->stack, e->kind, (int64_t)e->size, 1, 0);
+		mt_totals_free(e->kind, e->size, 1);
+	}
+	mt_event(MT_EV_FREE, e->kind, key & ~MT_TAG_MASK, e->size, e->stack);
+	return 1;
+}
+
+uint32_t
+mt_capture(int kind) {
+	return capture(kind, 0);
+}
+
+void
+mt_map_add(void *p, size_t len, int file, uint32_t stack) {
+	struct mt_map m = {.start = (uintptr_t)p,
+			   .end = (uintptr_t)p + ((len + 4095) & ~(size_t)4095),
+			   .stack = stack ? stack : capture(file ? MT_MMAP_FILE : MT_MMAP, 0),
+			   .kind = file ? MT_MMAP_FILE : MT_MMAP,
+			   .counted = 1,
+			   .time_ms = (uint32_t)mt_ms_since_start()};
+	if (mt_maptab_add(&m)) {
+		mt_add(&mt_dropped_live, 1);
+	} else {
+		mt_event(MT_EV_ALLOC, m.kind, m.start, m.end - m.start, m.stack);
+		count_tracked();
+	}
+}
+
+void
+mt_map_release(void *p, size_t len, struct mt_map *first) {
+	uintptr_t s = (uintptr_t)p & ~(uintptr_t)4095;
+	uintptr_t e = ((uintptr_t)p + len + 4095) & ~(uintptr_t)4095;
+	if (first)
+		memset(first, 0, sizeof *first);
+	mt_event(MT_EV_FREE, MT_MMAP, s, e - s, 0);
+	mt_maptab_release(s, e, first);
+}
+
+void
+mt_charge_postfork_child(int follow) {
+	(void)follow;
+	tracked_allocs = 0;
+	mt_dropped_live = 0;
+}

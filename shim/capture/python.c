@@ -1,0 +1,807 @@
+/*
+ * python.c — Python frames: which Python line allocated.
+ *
+ * Design (../shared/research/pyframes.md has the measurements):
+ *  - At each tracked allocation the allocating thread walks its *own*
+ *    frame chain, found through PyGILState_GetThisThreadState (per thread,
+ *    valid while the GIL is released; never the "current thread state"
+ *    getters, which give the GIL holder's, or nothing).  Only plain loads;
+ *    the loop is bounded; the finalizing flag is checked first.
+ *  - The walk yields (code object, instruction index, entry bit) per frame.
+ *    A thread-local cache of recent walks by their 64-bit hash short-cuts
+ *    the common case (a Python stack that allocated before: the lines of
+ *    a loop body take turns).  On a miss, under py_lock, each
+ *    code object gets a serial number at first sight (its file and
+ *    qualified name are copied then, as UTF-8 from the compact str layout),
+ *    each (serial, instruction) its line (our own readers of the PEP 626
+ *    table of 3.10 and the location table of 3.11+), frames are interned by
+ *    (serial, line) and stacks by their frames and entry bits.
+ *  - The executing frame pins its code object, so reading it on the
+ *    allocating thread is safe.  When a code object dies, our wrapper of
+ *    PyCode_Type.tp_dealloc drops its serial: a new code object at the
+ *    same address gets a new serial, so recycled addresses never produce
+ *    old lines; records already written keep their ids (nothing re-keyed).
+ *  - Layouts: 3.10 - 3.12 from the table below (offsetof against each
+ *    version's headers; test_pyframes checks them against the installed
+ *    headers), 3.13 from the interpreter's own _Py_DebugOffsets (cookie,
+ *    version and free-threading checked).  Anything else fails closed:
+ *    native stacks only, one warning.
+ *  - The entry bit marks the outermost Python frame of one activation of
+ *    the eval loop, so the analysis can put each run of Python frames where
+ *    its _PyEval_EvalFrameDefault frame is in the native stack.
+ *
+ * Rules: never calls malloc (memory from mmap, raw syscalls); capture may
+ * run inside malloc in any thread; py_lock is held for table work only,
+ * never across a call out; fork handlers take it.
+ */
+#include "platform/glue.h"
+#include "capture/unwind.h"
+#include "platform/dl.h"
+#include "platform/buf.h"
+#include "state/chunks.h"
+#include "platform/config.h"
+#include "capture/python.h"
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <string.h>
+
+#define MAXD 64           /* MEMTALLY_PYDEPTH's ceiling */
+#define MAXSTR 1024       /* bytes of a file name or qualified name kept */
+#define ARENA (1u << 20)  /* string and frame-list arenas */
+
+int mt_py_on;
+
+/* ---- layouts ---------------------------------------------------------- */
+
+#include "capture/pylayout.h"
+#include "capture/pylines.h"
+#include "state/map64.h"
+
+static struct layout L;
+static unsigned long py_hex;          /* PY_VERSION_HEX */
+static uintptr_t code_type, str_type, bytes_type;
+static void *(*get_tstate)(void);     /* PyGILState_GetThisThreadState */
+static int (*is_finalizing)(void);    /* _Py_IsFinalizing (3.10 - 3.12) */
+static pthread_mutex_t *gil_mutex;   /* 3.10: _PyRuntime.ceval.gil.mutex */
+static void (*real_code_dealloc)(void *);
+static int tried, gave_up;
+/* _PyEval_EvalFrameDefault's code: where a native stack enters the eval
+ * loop (0, 0 when its size is not known: stacks are kept whole). */
+static uintptr_t eval_lo, eval_hi;
+
+/* ---- tables (under py_lock) ------------------------------------------ */
+
+struct pycode {
+	const char *file, *name; /* in the string arena */
+	int32_t first;           /* co_firstlineno */
+	struct mt_py_lpos pos;   /* where its line table was last read */
+};
+struct pyframe {
+	uint32_t code; /* serial */
+	int32_t line;
+	uint8_t written;
+};
+struct pystack {
+	uint64_t hash;
+	uint64_t entry;   /* bit i: frame i is its eval-loop activation's first */
+	uint32_t *frames; /* pyframe ids, innermost first, in the id arena */
+	uint8_t n, truncated, written;
+};
+
+static mt_lock_t py_lock;
+static struct mt_map64 codes;  /* code object address -> serial, live ones only */
+static struct mt_map64 lasti;  /* serial << 32 | instruction -> pyframe id */
+static struct mt_map64 lines;  /* serial << 32 | line -> pyframe id */
+static struct mt_map64 stackix; /* pystack hash -> id (collisions probed on) */
+static struct mt_chunked code_rec = {.elem = sizeof(struct pycode)};
+static struct mt_chunked frame_rec = {.elem = sizeof(struct pyframe)};
+static struct mt_chunked stack_rec = {.elem = sizeof(struct pystack)};
+static uint32_t ncodes = 1, nframes = 1, nstacks = 1; /* ids from 1 */
+static char *str_arena;
+static size_t str_used = ARENA;
+static char *id_arena;
+static size_t id_used = ARENA;
+static uint64_t py_bytes, py_retired, py_dropped;
+static uint64_t epoch;     /* bumped when a known code object dies */
+static int python_written; /* the file has its python record */
+
+static void *
+arena_take(char **arena, size_t *used, size_t bytes) {
+	if (bytes > ARENA)
+		return NULL;
+	if (*used + bytes > ARENA) {
+		char *a = mt_sys_mmap(ARENA);
+		if (!a)
+			return NULL;
+		py_bytes += ARENA;
+		*arena = a;
+		*used = 0;
+	}
+	void *p = *arena + *used;
+	*used += (bytes + 7) & ~(size_t)7;
+	return p;
+}
+
+/* ---- reading CPython's objects ---------------------------------------- */
+
+static inline uintptr_t
+rd(uintptr_t a) {
+	return *(const volatile uintptr_t *)a;
+}
+
+static size_t
+utf8(char *d, uint32_t c) {
+	if (c < 0x80) {
+		d[0] = (char)c;
+		return 1;
+	}
+	if (c < 0x800) {
+		d[0] = (char)(0xc0 | c >> 6);
+		d[1] = (char)(0x80 | (c & 63));
+		return 2;
+	}
+	if (c >= 0xd800 && c < 0xe000) /* a lone surrogate: not UTF-8 */
+		c = 0xfffd;
+	if (c < 0x10000) {
+		d[0] = (char)(0xe0 | c >> 12);
+		d[1] = (char)(0x80 | (c >> 6 & 63));
+		d[2] = (char)(0x80 | (c & 63));
+		return 3;
+	}
+	if (c > 0x10ffff)
+		c = 0xfffd;
+	d[0] = (char)(0xf0 | c >> 18);
+	d[1] = (char)(0x80 | (c >> 12 & 63));
+	d[2] = (char)(0x80 | (c >> 6 & 63));
+	d[3] = (char)(0x80 | (c & 63));
+	return 4;
+}
+
+/* A str object as UTF-8 in the string arena; "?" when it is not a compact
+ * str (it always is for file and qualified names). */
+static const char *
+str_copy(uintptr_t s) {
+	char tmp[MAXSTR + 4];
+	size_t n = 0;
+	if (s && rd(s + (uintptr_t)L.ob_type) == str_type) {
+		uint32_t state = *(const uint32_t *)(s + (uintptr_t)L.str_state);
+		int64_t len = *(const int64_t *)(s + (uintptr_t)L.str_len);
+		int kind = (int)(state >> 2 & 7), compact = state >> 5 & 1,
+		    ascii = state >> 6 & 1;
+		if (compact && len >= 0 && (kind == 1 || kind == 2 || kind == 4)) {
+			const unsigned char *d = (const unsigned char *)s +
+				(ascii ? L.str_ascii : L.str_compact);
+			for (int64_t i = 0; i < len && n + 4 <= MAXSTR; i++) {
+				uint32_t c = kind == 1 ? d[i]
+					     : kind == 2 ? ((const uint16_t *)d)[i]
+							 : ((const uint32_t *)d)[i];
+				n += utf8(tmp + n, c);
+			}
+		}
+	}
+	if (!n)
+		tmp[n++] = '?';
+	char *dst = arena_take(&str_arena, &str_used, n + 1);
+	if (!dst)
+		return "?";
+	memcpy(dst, tmp, n);
+	dst[n] = 0;
+	return dst;
+}
+
+static int
+code_line(uintptr_t co, int32_t li, int first, struct mt_py_lpos *pos) {
+	if (li < 0)
+		return first;
+	uintptr_t tab = rd(co + (uintptr_t)L.co_lines);
+	if (!tab || rd(tab + (uintptr_t)L.ob_type) != bytes_type)
+		return first;
+	long len = *(const long *)(tab + (uintptr_t)L.bytes_size);
+	const uint8_t *t = (const uint8_t *)(tab + (uintptr_t)L.bytes_data);
+	if (len < 0 || len > (1 << 24))
+		return first;
+	return L.lines == PY_LINES_PEP626 ? mt_py_line_pep626_at(t, len, first, (long)li * 2, pos)
+					  : mt_py_line_locations_at(t, len, first, (long)li * 2, pos);
+}
+
+/* ---- capture ---------------------------------------------------------- */
+
+struct walk {
+	int n, truncated;
+	uint64_t entry, hash;
+	uintptr_t code[MAXD];
+	uintptr_t iword[MAXD]; /* the frame's instruction word as read (pointer or lasti) */
+	int32_t lasti[MAXD];
+};
+
+/* This thread's recent walks, direct-mapped by the walk's hash, and the
+ * stack each gave (epoch: valid while no known code object has died
+ * since).  A hit trusts the 64-bit hash of the (code, instruction) pairs,
+ * depth and entry bits: two walks that share it are 2^-64 a lookup, as
+ * for native stacks (sites.c).  One entry held the last walk only (the
+ * full walk, compared): a loop body's lines took turns missing it, and a
+ * miss takes py_lock and two map lookups a frame. */
+#define PCACHE 64
+static MT_TLS struct pcache {
+	uint64_t hash, epoch;
+	uint32_t id;
+} pcache[PCACHE];
+
+/* This thread's last walk and the stack it gave (last_id 0: none), valid
+ * while epoch is last_epoch.  A capture first checks whether the thread's
+ * frames still give that walk (walk_as with verify): the same code
+ * objects, instructions, entry marks and depth.  A code object the last
+ * walk read is known (interned when its stack was), so while no known
+ * code object has died it is still one: no type check, and no hash.
+ * Under `import torch`, 870 k of the 1.1 M allocations are made by the
+ * C++ initializers dlopen runs, under one Python stack of 13 frames: the
+ * walk and hash were ~45 instructions a frame, the check is ~12. */
+static MT_TLS struct walk last_walk;
+static MT_TLS uint32_t last_id;
+static MT_TLS uint64_t last_epoch;
+
+/* A frame's instruction word as read (the int lasti, or the pointer) and
+ * whether it carries its own entry mark, for the walk's two loops. */
+static inline __attribute__((always_inline)) uintptr_t
+instr_word(uintptr_t f, uintptr_t o_instr, int instr) {
+	return instr == PY_INSTR_LASTI ? (uint32_t)*(const volatile int32_t *)(f + o_instr)
+				       : rd(f + o_instr);
+}
+
+static inline __attribute__((always_inline)) int
+entry_marked(uintptr_t f, uintptr_t o_entry, int entry) {
+	return entry == PY_ENTRY_EVERY ||
+	       (entry == PY_ENTRY_FLAG && *(const volatile uint8_t *)(f + o_entry));
+}
+
+/* The walk for one layout's kinds of entry mark and instruction (entry,
+ * instr: constants where walk calls it, so each frame tests neither).
+ * The layout's offsets are read into locals first: as fields of L they
+ * were loaded again for every frame.  The hash is taken as the frames
+ * are read, in two lanes (the code objects, the instructions with their
+ * depth) side by side: one chain of multiplies a frame was a fifth of a
+ * capture; depth, truncation and entry bits are mixed in at the end.
+ *
+ * verify (a constant too): compare the frames with *w (the thread's last
+ * walk) instead of recording them; 1 when they give the same walk.  Its
+ * frames are compared first in a loop of their own (the code object and
+ * the raw instruction word each; a frame owned by the C stack between
+ * them is passed as the walk passes it), stopping at the first that
+ * differs; what follows them (the end of the chain, or the code frame
+ * that made the last walk a truncated one) goes through the walk's own
+ * loop. */
+static inline __attribute__((always_inline)) int
+walk_as(uintptr_t ts, struct walk *w, int entry, int instr, int verify) {
+	const uintptr_t o_code = (uintptr_t)L.fr_code, o_prev = (uintptr_t)L.fr_prev,
+			o_instr = (uintptr_t)L.fr_instr, o_owner = (uintptr_t)L.fr_owner,
+			o_entry = (uintptr_t)L.fr_entry, o_type = (uintptr_t)L.ob_type,
+			o_cocode = (uintptr_t)L.co_code, ctype = code_type;
+	const int skip = L.skip_non_code, max = (int)mt_cfg.pydepth;
+	uintptr_t f = rd(ts + (uintptr_t)L.ts_frame);
+	if (L.cf_current >= 0)
+		f = f ? rd(f + (uintptr_t)L.cf_current) : 0;
+	int n = 0, truncated = 0, steps = 0;
+	uint64_t ent = 0, a = 0x9e3779b97f4a7c15ull, b = 0xc2b2ae3d27d4eb4full;
+	if (verify) {
+		const int want = w->n;
+		for (; n < want; n++, steps++) {
+			if (!f)
+				return 0;
+			if (entry == PY_ENTRY_CSTACK) {
+				while (*(const volatile uint8_t *)(f + o_owner) == 3) {
+					if (n)
+						ent |= 1ull << (n - 1);
+					f = rd(f + o_prev);
+					if (!f || ++steps >= 4 * MAXD)
+						return 0;
+				}
+			}
+			if (rd(f + o_code) != w->code[n] || instr_word(f, o_instr, instr) != w->iword[n])
+				return 0;
+			if (entry_marked(f, o_entry, entry))
+				ent |= 1ull << n;
+			f = rd(f + o_prev);
+		}
+	}
+	for (; f && steps < 4 * MAXD; steps++) {
+		if (entry == PY_ENTRY_CSTACK &&
+		    *(const volatile uint8_t *)(f + o_owner) == 3) {
+			/* FRAME_OWNED_BY_CSTACK: an activation of the eval loop
+			 * starts below; the frame above it is the entry */
+			if (n)
+				ent |= 1ull << (n - 1);
+			f = rd(f + o_prev);
+			continue;
+		}
+		uintptr_t co = rd(f + o_code);
+		if (!co || rd(co + o_type) != ctype) {
+			if (!skip)
+				break;
+			f = rd(f + o_prev); /* 3.13: None */
+			continue;
+		}
+		if (n == max) {
+			truncated = 1;
+			break;
+		}
+		if (verify)
+			return 0; /* a frame more than the last walk had */
+		uintptr_t iw = instr_word(f, o_instr, instr);
+		/* the pointer: code units of 2 bytes from the code's start */
+		int32_t li = instr == PY_INSTR_LASTI ? (int32_t)(uint32_t)iw
+			     : iw ? (int32_t)((intptr_t)(iw - (co + o_cocode)) >> 1)
+				  : -1;
+		if (entry_marked(f, o_entry, entry))
+			ent |= 1ull << n;
+		w->code[n] = co;
+		w->iword[n] = iw;
+		w->lasti[n] = li;
+		a = mt_mix64(a ^ co);
+		b = mt_mix64(b ^ ((uint64_t)(uint32_t)li | (uint64_t)n << 32));
+		n++;
+		f = rd(f + o_prev);
+	}
+	if (verify)
+		return n == w->n && truncated == w->truncated && ent == w->entry;
+	w->n = n;
+	w->truncated = truncated;
+	w->entry = ent;
+	w->hash = mt_mix64(a ^ (b << 32 | b >> 32) ^
+			   mt_mix64(ent ^ ((uint64_t)n << 1 | (uint64_t)truncated) * 0x165667b19e3779f9ull));
+	return n;
+}
+
+static int
+walk(uintptr_t ts, struct walk *w, int verify) {
+	if (L.instr == PY_INSTR_POINTER && L.entry == PY_ENTRY_FLAG) /* 3.11 */
+		return verify ? walk_as(ts, w, PY_ENTRY_FLAG, PY_INSTR_POINTER, 1)
+			      : walk_as(ts, w, PY_ENTRY_FLAG, PY_INSTR_POINTER, 0);
+	if (L.instr == PY_INSTR_POINTER && L.entry == PY_ENTRY_CSTACK) /* 3.12+ */
+		return verify ? walk_as(ts, w, PY_ENTRY_CSTACK, PY_INSTR_POINTER, 1)
+			      : walk_as(ts, w, PY_ENTRY_CSTACK, PY_INSTR_POINTER, 0);
+	return verify ? walk_as(ts, w, L.entry, L.instr, 1) : walk_as(ts, w, L.entry, L.instr, 0);
+}
+
+/* Under py_lock.  The code object is pinned by its executing frame. */
+static uint32_t
+frame_id(uintptr_t co, int32_t li) {
+	uint32_t serial = mt_map64_get(&codes, co);
+	if (!serial) {
+		if (mt_chunk_ensure(&code_rec, ncodes))
+			return 0;
+		struct pycode *c = mt_chunk_at(&code_rec, ncodes);
+		c->file = str_copy(rd(co + (uintptr_t)L.co_file));
+		c->name = str_copy(rd(co + (uintptr_t)L.co_name));
+		c->first = *(const int32_t *)(co + (uintptr_t)L.co_first);
+		c->pos = (struct mt_py_lpos){0};
+		if (mt_map64_put(&codes, co, ncodes))
+			return 0;
+		serial = ncodes++;
+	}
+	uint64_t k = (uint64_t)serial << 32 | (uint32_t)li;
+	uint32_t id = mt_map64_get(&lasti, k);
+	if (id)
+		return id;
+	struct pycode *c = mt_chunk_at(&code_rec, serial);
+	int line = code_line(co, li, c->first, &c->pos);
+	uint64_t lk = (uint64_t)serial << 32 | (uint32_t)line;
+	id = mt_map64_get(&lines, lk);
+	if (!id) {
+		if (mt_chunk_ensure(&frame_rec, nframes))
+			return 0;
+		struct pyframe *p = mt_chunk_at(&frame_rec, nframes);
+		p->code = serial;
+		p->line = line;
+		if (mt_map64_put(&lines, lk, nframes))
+			return 0;
+		id = nframes;
+		mt_store(&nframes, nframes + 1);
+	}
+	return mt_map64_put(&lasti, k, id) ? 0 : id;
+}
+
+static uint32_t
+stack_id(const struct walk *w) {
+	uint32_t ids[MAXD];
+	uint64_t h = 0x51ed270b27d5a3b9ull ^ w->entry ^ (uint64_t)w->truncated << 63;
+	for (int i = 0; i < w->n; i++) {
+		if (!(ids[i] = frame_id(w->code[i], w->lasti[i])))
+			return 0;
+		h = mt_map64_mix(h ^ ids[i]) + (uint64_t)i;
+	}
+	h |= 1;
+	/* probe the index by hash; equal hashes are compared in full */
+	if (stackix.k) {
+		for (uint64_t i = mt_map64_mix(h) & stackix.mask; stackix.k[i]; i = (i + 1) & stackix.mask) {
+			if (stackix.k[i] != h)
+				continue;
+			struct pystack *s = mt_chunk_at(&stack_rec, stackix.v[i]);
+			if (s->n == w->n && s->entry == w->entry &&
+			    s->truncated == w->truncated &&
+			    !memcmp(s->frames, ids, (size_t)w->n * sizeof ids[0]))
+				return stackix.v[i];
+		}
+	}
+	if (nstacks >= mt_cfg.max_stacks || mt_chunk_ensure(&stack_rec, nstacks))
+		return 0;
+	uint32_t *fr = arena_take(&id_arena, &id_used, (size_t)w->n * sizeof ids[0]);
+	if (!fr)
+		return 0;
+	memcpy(fr, ids, (size_t)w->n * sizeof ids[0]);
+	struct pystack *s = mt_chunk_at(&stack_rec, nstacks);
+	s->hash = h;
+	s->entry = w->entry;
+	s->frames = fr;
+	s->n = (uint8_t)w->n;
+	s->truncated = (uint8_t)w->truncated;
+	/* several stacks may share a hash: a new slot, not a replace */
+	if (mt_map64_insert(&stackix, h, nstacks))
+		return 0;
+	uint32_t id = nstacks;
+	mt_store(&nstacks, id + 1);
+	return id;
+}
+
+uint32_t
+mt_py_capture(void) {
+	if (!mt_py_on)
+		return 0;
+	void *ts = get_tstate();
+	if (!ts)
+		return 0;
+	if (L.finalizing ? rd(L.finalizing) != 0 : is_finalizing())
+		return 0;
+	struct walk *w = &last_walk; /* the TLS address once */
+	uint64_t ep = __atomic_load_n(&epoch, __ATOMIC_ACQUIRE);
+	if (last_id && last_epoch == ep && walk((uintptr_t)ts, w, 1))
+		return last_id;
+	last_id = 0; /* w is rewritten below */
+	if (!walk((uintptr_t)ts, w, 0))
+		return 0;
+	ep = __atomic_load_n(&epoch, __ATOMIC_ACQUIRE);
+	uint64_t h = w->hash;
+	struct pcache *c = &pcache[(h >> 20) & (PCACHE - 1)];
+	if (c->id && c->hash == h && c->epoch == ep) {
+		last_epoch = ep;
+		return last_id = c->id;
+	}
+	mt_lock(&py_lock);
+	uint32_t id = stack_id(w);
+	ep = epoch;
+	mt_unlock(&py_lock);
+	if (!id) {
+		mt_add(&py_dropped, 1);
+		return 0;
+	}
+	c->hash = h;
+	c->id = id;
+	c->epoch = ep;
+	last_epoch = ep;
+	return last_id = id;
+}
+
+/* Python 3.10 frees its interpreter state at the end of Py_FinalizeEx
+ * while daemon threads may still wait for the GIL; one that wakes before
+ * the process is gone reads the freed state and dies of SIGSEGV in
+ * take_gil (fixed in 3.11).  Without a tool the process is gone within
+ * microseconds; the exit snapshot takes milliseconds, and so does any
+ * library destructor: a 5 ms one alone, no memtally, crashed 7 runs of
+ * py_shutdown.py in 400 under load, the shim 1 in ~300.  So once the
+ * interpreter is finalizing, the exit snapshot takes the GIL's mutex and
+ * keeps it until the process ends: a waiting thread cannot come back from
+ * its condition wait (released at the end of our destructor, a thread
+ * took it at once and crashed: the window is the whole exit).  Nothing
+ * may take the GIL after finalization; an exit() from C while Python
+ * still runs is not finalizing, and nothing is held.  Not covered: a
+ * thread that was inside malloc or free when the state was freed reads it
+ * on its way back into Python (~1 run in 350 with both cores busy; in
+ * a core: take_gil locking a mutex at 0x1b0).  Bounded: after
+ * ~100 ms of a mutex held elsewhere (a thread inside take_gil) it gives
+ * up and writes anyway. */
+void
+mt_py_exit_hold(void) {
+	/* gil_mutex is set only where is_finalizing was found (setup) */
+	if (!mt_py_on || !gil_mutex || !is_finalizing())
+		return;
+	for (int i = 0; i < 1000; i++) {
+		if (pthread_mutex_trylock(gil_mutex) == 0)
+			return; /* never unlocked: the process is ending */
+		struct timespec t = {0, 100 * 1000};
+		mt_sys(SYS_nanosleep, &t, 0, 0, 0, 0, 0);
+	}
+}
+
+int
+mt_py_cut_range(uintptr_t *lo, uintptr_t *hi) {
+	if (!eval_hi || mt_cfg.pynative)
+		return 0;
+	*lo = eval_lo;
+	*hi = eval_hi;
+	return 1;
+}
+
+/* PyCode_Type.tp_dealloc: forget the serial of a dying code object before
+ * its memory can be reused.  Runs with the GIL held, on the thread that
+ * dropped the last reference; never calls out while holding py_lock. */
+static void
+code_dealloc(void *co) {
+	if (__atomic_load_n(&codes.used, __ATOMIC_RELAXED)) {
+		mt_lock(&py_lock);
+		if (mt_map64_del(&codes, (uint64_t)co)) {
+			py_retired++;
+			__atomic_add_fetch(&epoch, 1, __ATOMIC_RELEASE);
+		}
+		mt_unlock(&py_lock);
+	}
+	real_code_dealloc(co);
+}
+
+/* ---- finding the interpreter ------------------------------------------ */
+
+static int
+setup(void *h) {
+	void *pv = mt_dlsym(h, "Py_Version");
+	const char *(*getv)(void) = (const char *(*)(void))mt_dlsym(h, "Py_GetVersion");
+	if (!pv && !getv)
+		return 0; /* not a Python process (yet) */
+	if (pv) {
+		py_hex = *(const unsigned long *)pv;
+	} else { /* 3.10 and older: "3.10.13 (main, ..." */
+		const char *s = getv();
+		unsigned long v[3] = {0, 0, 0};
+		for (int i = 0; i < 3 && *s >= '0' && *s <= '9'; i++) {
+			while (*s >= '0' && *s <= '9')
+				v[i] = v[i] * 10 + (unsigned long)(*s++ - '0');
+			if (*s == '.')
+				s++;
+		}
+		py_hex = v[0] << 24 | v[1] << 16 | v[2] << 8;
+	}
+	int major = (int)(py_hex >> 24), minor = (int)(py_hex >> 16 & 255);
+	gave_up = 1; /* unless everything below checks out */
+	code_type = (uintptr_t)mt_dlsym(h, "PyCode_Type");
+	str_type = (uintptr_t)mt_dlsym(h, "PyUnicode_Type");
+	bytes_type = (uintptr_t)mt_dlsym(h, "PyBytes_Type");
+	uintptr_t type_type = (uintptr_t)mt_dlsym(h, "PyType_Type");
+	*(void **)&get_tstate = mt_dlsym(h, "PyGILState_GetThisThreadState");
+	if (major != 3 || minor < 10 || minor > 13) {
+		mt_warn("Python %d.%d: Python frames are read from 3.10 to 3.13 only; "
+			"native stacks only", major, minor);
+		return 1;
+	}
+	if (!code_type || !str_type || !bytes_type || !type_type || !get_tstate) {
+		mt_warn("Python %d.%d: interpreter symbols not found; native stacks only",
+			major, minor);
+		return 1;
+	}
+	if (minor <= 12) {
+		L = mt_py_tables[minor - 10];
+		L.how = "table";
+		*(void **)&is_finalizing = mt_dlsym(h, "_Py_IsFinalizing");
+		if (!is_finalizing) {
+			mt_warn("Python 3.%d: _Py_IsFinalizing not found; native stacks only", minor);
+			return 1;
+		}
+		char *rt = mt_dlsym(h, "_PyRuntime");
+		if (rt && L.rt_gil_mutex >= 0)
+			gil_mutex = (pthread_mutex_t *)(rt + L.rt_gil_mutex);
+	} else {
+		const struct dbg313 *d = mt_dlsym(h, "_PyRuntime");
+		if (!d || memcmp(d->cookie, "xdebugpy", 8) || d->version != py_hex ||
+		    d->free_threaded) {
+			mt_warn("Python 3.13: %s; native stacks only",
+				!d ? "_PyRuntime not found"
+				: d->free_threaded ? "a free-threaded build is not supported"
+						   : "its debug offsets do not check out");
+			return 1;
+		}
+		L = (struct layout){
+			.minor = 13, .entry = PY_ENTRY_CSTACK, .lines = PY_LINES_LOCATIONS,
+			.instr = PY_INSTR_POINTER, .skip_non_code = 1,
+			.cf_current = -1, .fr_entry = -1,
+			.ts_frame = (long)d->thread_state.current_frame,
+			.fr_code = (long)d->interpreter_frame.executable,
+			.fr_prev = (long)d->interpreter_frame.previous,
+			.fr_instr = (long)d->interpreter_frame.instr_ptr,
+			.fr_owner = (long)d->interpreter_frame.owner,
+			.co_file = (long)d->code_object.filename,
+			.co_name = (long)d->code_object.qualname,
+			.co_lines = (long)d->code_object.linetable,
+			.co_first = (long)d->code_object.firstlineno,
+			.co_code = (long)d->code_object.co_code_adaptive,
+			.str_state = (long)d->unicode_object.state,
+			.str_len = (long)d->unicode_object.length,
+			.str_ascii = (long)d->unicode_object.asciiobject_size,
+			/* + utf8_length and utf8 (PyCompactUnicodeObject) */
+			.str_compact = (long)d->unicode_object.asciiobject_size + 16,
+			.bytes_size = (long)d->bytes_object.ob_size,
+			.bytes_data = (long)d->bytes_object.ob_sval,
+			.ob_type = (long)d->pyobject.ob_type,
+			.finalizing = (uintptr_t)d + d->runtime_state.finalizing,
+			.rt_gil_mutex = -1,
+			.how = "debug_offsets"};
+	}
+	/* A build whose object header differs (Py_TRACE_REFS) fails here. */
+	if (rd(code_type + (uintptr_t)L.ob_type) != type_type) {
+		mt_warn("Python 3.%d: unexpected object layout (a debug build?); "
+			"native stacks only", minor);
+		return 1;
+	}
+	void **slot = (void **)(code_type + 48); /* tp_dealloc, every 3.x */
+	*(void **)&real_code_dealloc = *slot;
+	if (!real_code_dealloc)
+		return 1;
+	*slot = (void *)code_dealloc;
+	void *ev = mt_dlsym(h, "_PyEval_EvalFrameDefault");
+	Dl_info di;
+	const ElfW(Sym) *sym = NULL;
+	if (ev && dladdr1(ev, &di, (void **)&sym, RTLD_DL_SYMENT) && sym && sym->st_size) {
+		eval_lo = (uintptr_t)ev;
+		eval_hi = eval_lo + sym->st_size;
+	}
+	gave_up = 0;
+	__atomic_store_n(&mt_py_on, 1, __ATOMIC_RELEASE);
+	return 1;
+}
+
+struct find {
+	char name[512];
+	unsigned long long adds; /* loader's count of objects added, last look */
+	int scanning;            /* past the first object of this look */
+};
+
+static int
+find_libpython(struct dl_phdr_info *info, size_t size, void *arg) {
+	struct find *f = arg;
+	if (!f->scanning++ &&
+	    size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds) {
+		if (info->dlpi_adds == f->adds)
+			return 2; /* nothing loaded since the last look */
+		f->adds = info->dlpi_adds;
+	}
+	const char *base = strrchr(info->dlpi_name, '/');
+	base = base ? base + 1 : info->dlpi_name;
+	size_t n = strlen(info->dlpi_name);
+	if (!strncmp(base, "libpython3", 10) && n < sizeof f->name) {
+		memcpy(f->name, info->dlpi_name, n + 1);
+		return 1;
+	}
+	return 0;
+}
+
+int
+mt_py_waiting(void) {
+	return mt_cfg.python && !mt_py_on && !gave_up;
+}
+
+void
+mt_py_init(void) {
+	if (!mt_cfg.python || mt_py_on || gave_up)
+		return;
+	if (!tried) { /* linked in: the executable (Debian) or a DT_NEEDED */
+		tried = 1;
+		if (setup(RTLD_DEFAULT))
+			return;
+	}
+	/* dlopen'ed later, perhaps RTLD_LOCAL: look for it by name (the
+	 * writer thread, every second, only when objects were loaded) */
+	static struct find f;
+	f.scanning = 0;
+	/* the loader's locks are taken below: not across a fork (unwind.h) */
+	mt_loader_enter();
+	if (dl_iterate_phdr(find_libpython, &f) == 1) {
+		void *h = dlopen(f.name, RTLD_LAZY | RTLD_NOLOAD);
+		if (h) {
+			setup(h);
+			dlclose(h); /* NOLOAD took a reference */
+		}
+	}
+	mt_loader_leave();
+}
+
+/* ---- records ---------------------------------------------------------- */
+
+static void
+frame_line(struct mt_buf *b, uint32_t id) {
+	struct pyframe *p = mt_chunk_at(&frame_rec, id);
+	struct pycode *c = mt_chunk_at(&code_rec, p->code);
+	mt_buf_printf(b, "{\"type\":\"pyframe\",\"id\":%u,\"file\":", id);
+	mt_buf_jstr(b, c->file);
+	mt_buf_puts(b, ",\"func\":");
+	mt_buf_jstr(b, c->name);
+	mt_buf_printf(b, ",\"line\":%d}\n", p->line);
+}
+
+static void
+python_line(struct mt_buf *b) {
+	mt_buf_printf(b, "{\"type\":\"python\",\"version\":\"%d.%d.%d\",\"hex\":\"",
+		      (int)(py_hex >> 24), (int)(py_hex >> 16 & 255), (int)(py_hex >> 8 & 255));
+	mt_buf_hex(b, py_hex);
+	mt_buf_printf(b, "\",\"offsets\":\"%s\",\"depth\":%lu}\n", L.how,
+		      (unsigned long)mt_cfg.pydepth);
+}
+
+static void
+stack_line(struct mt_buf *b, uint32_t id) {
+	struct pystack *s = mt_chunk_at(&stack_rec, id);
+	mt_buf_printf(b, "{\"type\":\"pystack\",\"id\":%u,\"frames\":[", id);
+	for (int i = 0; i < s->n; i++)
+		mt_buf_printf(b, "%s%u", i ? "," : "", s->frames[i]);
+	mt_buf_puts(b, "],\"entry\":[");
+	for (int i = 0; i < s->n; i++)
+		mt_buf_printf(b, "%s%d", i ? "," : "", (int)(s->entry >> i & 1));
+	mt_buf_printf(b, "]%s}\n", s->truncated ? ",\"truncated\":true" : "");
+}
+
+void
+mt_py_emit(struct mt_buf *b, uint32_t id) {
+	if (!mt_py_on)
+		return;
+	if (!python_written) {
+		python_line(b);
+		python_written = 1;
+	}
+	if (!id || id >= mt_load(&nstacks))
+		return;
+	struct pystack *s = mt_chunk_at(&stack_rec, id);
+	if (s->written)
+		return;
+	for (int i = 0; i < s->n; i++) {
+		struct pyframe *p = mt_chunk_at(&frame_rec, s->frames[i]);
+		if (!p->written) {
+			frame_line(b, s->frames[i]);
+			p->written = 1;
+		}
+	}
+	stack_line(b, id);
+	s->written = 1;
+}
+
+void
+mt_py_emit_all(struct mt_buf *b) {
+	if (!mt_py_on)
+		return;
+	python_line(b);
+	uint32_t nf = mt_load(&nframes), ns = mt_load(&nstacks);
+	for (uint32_t i = 1; i < nf; i++)
+		frame_line(b, i);
+	for (uint32_t i = 1; i < ns; i++)
+		stack_line(b, i);
+}
+
+void
+mt_py_forget_written(void) {
+	python_written = 0;
+	for (uint32_t i = 1; i < mt_load(&nframes); i++)
+		((struct pyframe *)mt_chunk_at(&frame_rec, i))->written = 0;
+	for (uint32_t i = 1; i < mt_load(&nstacks); i++)
+		((struct pystack *)mt_chunk_at(&stack_rec, i))->written = 0;
+}
+
+void
+mt_py_stats(uint64_t *stacks, uint64_t *frames, uint64_t *retired,
+	    uint64_t *dropped, uint64_t *bytes) {
+	*stacks = mt_load(&nstacks) - 1;
+	*frames = mt_load(&nframes) - 1;
+	*retired = __atomic_load_n(&py_retired, __ATOMIC_RELAXED);
+	*dropped = __atomic_load_n(&py_dropped, __ATOMIC_RELAXED);
+	*bytes = py_bytes + codes.bytes + lasti.bytes + lines.bytes + stackix.bytes + code_rec.mapped + frame_rec.mapped + stack_rec.mapped;
+}
+
+void
+mt_py_prefork(void) {
+	mt_lock(&py_lock);
+}
+
+void
+mt_py_postfork_parent(void) {
+	mt_unlock(&py_lock);
+}
+
+void
+mt_py_postfork_child(int follow) {
+	(void)follow;
+	mt_unlock(&py_lock);
+	python_written = 0;
+}

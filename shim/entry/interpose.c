@@ -1,0 +1,563 @@
+/*
+ * interpose.c — the exported allocation entry points.  Each hook forwards
+ * to the real function and makes one core call (shim.c); nothing else
+ * lives here but finding the real functions and the bootstrap pool.
+ *
+ * Safe from the first instruction: a hook can run before our constructor
+ * (another library's constructor), while dlsym is finding the real
+ * functions (dlsym itself may calloc: those calls are served from a static
+ * pool and never freed), inside the shim (the TLS guard forwards straight
+ * through), and after the exit snapshot.  errno is what the real function
+ * left: the core saves and restores it around recording.
+ */
+#include "platform/glue.h"
+#include "platform/dl.h"
+#include "platform/config.h"
+#include "capture/charge.h"
+#include "state/ptrtab.h"
+#include "platform/buf.h"
+#include "state/sites.h"
+#include "output/oom.h"
+#include "entry/interpose.h"
+#include <dlfcn.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+
+static struct {
+	void *(*malloc)(size_t);
+	void *(*calloc)(size_t, size_t);
+	void *(*realloc)(void *, size_t);
+	void *(*reallocarray)(void *, size_t, size_t);
+	void (*free)(void *);
+	int (*posix_memalign)(void **, size_t, size_t);
+	void *(*aligned_alloc)(size_t, size_t);
+	void *(*memalign)(size_t, size_t);
+	void *(*valloc)(size_t);
+	void *(*pvalloc)(size_t);
+	void *(*mmap)(void *, size_t, int, int, int, off_t);
+	void *(*mmap64)(void *, size_t, int, int, int, off_t);
+	int (*munmap)(void *, size_t);
+	void *(*mremap)(void *, size_t, size_t, int, ...);
+} real;
+static int resolving;
+
+/* dlsym's own allocations before the real calloc is known (heaptrack's
+ * DummyPool).  Bump allocation, never reused, never handed to real free. */
+static char pool[64 << 10] __attribute__((aligned(64)));
+static size_t pool_used;
+
+static void *
+pool_alloc(size_t n, size_t align) {
+	if (align < 16)
+		align = 16;
+	size_t at = (__atomic_load_n(&pool_used, __ATOMIC_RELAXED) + align - 1) &
+		    ~(align - 1);
+	for (;;) {
+		size_t cur = __atomic_load_n(&pool_used, __ATOMIC_RELAXED);
+		at = (cur + align - 1) & ~(align - 1);
+		if (at + n > sizeof pool)
+			return NULL;
+		if (__atomic_compare_exchange_n(&pool_used, &cur, at + n, 0,
+						__ATOMIC_RELAXED,
+						__ATOMIC_RELAXED))
+			return pool + at; /* static storage is zeroed */
+	}
+}
+
+static inline int
+in_pool(const void *p) {
+	return (uintptr_t)p - (uintptr_t)pool < sizeof pool;
+}
+
+MT_NOINLINE static void
+resolve(void) {
+	if (resolving)
+		return;
+	resolving = 1;
+#define R(name) *(void **)&real.name = mt_dlsym(RTLD_NEXT, #name)
+	R(malloc);
+	R(calloc);
+	R(realloc);
+	R(reallocarray);
+	R(free);
+	R(posix_memalign);
+	R(aligned_alloc);
+	R(memalign);
+	R(valloc);
+	R(pvalloc);
+	R(mmap);
+	R(mmap64);
+	R(munmap);
+	R(mremap);
+#undef R
+	if (!real.malloc || !real.free || !real.calloc || !real.realloc) {
+		/* Nothing sensible can run without an allocator. */
+		/* a message only, written with write(2): no stdio here */
+		static const char msg[] = "memtally: fatal: cannot find the real "
+					  "malloc (dlsym RTLD_NEXT failed)\n";
+		mt_write_all(2, msg, sizeof msg - 1);
+		__builtin_trap();
+	}
+	resolving = 0;
+}
+
+void
+mt_hooks_resolve(void) {
+	if (!real.malloc)
+		resolve();
+}
+
+#define ENSURE(name)                                                           \
+	do {                                                                   \
+		if (MT_UNLIKELY(!real.name))                                   \
+			resolve();                                             \
+	} while (0)
+
+/* A failed allocation: the dump is written before the error returns.
+ * Out of line: inline, its registers were saved and restored on every
+ * hook's way in and out. */
+static __attribute__((noinline, cold)) void
+oom_check(const char *api, size_t size) {
+	int e = errno;
+	if (e == ENOMEM)
+		mt_oom_host(api, size);
+	errno = e;
+}
+#define OOM(api, size) oom_check(api, size)
+
+/* The hook's own frame (its frame pointer: the shim keeps them), from
+ * which a capture starts at the hook's caller: its return address is the
+ * stack's first frame (all of it at MEMTALLY_DEPTH=1), and the CFI walker
+ * starts there instead of stepping through the shim's own frames.  Only
+ * in the exported hooks themselves, while their frame is live. */
+#define CALLER() ((uintptr_t)__builtin_frame_address(0))
+
+/* Whether a hook records: the shim is active and we are not inside it. */
+#define RECORDING()                                                            \
+	(MT_LIKELY(__atomic_load_n(&mt_active, __ATOMIC_RELAXED)) && !mt_self.guard && \
+	 mt_cfg.host)
+
+/* The real.* calls below are the allocator the program would have called
+ * without us: forwarding is what a hook is for.
+ *  - not recording (before the constructor, inside the shim, host
+ *    tracking off): the call is forwarded as it came, and nothing of the
+ *    shim's is touched or held;
+ *  - recursion: the guard set around the recording calls (mt_self.guard)
+ *    sends any allocation they make, or a signal handler's, straight
+ *    through the !RECORDING() path; the sampling fast path's malloc sets
+ *    it around its real call too, and its free, like the !RECORDING()
+ *    path, forwards after its count with nothing of the shim's left to
+ *    touch;
+ *  - deadlock: no shim lock is held across a real.* call (the pointer
+ *    table's shard locks are taken and released inside mt_heap_* before
+ *    or after it), so glibc's own arena locks never nest inside ours.
+ *    The one thing held across one is solo mode's busy flag around the
+ *    solo thread's real free (mt_heap_free, which makes that call): a
+ *    thread waiting on it in mt_solo_end holds no allocator lock;
+ *  - OOM dumps: a dump is written only after the real call has returned
+ *    NULL (OOM() below, in every path, the sampling one included), never
+ *    from inside it, and it allocates nothing itself; an allocation by
+ *    anything it calls arrives with the guard set and goes straight to
+ *    real.*.
+ *
+ * The sampling fast path (malloc and free): while sampling, most calls
+ * record nothing but their counts.  One load (mt_fast_below, which holds
+ * mt_active, host tracking, sampling, the pointer table's filter and
+ * MEMTALLY_EXACT_ABOVE) and this thread's own state decide it, and such a
+ * call does no more than that; the registers, the other tests and the
+ * frame a capture starts from are for the calls that record.
+ *
+ * malloc is a two-instruction dispatch (x86-64, as dlsym's trampoline in
+ * dl.c): below mt_fast_below to mt_malloc_sampled, else to mt_malloc_full.
+ * Both are reached by a jump, never a call, so each one's frame is the
+ * hook's frame: its return address is the program's call site, which is
+ * where a capture starts (CALLER()).  Exact mode pays the compare. */
+__asm__(".text\n"
+	".globl malloc\n"
+	".type malloc, @function\n"
+	".p2align 4\n"
+	"malloc:\n"
+	"	.cfi_startproc\n"
+	"	cmpq mt_fast_below(%rip), %rdi\n"
+	"	jb mt_malloc_sampled\n"
+	"	jmp mt_malloc_full\n"
+	"	.cfi_endproc\n"
+	".size malloc, .-malloc\n");
+void *mt_malloc_full(size_t n);
+void *mt_malloc_sampled(size_t n);
+
+/* The recording path of malloc, in a function malloc jumped to. */
+static inline __attribute__((always_inline)) void *
+malloc_body(size_t n, uintptr_t hook) {
+	if (MT_UNLIKELY(!real.malloc)) {
+		if (resolving)
+			return pool_alloc(n, 16);
+		resolve();
+	}
+	if (!RECORDING())
+		return real.malloc(n);
+	mt_self.guard = 1;
+	void *p = real.malloc(n);
+	if (p) {
+		mt_heap_alloc(p, n, hook); /* keeps errno */
+	} else {
+		OOM("malloc", n);
+	}
+	mt_self.guard = 0;
+	return p;
+}
+
+__attribute__((used)) MT_NOINLINE void *
+mt_malloc_full(size_t n) {
+	return malloc_body(n, CALLER());
+}
+
+/* The same from mt_malloc_sampled, out of line: its registers are saved
+ * only on the way to a sample.  Called, not jumped to (NOT_TAIL): hook is
+ * the caller's frame. */
+static MT_NOINLINE void *
+malloc_slow(size_t n, uintptr_t hook) {
+	return malloc_body(n, hook);
+}
+#define NOT_TAIL(p) __asm__ volatile("" : "+r"(p))
+
+/* n < mt_fast_below: sampling, and n below MEMTALLY_EXACT_ABOVE.  Counts
+ * the call and takes n off the countdown unless the countdown runs out
+ * (then the full path draws and records). */
+__attribute__((used)) MT_NOINLINE void *
+mt_malloc_sampled(size_t n) {
+	struct mt_tcount *tc = mt_self.tc;
+	int64_t c = mt_self.countdown - (int64_t)n;
+	if (MT_UNLIKELY(mt_self.guard || !tc || c <= 0)) {
+		void *p = malloc_slow(n, CALLER());
+		NOT_TAIL(p);
+		return p;
+	}
+	mt_self.countdown = c;
+	mt_tc_own_add2(&tc->allocs, 1, &tc->alloc_bytes, n);
+	mt_self.guard = 1; /* what it calls (mmap) is the allocator's */
+	void *p = real.malloc(n);
+	mt_self.guard = 0;
+	if (MT_LIKELY(p))
+		return p;
+	/* failed: the counts go back, and the failure is an OOM like any
+	 * other (dumped before it returns) */
+	mt_tc_own_add2(&tc->allocs, (uint64_t)-1, &tc->alloc_bytes, (uint64_t)-n);
+	mt_self.countdown += (int64_t)n;
+	mt_self.guard = 1;
+	OOM("malloc", n);
+	mt_self.guard = 0;
+	return NULL;
+}
+
+MT_EXPORT void *
+calloc(size_t n, size_t size) {
+	if (MT_UNLIKELY(!real.calloc)) {
+		if (resolving) {
+			size_t t;
+			if (__builtin_mul_overflow(n, size, &t))
+				return NULL;
+			return pool_alloc(t, 16);
+		}
+		resolve();
+	}
+	if (!RECORDING()) /* the real allocator, as for malloc above */
+		return real.calloc(n, size);
+	mt_self.guard = 1;
+	void *p = real.calloc(n, size);
+	if (p) {
+		mt_heap_alloc(p, n * size, CALLER());
+	} else {
+		size_t t;
+		OOM("calloc", __builtin_mul_overflow(n, size, &t) ? SIZE_MAX : t);
+	}
+	mt_self.guard = 0;
+	return p;
+}
+
+MT_EXPORT void
+free(void *p) {
+	/* the sampling fast path (above malloc): a block the pointer table
+	 * certainly does not hold (its filter) is counted and forwarded,
+	 * without the guard (no shim state is touched after the count) */
+	struct mt_tcount *tc;
+	if (MT_LIKELY(__atomic_load_n(&mt_fast_below, __ATOMIC_RELAXED)) && p && !in_pool(p) &&
+	    !mt_self.guard && (tc = mt_self.tc) && !mt_ptrtab_maybe_filtered((uintptr_t)p)) {
+		mt_tc_own_add(&tc->frees, 1);
+		real.free(p);
+		return;
+	}
+	if (MT_UNLIKELY(!p || in_pool(p)))
+		return;
+	ENSURE(free);
+	if (MT_UNLIKELY(!real.free))
+		return; /* only while dlsym runs: leak rather than crash */
+	if (!RECORDING()) {
+		real.free(p);
+		return;
+	}
+	/* The same filter for the frees the fast path above does not take
+	 * (a thread's first call, threads sharing the last count slot):
+	 * count the free and forward it without the guard, as the
+	 * !RECORDING() path does (mt_heap_freed touches only this thread's
+	 * counters; the real free holds none of our locks) */
+	if (!mt_ptrtab_maybe((uintptr_t)p)) {
+		mt_heap_freed();
+		real.free(p);
+		return;
+	}
+	mt_self.guard = 1;
+	mt_heap_free(p, real.free); /* the entry out before the real free
+				     * (charge.h); keeps errno */
+	mt_self.guard = 0;
+}
+
+/* realloc and reallocarray: the old entry is taken before the real call
+ * (another thread may be handed the old address the moment it returns);
+ * a failed call keeps the old block, so the entry goes back. */
+static void *
+realloc_common(void *p, size_t n, size_t size, int array, uintptr_t ret) {
+	size_t total;
+	if (array && __builtin_mul_overflow(n, size, &total))
+		total = SIZE_MAX; /* the real call fails with ENOMEM */
+	else
+		total = array ? n * size : n;
+	if (!RECORDING()) /* the real allocator, as for malloc above */
+		return array ? real.reallocarray(p, n, size) : real.realloc(p, n);
+	mt_self.guard = 1;
+	struct mt_ptr old;
+	int had = 0;
+	if (p) {
+		int e = errno;
+		mt_heap_take(p, &old, &had);
+		errno = e;
+	}
+	/* the guard is set: what the real call allocates passes straight
+	 * through, and an OOM dump is written only after it returns */
+	void *q = array ? real.reallocarray(p, n, size) : real.realloc(p, n);
+	int e = errno;
+	if (p && (q || !total))
+		mt_heap_freed(); /* the old block is gone */
+	if (q)
+		mt_heap_alloc(q, total, ret);
+	else if (had && total) /* failed: the old block is still live */
+		mt_heap_restore(&old);
+	errno = e;
+	if (!q && total)
+		OOM(array ? "reallocarray" : "realloc", total);
+	mt_self.guard = 0;
+	return q;
+}
+
+MT_EXPORT void *
+realloc(void *p, size_t n) {
+	if (MT_UNLIKELY(!real.realloc || in_pool(p))) {
+		if (in_pool(p)) { /* a bootstrap block grows into a real one */
+			/* our own hook (not libc's): it cannot recurse into
+			 * this branch (the new block is not in the pool), no
+			 * lock is held here, and the pool serves only the
+			 * loader's own calls before the real allocator is
+			 * found, never an OOM dump */
+			void *q = malloc(n);
+			if (q)
+				memcpy(q, p, (size_t)(pool + sizeof pool - (char *)p) < n
+						     ? (size_t)(pool + sizeof pool - (char *)p)
+						     : n);
+			return q;
+		}
+		if (resolving)
+			return pool_alloc(n, 16);
+		resolve();
+	}
+	return realloc_common(p, n, 0, 0, CALLER());
+}
+
+MT_EXPORT void *
+reallocarray(void *p, size_t n, size_t size) {
+	ENSURE(reallocarray);
+	if (!real.reallocarray) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return realloc_common(p, n, size, 1, CALLER());
+}
+
+MT_EXPORT int
+posix_memalign(void **out, size_t align, size_t n) {
+	ENSURE(posix_memalign);
+	if (!RECORDING())
+		return real.posix_memalign(out, align, n);
+	mt_self.guard = 1;
+	int r = real.posix_memalign(out, align, n);
+	if (r == 0) {
+		mt_heap_alloc(*out, n, CALLER());
+	} else if (r == ENOMEM) {
+		int e = errno;
+		mt_oom_host("posix_memalign", n);
+		errno = e;
+	}
+	mt_self.guard = 0;
+	return r;
+}
+
+#define ALIGNED_HOOK(name, params, args, size)                                 \
+	MT_EXPORT void *name params {                                          \
+		if (MT_UNLIKELY(!real.name)) {                                 \
+			if (resolving)                                         \
+				return NULL;                                   \
+			resolve();                                             \
+		}                                                              \
+		if (!RECORDING())                                              \
+			return real.name args;                                 \
+		mt_self.guard = 1;                                             \
+		void *p = real.name args;                                      \
+		if (p) {                                                       \
+			mt_heap_alloc(p, size, CALLER());                      \
+		} else {                                                       \
+			OOM(#name, size);                                      \
+		}                                                              \
+		mt_self.guard = 0;                                             \
+		return p;                                                      \
+	}
+
+ALIGNED_HOOK(aligned_alloc, (size_t align, size_t n), (align, n), n)
+ALIGNED_HOOK(memalign, (size_t align, size_t n), (align, n), n)
+ALIGNED_HOOK(valloc, (size_t n), (n), n)
+ALIGNED_HOOK(pvalloc, (size_t n), (n), n)
+
+/* ---- pipe2 ------------------------------------------------------------
+ * libunwind checks addresses by writing a byte into a pipe it opens once
+ * and keeps by number.  A program that closes every descriptor (a
+ * daemon, close_range at start) and opens files of its own would be
+ * handed those numbers, and libunwind would write into -- and close -- the
+ * program's files.  Pipes opened from inside the shim (the guard is held
+ * whenever libunwind runs) are therefore moved to high numbers, which a
+ * program's own opens (always the lowest free number) do not reach; when
+ * they are closed under it, libunwind's next check fails and it opens a
+ * new pipe, through here again.  Every other pipe2 is the kernel's. */
+MT_EXPORT int
+pipe2(int fds[2], int flags) {
+	long r = mt_sys(SYS_pipe2, fds, flags, 0, 0, 0, 0);
+	if (r < 0) {
+		errno = (int)-r;
+		return -1;
+	}
+	if (mt_self.guard) {
+		for (int i = 0; i < 2; i++) {
+			long hi = mt_sys(SYS_fcntl, fds[i], F_DUPFD_CLOEXEC, 900, 0, 0, 0);
+			if (hi >= 0) {
+				mt_sys(SYS_close, fds[i], 0, 0, 0, 0, 0);
+				fds[i] = (int)hi;
+			}
+		}
+	}
+	return 0;
+}
+
+/* ---- mappings -------------------------------------------------------- */
+
+static void *
+sys_mmap(void *a, size_t len, int prot, int flags, int fd, off_t off) {
+	long r = mt_sys(SYS_mmap, a, len, prot, flags, fd, off);
+	if (r < 0 && r > -4096) {
+		errno = (int)-r;
+		return MAP_FAILED;
+	}
+	return (void *)r;
+}
+
+static void *
+mmap_common(void *(*fn)(void *, size_t, int, int, int, off_t), void *a,
+	    size_t len, int prot, int flags, int fd, off_t off) {
+	if (!fn) /* before dlsym has answered: the kernel directly */
+		fn = sys_mmap;
+	if (!RECORDING())
+		return fn(a, len, prot, flags, fd, off);
+	mt_self.guard = 1;
+	void *p = fn(a, len, prot, flags, fd, off);
+	if (p != MAP_FAILED) {
+		int e = errno;
+		mt_map_add(p, len, !(flags & MAP_ANONYMOUS), 0);
+		errno = e;
+	} else {
+		OOM("mmap", len);
+	}
+	mt_self.guard = 0;
+	return p;
+}
+
+MT_EXPORT void *
+mmap(void *a, size_t len, int prot, int flags, int fd, off_t off) {
+	if (MT_UNLIKELY(!real.mmap) && !resolving)
+		resolve();
+	return mmap_common(real.mmap, a, len, prot, flags, fd, off);
+}
+
+MT_EXPORT void *
+mmap64(void *a, size_t len, int prot, int flags, int fd, off_t off) {
+	if (MT_UNLIKELY(!real.mmap64) && !resolving)
+		resolve();
+	return mmap_common(real.mmap64 ? real.mmap64 : real.mmap, a, len, prot,
+			   flags, fd, off);
+}
+
+MT_EXPORT int
+munmap(void *a, size_t len) {
+	if (MT_UNLIKELY(!real.munmap) && !resolving)
+		resolve();
+	if (!RECORDING()) {
+		if (!real.munmap) {
+			long r = mt_sys(SYS_munmap, a, len, 0, 0, 0, 0);
+			return r < 0 ? (errno = (int)-r, -1) : 0;
+		}
+		return real.munmap(a, len);
+	}
+	mt_self.guard = 1;
+	int e = errno;
+	/* Released before the real call, like free: once the kernel unmaps,
+	 * another thread's mmap may be given the same range. */
+	mt_map_release(a, len, NULL);
+	errno = e;
+	int r = real.munmap(a, len);
+	mt_self.guard = 0;
+	return r;
+}
+
+MT_EXPORT void *
+mremap(void *old, size_t oldlen, size_t newlen, int flags, ...) {
+	void *newaddr = NULL;
+	if (flags & MREMAP_FIXED) {
+		va_list ap;
+		va_start(ap, flags);
+		newaddr = va_arg(ap, void *);
+		va_end(ap);
+	}
+	if (MT_UNLIKELY(!real.mremap) && !resolving)
+		resolve();
+	if (!RECORDING())
+		return real.mremap(old, oldlen, newlen, flags, newaddr);
+	mt_self.guard = 1;
+	int e = errno;
+	struct mt_map first;
+	/* Released before the call (the old range may be reused the moment
+	 * it returns); the charge moves with the mapping: the new range goes
+	 * to the site that made the old one.  On failure the old range is
+	 * tracked again. */
+	mt_map_release(old, oldlen, &first);
+	errno = e;
+	void *p = real.mremap(old, oldlen, newlen, flags, newaddr);
+	e = errno;
+	if (p != MAP_FAILED)
+		mt_map_add(p, newlen, first.kind == MT_MMAP_FILE, first.stack);
+	else if (first.start)
+		mt_map_add(old, oldlen, first.kind == MT_MMAP_FILE, first.stack);
+	errno = e;
+	if (p == MAP_FAILED)
+		OOM("mremap", newlen);
+	mt_self.guard = 0;
+	return p;
+}

@@ -1,0 +1,238 @@
+/*
+ * file.c — the output file's name, directory, identity and (re)opening
+ * (file.h).
+ */
+#include "platform/glue.h"
+#include "output/file.h"
+#include "platform/buf.h"
+#include "platform/config.h"
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Modes (the umask may take more away): no access for other users, read
+ * for the group, so a team that shares a group can read a run's files,
+ * and argv (which may hold secrets) is not world-readable. */
+#define DIR_MODE 0750
+#define FILE_MODE 0640
+
+static char host[256];
+static int fd = -1;
+static char path[1200];
+static unsigned path_x;   /* the ".x<N>" this image's file took, 0 = none */
+static int opened_once;   /* this image (or fork child) has made its file */
+static int open_failed;   /* warned once */
+/* Our file's identity: a program that closes every descriptor (or
+ * close_range at start) and opens its own files may be handed our number;
+ * before each snapshot the descriptor is checked and, if it is no longer
+ * our file, left alone and the file opened again (appending). */
+static uint64_t file_dev, file_ino;
+
+void
+mt_file_init(void) {
+	struct {
+		char f[6][65];
+	} uts;
+	if (mt_sys(SYS_uname, &uts, 0, 0, 0, 0, 0) == 0) {
+		size_t i, n = strlen(uts.f[1]);
+		for (i = 0; i < n && i < sizeof host - 1; i++) /* safe in a name */
+			host[i] = (uts.f[1][i] == '/' || uts.f[1][i] == '.')
+					  ? '_'
+					  : uts.f[1][i];
+		host[i] = 0;
+	}
+	if (!host[0])
+		memcpy(host, "localhost", 10);
+}
+
+const char *
+mt_file_host(void) {
+	return host;
+}
+
+/* <out>/memtally.<host>[.r<rank>].p<pid><suffix> into dst: the one place
+ * both the main file's and the dumps' names are made. */
+static void
+name(char *dst, size_t n, const char *fmt, unsigned x) {
+	struct mt_buf b;
+	mt_buf_fixed(&b, dst, n - 1);
+	mt_buf_printf(&b, "%s/memtally.%s.", mt_cfg.out, host);
+	if (mt_cfg.rank >= 0)
+		mt_buf_printf(&b, "r%ld.", mt_cfg.rank);
+	mt_buf_printf(&b, "p%ld", mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0));
+	mt_buf_printf(&b, fmt, x);
+	dst[b.len] = 0;
+}
+
+static void
+make_path_x(unsigned x) {
+	name(path, sizeof path,
+	     mt_cfg.compress ? (x ? ".x%u.jsonl.zst" : ".jsonl.zst") : (x ? ".x%u.jsonl" : ".jsonl"), x);
+	path_x = x;
+}
+
+static int
+mkdirs(const char *dir) {
+	char tmp[1024];
+	size_t n = strlen(dir);
+	if (n >= sizeof tmp)
+		return ENAMETOOLONG;
+	memcpy(tmp, dir, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (tmp[i] != '/' && tmp[i] != 0)
+			continue;
+		char c = tmp[i];
+		tmp[i] = 0;
+		long r = mt_sys(SYS_mkdir, tmp, DIR_MODE, 0, 0, 0, 0);
+		if (r < 0 && r != -EEXIST)
+			return (int)-r;
+		tmp[i] = c;
+	}
+	/* The output directory itself: ours, root's, or refused.  Another
+	 * user's directory would hand them our files (argv may hold secrets)
+	 * and the names in it. */
+	struct stat st;
+	long uid = mt_sys(SYS_geteuid, 0, 0, 0, 0, 0, 0);
+	if (mt_sys(SYS_stat, dir, &st, 0, 0, 0, 0))
+		return ENOENT;
+	if (uid != 0 && st.st_uid != 0 && (long)st.st_uid != uid)
+		return EPERM;
+	return 0;
+}
+
+static int
+ours(int f) {
+	struct stat st;
+	/* st_nlink 0: deleted under us (the directory removed mid-run):
+	 * make it again rather than write into an unreachable file */
+	return mt_sys(SYS_fstat, f, &st, 0, 0, 0, 0) == 0 && (uint64_t)st.st_dev == file_dev &&
+	       (uint64_t)st.st_ino == file_ino && st.st_nlink > 0;
+}
+
+/* Open path for appending if it is still our file (the same inode, not a
+ * link: O_NOFOLLOW), else -1. */
+static long
+reopen_ours(void) {
+	long r = mt_sys(SYS_open, path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0, 0, 0, 0);
+	if (r < 0)
+		return -1;
+	struct stat st;
+	if (mt_sys(SYS_fstat, r, &st, 0, 0, 0, 0) || (uint64_t)st.st_dev != file_dev ||
+	    (uint64_t)st.st_ino != file_ino || st.st_nlink == 0) {
+		mt_sys(SYS_close, r, 0, 0, 0, 0, 0);
+		return -1;
+	}
+	return r;
+}
+
+/* Make a new file: never through a link and never over an existing file
+ * (O_EXCL), taking the next free ".x<N>" name when the name is taken. */
+static long
+create_new(void) {
+	int flags = O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW | O_CLOEXEC;
+	long r = mt_sys(SYS_open, path, flags, FILE_MODE, 0, 0, 0);
+	for (unsigned x = path_x + 1; r == -EEXIST && x < path_x + 1000; x++) {
+		make_path_x(x);
+		r = mt_sys(SYS_open, path, flags, FILE_MODE, 0, 0, 0);
+	}
+	return r;
+}
+
+int
+mt_file_ensure(int *fresh, int *reopened) {
+	*fresh = *reopened = 0;
+	if (fd >= 0 && ours(fd))
+		return 0;
+	fd = -1; /* not ours any more (if it was): never written again */
+	make_path_x(opened_once ? path_x : 0);
+	int err = mkdirs(mt_cfg.out);
+	long r = -ENOENT;
+	if (!err) {
+		/* The first open of this process image makes a new file: when
+		 * the name is taken (an exec'd image keeps its pid; a pid
+		 * reused in the same directory) it takes the next free
+		 * ".x<N>" name instead.  A later open appends to it only if
+		 * it is still the same file; a file deleted under us is made
+		 * again, never followed through a link planted at its name. */
+		r = opened_once ? reopen_ours() : -1;
+		if (r < 0)
+			r = create_new();
+		err = r < 0 ? (int)-r : 0;
+	}
+	if (err) {
+		if (!open_failed && err == EPERM)
+			mt_warn("%s belongs to another user: not writing there (the "
+				"program runs on; set MEMTALLY_OUT to a directory of yours)",
+				mt_cfg.out);
+		else if (!open_failed)
+			mt_warn("cannot write %s (errno %d); the program runs "
+				"on, snapshots are lost until it can",
+				path, err);
+		open_failed = 1;
+		return err;
+	}
+	struct stat st;
+	if (mt_sys(SYS_fstat, r, &st, 0, 0, 0, 0)) {
+		mt_sys(SYS_close, r, 0, 0, 0, 0, 0);
+		return EIO;
+	}
+	fd = (int)r;
+	file_dev = (uint64_t)st.st_dev;
+	file_ino = (uint64_t)st.st_ino;
+	opened_once = 1;
+	*reopened = 1;
+	*fresh = st.st_size == 0;
+	return 0;
+}
+
+int
+mt_file_fd(void) {
+	return __atomic_load_n(&fd, __ATOMIC_RELAXED);
+}
+
+const char *
+mt_file_path(void) {
+	return path;
+}
+
+const char *
+mt_file_describe(void) {
+	make_path_x(opened_once ? path_x : 0);
+	return path;
+}
+
+void
+mt_file_close(void) {
+	if (fd >= 0)
+		mt_sys(SYS_close, fd, 0, 0, 0, 0, 0);
+	fd = -1;
+}
+
+void
+mt_file_postfork_child(void) {
+	mt_file_close();
+	open_failed = 0;
+	opened_once = 0;
+}
+
+long
+mt_file_dump_open(unsigned idx, char *dst, size_t n) {
+	int err = mkdirs(mt_cfg.out);
+	if (err)
+		return -err;
+	/* Never through a link planted at the (predictable) name, never over
+	 * an earlier run's dump of the same pid: the next ".x<N>" instead. */
+	int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+	name(dst, n, ".oom%u.jsonl", idx);
+	long r = mt_sys(SYS_open, dst, flags, FILE_MODE, 0, 0, 0);
+	for (unsigned x = 1; r == -EEXIST && x < 1000; x++) {
+		char fmt[32];
+		struct mt_buf b;
+		mt_buf_fixed(&b, fmt, sizeof fmt - 1);
+		mt_buf_printf(&b, ".x%u.oom%%u.jsonl", x);
+		fmt[b.len] = 0;
+		name(dst, n, fmt, idx);
+		r = mt_sys(SYS_open, dst, flags, FILE_MODE, 0, 0, 0);
+	}
+	return r;
+}

@@ -1,0 +1,355 @@
+/*
+ * procstat.c — process, cgroup and allocator figures (procstat.h).  Files
+ * are read with raw open/read/close; the cgroup directory is found once
+ * from /proc/self/cgroup and /proc/self/mountinfo.  cgroup v2 is preferred
+ * when its memory controller is there (memory.current exists); otherwise
+ * v1's memory controller, with its fields mapped to v2's names:
+ * usage_in_bytes -> current, limit_in_bytes -> max, max_usage_in_bytes ->
+ * peak, memory.stat total_rss/total_cache/total_shmem -> anon/file/shmem,
+ * memory.oom_control oom_kill -> events.oom_kill, failcnt -> events.max.
+ */
+#include "platform/glue.h"
+#include "output/file.h"
+#include "platform/dl.h"
+#include "output/procstat.h"
+#include "platform/buf.h"
+#include "platform/config.h"
+#include "output/snapshot.h"
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <string.h>
+
+static char cg_dir[512]; /* cgroup directory, "" if none */
+static int cg_version;   /* 1 or 2; 0 = none */
+static int (*je_mallctl)(const char *, void *, size_t *, void *, size_t);
+static struct mallinfo2 (*glibc_mallinfo2)(void);
+
+static int
+parse_u64(const char *p, uint64_t *out) {
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (*p < '0' || *p > '9')
+		return -1;
+	uint64_t v = 0;
+	while (*p >= '0' && *p <= '9')
+		v = v * 10 + (uint64_t)(*p++ - '0');
+	*out = v;
+	return 0;
+}
+
+/* Value after "key" at the start of a line ("VmRSS:", "anon "). */
+static int
+field(const char *buf, const char *key, uint64_t *out) {
+	size_t k = strlen(key);
+	for (const char *p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (!strncmp(p, key, k))
+			return parse_u64(p + k, out);
+	return -1;
+}
+
+static void
+path_join(char *dst, size_t n, const char *a, const char *b) {
+	struct mt_buf t;
+	mt_buf_fixed(&t, dst, n - 1);
+	mt_buf_puts(&t, a);
+	mt_buf_puts(&t, b);
+	dst[t.len] = 0;
+}
+
+static int
+exists(const char *path) {
+	return mt_sys(SYS_access, path, 0 /* F_OK */, 0, 0, 0, 0) == 0;
+}
+
+/* Mount point of a cgroup hierarchy from /proc/self/mountinfo: fstype
+ * "cgroup2" (want == NULL) or "cgroup" with option `want` ("memory"). */
+static int
+mount_of(const char *want, char *out, size_t n, char *buf, size_t cap) {
+	if (mt_read_file("/proc/self/mountinfo", buf, cap) < 0)
+		return -1;
+	for (char *line = buf; line && *line;) {
+		char *nl = strchr(line, '\n');
+		if (nl)
+			*nl = 0;
+		/* id parent maj:min root mountpoint opts ... - fstype source superopts */
+		char *f[5] = {0};
+		char *p = line;
+		for (int i = 0; i < 5 && p; i++) {
+			f[i] = p;
+			p = strchr(p, ' ');
+			if (p)
+				*p++ = 0;
+		}
+		char *dash = p ? strstr(p, " - ") : NULL;
+		if (dash && f[4]) {
+			char *fstype = dash + 3, *sp = strchr(fstype, ' ');
+			if (sp)
+				*sp = 0;
+			char *super = sp ? strchr(sp + 1, ' ') : NULL;
+			int match = !want ? !strcmp(fstype, "cgroup2")
+					  : !strcmp(fstype, "cgroup") && super &&
+						    strstr(super, want);
+			if (match && strlen(f[4]) < n) {
+				memcpy(out, f[4], strlen(f[4]) + 1);
+				return 0;
+			}
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+	return -1;
+}
+
+static void
+find_cgroup(char *buf, size_t cap) {
+	char cg[8192], mnt[256], rel[512] = "", rel1[512] = "";
+	if (mt_read_file("/proc/self/cgroup", cg, sizeof cg) < 0)
+		return;
+	int have2 = 0, have1 = 0;
+	for (char *line = cg; line && *line;) {
+		char *nl = strchr(line, '\n');
+		if (nl)
+			*nl = 0;
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (c1 && c2 && strlen(c2 + 1) < sizeof rel) {
+			*c1 = *c2 = 0;
+			if (!strcmp(line, "0") && c2 == c1 + 1) {
+				memcpy(rel, c2 + 1, strlen(c2 + 1) + 1);
+				have2 = 1;
+			} else {
+				for (char *t = c1 + 1; t && *t;) {
+					char *comma = strchr(t, ',');
+					if (comma)
+						*comma = 0;
+					if (!strcmp(t, "memory")) {
+						memcpy(rel1, c2 + 1, strlen(c2 + 1) + 1);
+						have1 = 1;
+					}
+					t = comma ? comma + 1 : NULL;
+				}
+			}
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+	char probe[700];
+	if (have2 && !mount_of(NULL, mnt, sizeof mnt, buf, cap)) {
+		path_join(cg_dir, sizeof cg_dir, mnt, rel);
+		path_join(probe, sizeof probe, cg_dir, "/memory.current");
+		if (!exists(probe)) /* in a namespace the path may be the host's */
+			path_join(cg_dir, sizeof cg_dir, mnt, "");
+		path_join(probe, sizeof probe, cg_dir, "/memory.current");
+		if (exists(probe)) {
+			cg_version = 2;
+			return;
+		}
+	}
+	if (have1 && !mount_of("memory", mnt, sizeof mnt, buf, cap)) {
+		path_join(cg_dir, sizeof cg_dir, mnt, rel1);
+		path_join(probe, sizeof probe, cg_dir, "/memory.usage_in_bytes");
+		if (!exists(probe))
+			path_join(cg_dir, sizeof cg_dir, mnt, "");
+		path_join(probe, sizeof probe, cg_dir, "/memory.usage_in_bytes");
+		if (exists(probe)) {
+			cg_version = 1;
+			return;
+		}
+	}
+	cg_dir[0] = 0;
+}
+
+void
+mt_procstat_init(void) {
+	static char scratch[16384];
+	if (mt_cfg.cgroup)
+		find_cgroup(scratch, sizeof scratch);
+	/* jemalloc is the allocator when it exports mallctl; the lookups run
+	 * in the constructor with the re-entry guard held. */
+	*(void **)&je_mallctl = mt_dlsym(RTLD_DEFAULT, "mallctl");
+	if (!je_mallctl)
+		*(void **)&glibc_mallinfo2 = mt_dlsym(RTLD_DEFAULT, "mallinfo2");
+}
+
+static int
+cg_read(const char *name, uint64_t *v, char *buf, size_t cap) {
+	char path[700];
+	path_join(path, sizeof path, cg_dir, name);
+	if (mt_read_file(path, buf, cap) <= 0)
+		return -1;
+	if (!strncmp(buf, "max", 3)) { /* v2: no limit */
+		*v = UINT64_MAX;
+		return 0;
+	}
+	return parse_u64(buf, v);
+}
+
+int
+mt_cgroup_usage(uint64_t *cur, uint64_t *max, char *buf, size_t cap) {
+	if (!cg_version)
+		return -1;
+	int v2 = cg_version == 2;
+	if (cg_read(v2 ? "/memory.current" : "/memory.usage_in_bytes", cur, buf, cap) ||
+	    cg_read(v2 ? "/memory.max" : "/memory.limit_in_bytes", max, buf, cap))
+		return -1;
+	/* v1 writes "no limit" as a page-rounded LONG_MAX */
+	if (*max >= (1ull << 62))
+		return -1;
+	return 0;
+}
+
+static void
+kv(struct mt_buf *b, int *first, const char *key, uint64_t v) {
+	mt_buf_printf(b, "%s\"%s\":%lu", *first ? "" : ",", key, (unsigned long)v);
+	*first = 0;
+}
+
+static void
+proc_json(struct mt_buf *b, char *buf, size_t cap) {
+	int first = 1;
+	uint64_t v;
+	mt_buf_puts(b, "\"proc\":{");
+	if (mt_read_file("/proc/self/status", buf, cap) > 0) {
+		static const char *const keys[][2] = {{"VmRSS:", "rss_bytes"},
+			{"VmSize:", "vms_bytes"}, {"VmHWM:", "hwm_bytes"},
+			{"VmSwap:", "swap_bytes"}};
+		for (int i = 0; i < 4; i++)
+			if (!field(buf, keys[i][0], &v))
+				kv(b, &first, keys[i][1], v * 1024);
+		if (!field(buf, "Threads:", &v))
+			kv(b, &first, "threads", v);
+	}
+	if (mt_cfg.smaps && mt_read_file("/proc/self/smaps_rollup", buf, cap) > 0) {
+		uint64_t pc = 0, pd = 0, sc = 0, sd = 0;
+		if (!field(buf, "Pss:", &v))
+			kv(b, &first, "pss_bytes", v * 1024);
+		if (!field(buf, "Private_Clean:", &pc) && !field(buf, "Private_Dirty:", &pd))
+			kv(b, &first, "uss_bytes", (pc + pd) * 1024);
+		if (!field(buf, "Shared_Clean:", &sc) && !field(buf, "Shared_Dirty:", &sd))
+			kv(b, &first, "shared_bytes", (sc + sd) * 1024);
+		static const char *const keys[][2] = {{"Pss_Anon:", "pss_anon_bytes"},
+			{"Pss_File:", "pss_file_bytes"}, {"Pss_Shmem:", "pss_shmem_bytes"}};
+		for (int i = 0; i < 3; i++)
+			if (!field(buf, keys[i][0], &v))
+				kv(b, &first, keys[i][1], v * 1024);
+	}
+	/* open fds: the program's entries of /proc/self/fd (neither the one
+	 * reading it nor the shim's own file) */
+	long dfd = mt_sys(SYS_open, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+			  0, 0, 0, 0);
+	if (dfd >= 0) {
+		uint64_t n = 0;
+		for (;;) {
+			long r = mt_sys(SYS_getdents64, dfd, buf, cap, 0, 0, 0);
+			if (r <= 0)
+				break;
+			for (long off = 0; off < r;) {
+				unsigned short reclen = *(unsigned short *)(buf + off + 16);
+				const char *name = buf + off + 19;
+				long fdn = 0;
+				for (const char *c = name; *c >= '0' && *c <= '9'; c++)
+					fdn = fdn * 10 + (*c - '0');
+				if (name[0] != '.' && fdn != dfd && fdn != mt_file_fd())
+					n++;
+				off += reclen;
+			}
+		}
+		mt_sys(SYS_close, dfd, 0, 0, 0, 0, 0);
+		kv(b, &first, "fds", n);
+	}
+	mt_buf_puts(b, "},");
+}
+
+static void
+cgroup_json(struct mt_buf *b, char *buf, size_t cap) {
+	if (!cg_version)
+		return;
+	int first = 1, v2 = cg_version == 2;
+	uint64_t v;
+	mt_buf_printf(b, "\"cgroup\":{\"version\":%d,\"path\":", cg_version);
+	mt_buf_jstr(b, cg_dir);
+	first = 0;
+	if (!cg_read(v2 ? "/memory.current" : "/memory.usage_in_bytes", &v, buf, cap))
+		kv(b, &first, "current_bytes", v);
+	if (!cg_read(v2 ? "/memory.max" : "/memory.limit_in_bytes", &v, buf, cap)) {
+		if (v >= (1ull << 62))
+			mt_buf_puts(b, ",\"max_bytes\":null"); /* no limit */
+		else
+			kv(b, &first, "max_bytes", v);
+	}
+	if (!cg_read(v2 ? "/memory.peak" : "/memory.max_usage_in_bytes", &v, buf, cap))
+		kv(b, &first, "peak_bytes", v);
+	char path[700];
+	path_join(path, sizeof path, cg_dir, "/memory.stat");
+	if (mt_read_file(path, buf, cap) > 0) {
+		static const char *const k2[][2] = {{"anon ", "anon_bytes"},
+			{"file ", "file_bytes"}, {"shmem ", "shmem_bytes"},
+			{"slab ", "slab_bytes"}, {"sock ", "sock_bytes"},
+			{"kernel_stack ", "kernel_stack_bytes"}};
+		static const char *const k1[][2] = {{"total_rss ", "anon_bytes"},
+			{"total_cache ", "file_bytes"}, {"total_shmem ", "shmem_bytes"},
+			{"total_mapped_file ", "mapped_file_bytes"}};
+		int nk = v2 ? 6 : 4;
+		for (int i = 0; i < nk; i++)
+			if (!field(buf, v2 ? k2[i][0] : k1[i][0], &v))
+				kv(b, &first, v2 ? k2[i][1] : k1[i][1], v);
+	}
+	int efirst = 1;
+	mt_buf_puts(b, ",\"events\":{");
+	if (v2) {
+		path_join(path, sizeof path, cg_dir, "/memory.events");
+		if (mt_read_file(path, buf, cap) > 0) {
+			static const char *const ke[][2] = {{"oom ", "oom"},
+				{"oom_kill ", "oom_kill"}, {"max ", "max"}};
+			for (int i = 0; i < 3; i++)
+				if (!field(buf, ke[i][0], &v))
+					kv(b, &efirst, ke[i][1], v);
+		}
+	} else {
+		path_join(path, sizeof path, cg_dir, "/memory.oom_control");
+		if (mt_read_file(path, buf, cap) > 0 && !field(buf, "oom_kill ", &v))
+			kv(b, &efirst, "oom_kill", v);
+		if (!cg_read("/memory.failcnt", &v, buf, cap))
+			kv(b, &efirst, "max", v);
+	}
+	mt_buf_puts(b, "}},");
+}
+
+static void
+allocator_json(struct mt_buf *b) {
+	int first = 1;
+	if (je_mallctl) {
+		uint64_t epoch = 1;
+		size_t sz = sizeof epoch;
+		je_mallctl("epoch", &epoch, &sz, &epoch, sz); /* refresh stats */
+		mt_buf_puts(b, "\"allocator\":{\"name\":\"jemalloc\"");
+		first = 0;
+		static const char *const keys[][2] = {{"stats.allocated", "allocated_bytes"},
+			{"stats.active", "active_bytes"}, {"stats.resident", "resident_bytes"},
+			{"stats.mapped", "mapped_bytes"}, {"stats.retained", "retained_bytes"},
+			{"stats.metadata", "metadata_bytes"}};
+		for (int i = 0; i < 6; i++) {
+			size_t v = 0, vs = sizeof v;
+			if (!je_mallctl(keys[i][0], &v, &vs, NULL, 0))
+				kv(b, &first, keys[i][1], v);
+		}
+		mt_buf_puts(b, "},");
+	} else if (glibc_mallinfo2) {
+		/* mallinfo2 walks glibc's arenas under their locks: called from
+		 * the writer thread or an OOM dump, never holding ours. */
+		struct mallinfo2 m = glibc_mallinfo2();
+		mt_buf_printf(b, "\"allocator\":{\"name\":\"glibc\",\"arena_bytes\":%lu,"
+				 "\"ordblks\":%lu,\"hblkhd_bytes\":%lu,\"uordblks_bytes\":%lu,"
+				 "\"fordblks_bytes\":%lu,\"keepcost_bytes\":%lu},",
+			      (unsigned long)m.arena, (unsigned long)m.ordblks,
+			      (unsigned long)m.hblkhd, (unsigned long)m.uordblks,
+			      (unsigned long)m.fordblks, (unsigned long)m.keepcost);
+	}
+	(void)first;
+}
+
+void
+mt_procstat_json(struct mt_buf *b, char *scratch, size_t n) {
+	proc_json(b, scratch, n);
+	if (mt_cfg.cgroup)
+		cgroup_json(b, scratch, n);
+	allocator_json(b);
+}

@@ -1,0 +1,108 @@
+/*
+ * glue.c — raw syscalls and clocks.  The syscall stub leaves errno alone,
+ * so hooks can call the kernel without disturbing what the program sees.
+ */
+#include "platform/glue.h"
+#include <time.h>
+#include <linux/membarrier.h>
+
+long
+mt_syscall6(long n, long a, long b, long c, long d, long e, long f) {
+	long ret;
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8),
+			   "r"(r9)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+/* clock_gettime goes through the vDSO: no syscall, no allocation, and it
+ * does not touch errno on success (it cannot fail for these clocks). */
+uint64_t
+mt_now_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t
+mt_wall_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The process's start (the constructor's, or a fork child's). */
+uint64_t mt_start_mono_ns, mt_start_wall_ns;
+int32_t mt_step_now = -1;
+
+void
+mt_clock_start(void) {
+	mt_start_mono_ns = mt_now_ns();
+	mt_start_wall_ns = mt_wall_ns();
+}
+
+
+long
+mt_read_file(const char *path, char *buf, size_t cap) {
+	if (!cap)
+		return -EINVAL;
+	long f = mt_sys(SYS_openat, -100 /* AT_FDCWD */, path, 02000000 /* O_RDONLY|O_CLOEXEC */,
+			0, 0, 0);
+	if (f < 0)
+		return f;
+	size_t n = 0;
+	while (n + 1 < cap) {
+		long r = mt_sys(SYS_read, f, buf + n, cap - 1 - n, 0, 0, 0);
+		if (r == -EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	mt_sys(SYS_close, f, 0, 0, 0, 0, 0);
+	buf[n] = 0;
+	return (long)n;
+}
+
+/* ---- one recording thread (glue.h) ------------------------------------ */
+
+struct mt_solo mt_solo __attribute__((aligned(64)));
+MT_TLS int mt_solo_me;
+
+void
+mt_solo_start(void) {
+	mt_solo.busy = 0;
+	mt_solo_me = 0;
+	__atomic_store_n(&mt_solo.one, 0, __ATOMIC_RELEASE);
+	/* registration is per address space: a fork child registers again */
+	if (mt_sys(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0, 0, 0, 0))
+		return;
+	mt_solo_me = 1;
+	__atomic_store_n(&mt_solo.one, 1, __ATOMIC_RELEASE);
+}
+
+void
+mt_solo_end(void) {
+	static mt_lock_t ending;
+	mt_lock(&ending);
+	if (__atomic_load_n(&mt_solo.one, __ATOMIC_ACQUIRE) == 1) {
+		__atomic_store_n(&mt_solo.one, 2, __ATOMIC_SEQ_CST);
+		/* registered by mt_solo_start (its errors come at
+		 * registration); a fork child registers again */
+		mt_sys(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0, 0, 0, 0);
+		for (int spins = 0; __atomic_load_n(&mt_solo.busy, __ATOMIC_ACQUIRE);)
+			if (++spins > 64) {
+				mt_sys(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
+				spins = 0;
+			} else {
+				__builtin_ia32_pause();
+			}
+		__atomic_store_n(&mt_solo.one, 0, __ATOMIC_RELEASE);
+	}
+	mt_unlock(&ending);
+}

@@ -1,0 +1,322 @@
+/*
+ * glue.h — the platform layer's core: every libc and kernel detail the shim
+ * depends on (raw syscalls, atomics, locks, clocks).  The loader's part is
+ * in dl.h.
+ *
+ * THE SHIM'S TWO RULES (repeated in every shim header):
+ *   1. It never calls malloc (or anything that may: stdio, getenv, dlerror,
+ *      pthread_getattr_np, ...). Its memory comes from mmap via raw syscalls.
+ *   2. Any function may run inside malloc, in any thread, before main, in a
+ *      forked child, or while the program is exiting.
+ * Contracts end with a tag: "Never allocates.", "Async-signal-safe." or
+ * "Takes <lock>."
+ */
+#ifndef MT_GLUE_H
+#define MT_GLUE_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
+#include <time.h>
+
+#define MT_EXPORT __attribute__((visibility("default")))
+#define MT_HIDDEN __attribute__((visibility("hidden")))
+#define MT_TLS __thread __attribute__((tls_model("initial-exec")))
+#define MT_LIKELY(x) __builtin_expect(!!(x), 1)
+#define MT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define MT_NOINLINE __attribute__((noinline))
+
+/* Assertions trap without stdio (musl's a_crash). */
+#define mt_assert(x)                                                           \
+	do {                                                                   \
+		if (MT_UNLIKELY(!(x)))                                         \
+			__builtin_trap();                                      \
+	} while (0)
+
+/* Raw syscalls: never interposed, never allocate, errno untouched.  They
+ * return -errno on failure (the kernel convention). Async-signal-safe. */
+long mt_syscall6(long n, long a, long b, long c, long d, long e, long f);
+#define mt_sys(n, a, b, c, d, e, f)                                            \
+	mt_syscall6((n), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), \
+		    (long)(f))
+
+#ifdef MT_TSAN
+/* Unit tests under ThreadSanitizer: memory through libc, which TSan
+ * intercepts (raw munmap + mmap reusing an address reads to it as a race). */
+#include <sys/mman.h>
+static inline void *
+mt_sys_mmap(size_t len) {
+	void *p = mmap(0, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+static inline void
+mt_sys_munmap(void *p, size_t len) {
+	munmap(p, len);
+}
+static inline void *
+mt_sys_mremap(void *p, size_t len, size_t nlen) {
+	void *q = mremap(p, len, nlen, MREMAP_MAYMOVE);
+	return q == MAP_FAILED ? NULL : q;
+}
+static inline void *
+mt_sys_reserve(size_t len) {
+	void *p = mmap(0, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+static inline int
+mt_sys_commit(void *p, size_t len) {
+	return mprotect(p, len, PROT_READ | PROT_WRITE) ? -errno : 0;
+}
+static inline void
+mt_sys_decommit(void *p, size_t len) {
+	mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+}
+#else
+static inline void *
+mt_sys_mmap(size_t len) {
+	long r = mt_sys(SYS_mmap, 0, len, 3 /* RW */, 0x22 /* PRIVATE|ANON */,
+			-1, 0);
+	return (r < 0 && r > -4096) ? NULL : (void *)r;
+}
+
+static inline void
+mt_sys_munmap(void *p, size_t len) {
+	mt_sys(SYS_munmap, p, len, 0, 0, 0, 0);
+}
+
+/* A mapping of len bytes grown (or shrunk) to nlen, moved if it must be:
+ * its pages go with it (no copy, no faults), the new ones are zero.
+ * NULL when it cannot (the old mapping stays). */
+static inline void *
+mt_sys_mremap(void *p, size_t len, size_t nlen) {
+	long r = mt_sys(SYS_mremap, p, len, nlen, 1 /* MREMAP_MAYMOVE */, 0, 0);
+	return (r < 0 && r > -4096) ? NULL : (void *)r;
+}
+
+/* Address space without memory (PROT_NONE, not counted against the
+ * commit limit), made usable a piece at a time (mt_sys_commit: 0 or
+ * -errno) and given back the same way (mt_sys_decommit: its pages freed,
+ * PROT_NONE again). */
+static inline void *
+mt_sys_reserve(size_t len) {
+	long r = mt_sys(SYS_mmap, 0, len, 0 /* PROT_NONE */,
+			0x4022 /* PRIVATE|ANON|NORESERVE */, -1, 0);
+	return (r < 0 && r > -4096) ? NULL : (void *)r;
+}
+
+static inline int
+mt_sys_commit(void *p, size_t len) {
+	return (int)mt_sys(SYS_mprotect, p, len, 3 /* RW */, 0, 0, 0);
+}
+
+static inline void
+mt_sys_decommit(void *p, size_t len) {
+	mt_sys(SYS_mmap, p, len, 0, 0x4032 /* PRIVATE|ANON|NORESERVE|FIXED */, -1, 0);
+}
+#endif
+
+/* Relaxed atomics on plain integers: the tables are read racily by the
+ * snapshot thread, which tolerates a torn view between fields. */
+#define mt_load(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define mt_store(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define mt_add(p, v) __atomic_add_fetch((p), (v), __ATOMIC_RELAXED)
+#define mt_cas(p, e, v)                                                        \
+	__atomic_compare_exchange_n((p), (e), (v), 0, __ATOMIC_ACQ_REL,        \
+				    __ATOMIC_ACQUIRE)
+
+/* Raise *peak to live if live is higher (a high-water mark many threads
+ * raise at once: the compare-and-swap retries only while live is higher).
+ * Returns whether this call raised it. */
+static inline int
+mt_raise_peak(int64_t *peak, int64_t live) {
+	int64_t p = __atomic_load_n(peak, __ATOMIC_RELAXED);
+	while (live > p)
+		if (__atomic_compare_exchange_n(peak, &p, live, 1, __ATOMIC_RELAXED,
+						__ATOMIC_RELAXED))
+			return 1;
+	return 0;
+}
+
+/* ---- one recording thread ---------------------------------------------
+ * While the thread that ran the constructor (or a fork child's only
+ * thread) is the only one that has recorded, its heap hooks update the
+ * call-site counters, the heap totals and the pointer table with plain
+ * read-modify-writes and without shard locks: a lock-prefixed instruction
+ * costs ~20 cycles on an uncontended line, and a malloc/free pair made
+ * nine.  cc1, Python and `import torch` record from one thread.
+ *
+ * The handshake (the asymmetric fence of userspace RCU): the solo thread
+ * stores mt_solo.busy = 1, then reads mt_solo.one (compiler order only;
+ * no fence), works plainly if it read 1, and stores busy = 0 after.  Any
+ * other thread, before its first change to that state (mt_solo_gate),
+ * sets one = 2, makes every thread of the process execute a full memory
+ * barrier (membarrier, private expedited), waits for busy == 0 and sets
+ * one = 0: either the solo thread's read came after its barrier and saw 2
+ * (it uses the atomic paths), or its busy = 1 came before the barrier
+ * and is seen, and the waiter waits for that hook to end.  Threads
+ * arriving meanwhile see 2 and wait for the one doing it.  Without
+ * membarrier (an old kernel, a seccomp filter) one is never 1.  Signal
+ * handlers: a hook's guard sends a handler's allocation straight to the
+ * real allocator while a hook runs, so a plain update is never
+ * interleaved with another on the same thread. */
+struct mt_solo {
+	int one;  /* 1: solo, 2: ending, 0: shared (for good) */
+	int busy; /* the solo thread is in a hook that read one == 1 */
+	char pad[56];
+};
+extern struct mt_solo mt_solo;
+extern MT_TLS int mt_solo_me; /* this thread is the solo one */
+/* The constructor's thread (or a fork child's) becomes the solo thread,
+ * if membarrier can be registered.  Never allocates. */
+void mt_solo_start(void);
+/* The waiting side of the handshake, for a thread that is not the solo
+ * one.  Spins (yielding) while the solo thread finishes a hook. */
+void mt_solo_end(void);
+/* Before a thread's first change to state the solo thread changes
+ * plainly: every path that does not run under mt_plain_enter. */
+static inline void
+mt_solo_gate(void) {
+	if (MT_UNLIKELY(__atomic_load_n(&mt_solo.one, __ATOMIC_ACQUIRE)) && !mt_solo_me)
+		mt_solo_end();
+}
+/* At the start of a hook's recording: 1 when it may use plain updates
+ * (mt_addp, mt_raise_peakp, ptrtab's plain put and take); pass the
+ * result to mt_plain_leave at its end. */
+static inline int
+mt_plain_enter(void) {
+	if (!mt_solo_me) {
+		mt_solo_gate();
+		return 0;
+	}
+	__atomic_store_n(&mt_solo.busy, 1, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (MT_LIKELY(__atomic_load_n(&mt_solo.one, __ATOMIC_RELAXED) == 1))
+		return 1;
+	__atomic_store_n(&mt_solo.busy, 0, __ATOMIC_RELEASE);
+	mt_solo_me = 0; /* shared for good: stop marking */
+	return 0;
+}
+static inline void
+mt_plain_leave(int plain) {
+	if (plain)
+		__atomic_store_n(&mt_solo.busy, 0, __ATOMIC_RELEASE);
+}
+/* An add that is a plain read-modify-write when plain (relaxed loads and
+ * stores: the snapshot thread's racy reads see whole values). */
+#define mt_add_plain(p, v)                                                     \
+	({                                                                     \
+		__typeof__(*(p)) _mt_v = __atomic_load_n((p), __ATOMIC_RELAXED) + (v); \
+		__atomic_store_n((p), _mt_v, __ATOMIC_RELAXED);                \
+		_mt_v;                                                         \
+	})
+#define mt_addp(plain, p, v) ((plain) ? mt_add_plain((p), (v)) : mt_add((p), (v)))
+static inline int
+mt_raise_peakp(int plain, int64_t *peak, int64_t live) {
+	if (!plain)
+		return mt_raise_peak(peak, live);
+	if (live <= __atomic_load_n(peak, __ATOMIC_RELAXED))
+		return 0;
+	__atomic_store_n(peak, live, __ATOMIC_RELAXED);
+	return 1;
+}
+
+/* A spin lock that yields: held only for a few hundred instructions (a
+ * table probe, a rehash), never across a call out of the shim.  fork
+ * safety: mt_prefork takes every lock, the child re-initialises them. */
+typedef struct {
+	int v; /* 0 free, 1 held */
+} mt_lock_t;
+
+static inline void
+mt_lock(mt_lock_t *l) {
+	int spins = 0;
+	for (;;) {
+		int e = 0;
+		if (!__atomic_load_n(&l->v, __ATOMIC_RELAXED) &&
+		    __atomic_compare_exchange_n(&l->v, &e, 1, 0,
+						__ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED))
+			return;
+		if (++spins > 64) {
+			mt_sys(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
+			spins = 0;
+		} else {
+			__builtin_ia32_pause();
+		}
+	}
+}
+
+static inline int
+mt_trylock(mt_lock_t *l) {
+	int e = 0;
+	return __atomic_compare_exchange_n(&l->v, &e, 1, 0, __ATOMIC_ACQUIRE,
+					   __ATOMIC_RELAXED);
+}
+
+static inline void
+mt_unlock(mt_lock_t *l) {
+	__atomic_store_n(&l->v, 0, __ATOMIC_RELEASE);
+}
+
+/* Monotonic and wall clocks through the vDSO (no syscall, no allocation). */
+uint64_t mt_now_ns(void);
+uint64_t mt_wall_ns(void);
+/* The process's start on both clocks: set by the constructor and in a
+ * fork child (mt_clock_start), read by every record's times. */
+extern uint64_t mt_start_mono_ns, mt_start_wall_ns;
+void mt_clock_start(void);
+/* The value of the "step" mark (marks.c writes it, call-site peaks read
+ * it); -1 before the first. */
+extern int32_t mt_step_now;
+/* Milliseconds since the start, from the coarse clock through the vDSO
+ * (~8 ns; inline: the hot path stamps every tracked block with it). */
+static inline uint64_t
+mt_ms_since_start(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return now > mt_start_mono_ns ? (now - mt_start_mono_ns) / 1000000u : 0;
+}
+
+/* One step of a 64-bit hash: multiply, fold the high half down (the
+ * stack and Python-walk hashes chain it a value at a time). */
+static inline uint64_t
+mt_mix64(uint64_t h) {
+	h *= 0xff51afd7ed558ccdull;
+	return h ^ (h >> 32);
+}
+
+/* Whether the call a return address returns from lies in the text
+ * [lo, hi): pc - 1 does (a call that ends a function returns past it).
+ * Never true for lo == hi. */
+static inline int
+mt_pc_in(uintptr_t pc, uintptr_t lo, uintptr_t hi) {
+	return pc - (lo + 1) < hi - lo;
+}
+
+/* The index of the first return address in pcs[0..n) for which mt_pc_in
+ * holds, n when none.  Four frames a step, one branch for the four: most
+ * stacks are scanned whole (the interpreter loop, the loader). */
+static inline int
+mt_pcs_find(const uintptr_t *pcs, int n, uintptr_t lo, uintptr_t hi) {
+	int k = 0;
+	for (; k + 4 <= n; k += 4)
+		if (mt_pc_in(pcs[k], lo, hi) | mt_pc_in(pcs[k + 1], lo, hi) |
+		    mt_pc_in(pcs[k + 2], lo, hi) | mt_pc_in(pcs[k + 3], lo, hi))
+			break;
+	while (k < n && !mt_pc_in(pcs[k], lo, hi))
+		k++;
+	return k;
+}
+
+/* A small file (/proc, /sys) read whole into buf, NUL-terminated (at most
+ * cap - 1 bytes).  Its length, or -errno.  Never allocates. */
+long mt_read_file(const char *path, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,634 @@
+/*
+ * ptrtab.c — the sharded pointer table (ptrtab.h).  Linear probing with
+ * backward-shift deletion (no tombstones, so a long-running process never
+ * degrades).  A shard's tables start empty, are mapped on first insert,
+ * double at half load (up to its share of MEMTALLY_MAX_LIVE) and halve
+ * when they fall to an eighth (shrink_if_sparse).
+ *
+ * Two tables a shard, one entry in at most one of them:
+ *  - compact: 16-byte slots for host heap blocks, which are nearly all of
+ *    a process's entries (1 M live blocks cost ~34 B each, tables
+ *    included; the 32-byte entry cost 67 B, and the smaller table stays
+ *    in cache for a free's probe);
+ *  - wide: struct mt_ptr as it is, for what does not fit a compact slot
+ *    (CUDA keys with their tags, device, stream and flags; a host block of
+ *    4 GiB or more; an address of 2^47 or above or not 8-aligned).
+ * A compact slot:
+ *   w0 = addr >> 3 (45 bits: bit 44 is 0, as addr < 2^47, except while
+ *        the table is rehashed: MOVING) | stack bits 0-18 << 45
+ *   w1 = size (32 bits) | time in 8 ms units (28 bits) << 32
+ *        | stack bits 19-21 << 60 | sampled << 63
+ * The time wraps every 2^28 x 8 ms (24.8 days); mt_ptrtab_each gives the
+ * latest time before now with those bits, so an entry older than that is
+ * shown 24.8 days younger than it is (doc/FORMAT.md, OOM dumps' time_ms).
+ *
+ * A compact table doubles and halves in place (tab_rehash): its mapping
+ * grows (inside its reservation, below, or by mremap), the pages it has
+ * keep their contents and are not faulted again, and the entries are
+ * rehashed where they are.  Made afresh and copied, every doubling
+ * faulted in twice the table's pages and unmapped the old ones (a TLB
+ * flush on every other CPU the process ran on): `import torch` grows its
+ * 64 tables to 16 MiB, 11 k of its 54 k page faults, ~5% of its time in
+ * exact mode.
+ *
+ * Entries are removed before the real free runs (the caller's order), so
+ * another thread cannot be handed the same address while it is still here.
+ */
+#include "platform/glue.h"
+#include "state/ptrtab.h"
+#include "state/sites.h"
+#include <stddef.h>
+#include <string.h>
+
+#define NSHARDS 64
+#define MIN_SLOTS 256
+
+struct cslot {
+	uint64_t w0, w1; /* w0 == 0: empty (a tracked address is never 0) */
+};
+
+#define KEY_BITS 45
+#define KEY_MASK ((1ull << KEY_BITS) - 1)
+#define MOVING (1ull << 44) /* tab_rehash: an entry not yet rehashed */
+#define STACK_LO 19 /* stack bits kept in w0 */
+#define TIME_SHIFT 3
+#define TIME_MASK ((1ull << 28) - 1)
+_Static_assert(KEY_BITS + STACK_LO == 64, "w0 is full");
+
+/* One open-addressing table: compact (struct cslot) or wide (struct mt_ptr). */
+struct tab {
+	uint64_t mask;  /* slots - 1, or 0 before first use */
+	uint64_t count; /* entries */
+	void *slot;     /* [mask + 1] */
+};
+
+struct shard {
+	mt_lock_t lock;
+	struct tab t[2]; /* [0] compact, [1] wide */
+	char pad[8];     /* one cache line per shard */
+};
+_Static_assert(sizeof(struct shard) == 64, "a shard is a cache line");
+
+static struct shard shards[NSHARDS];
+/* MEMTALLY_MAX_LIVE, and the entries one shard may hold: a group's
+ * share (max_live / 8), since a single-threaded program's blocks may all
+ * lie in one 64 MiB region's group.  A table that would grow also checks
+ * the sum over shards, so the whole table stops near max_live (below
+ * twice it: a shard fills its table to half before it grows). */
+static uint64_t max_live, shard_cap;
+static uint64_t table_bytes;
+
+/* A shard's compact table that grows to RES_FROM moves to the start of
+ * RES_BYTES of address space reserved for it (PROT_NONE, no memory), and
+ * from there grows by making the next pages usable and shrinks by giving
+ * pages back (tab_rehash): its pages stay where they are, so growing
+ * touches only the new half and unmaps nothing.  With mremap alone, 3 of
+ * 4 doublings under `import torch` moved the table (the next address was
+ * taken), and a moved page is as costly to touch again as a new one in
+ * this VM (~2% of the import's time).  4 MiB holds 128 Ki entries a shard
+ * (8 Mi blocks of the main heap); a table that outgrows it leaves it for
+ * a mapping of its own (mremap).  Smaller tables take no reservation, so
+ * a program with few blocks keeps its address space (one with ~100 k
+ * live blocks or more has up to 64 x 4 MiB reserved); none is made when
+ * the process has an address-space limit (RLIMIT_AS), which the
+ * reservations would count against. */
+#define RES_FROM ((uint64_t)64 << 10)
+#define RES_BYTES ((uint64_t)4 << 20)
+static char *res[NSHARDS]; /* a reservation, or NULL */
+static int reserving;
+
+static inline char **
+res_of(const struct tab *t) {
+	return &res[(const struct shard *)((const char *)t - offsetof(struct shard, t)) - shards];
+}
+
+/* The filter (ptrtab.h): a counter and a bit a filter slot.  A slot's
+ * bitmap word lies in one shard (the slot is the shard's 6 bits and 10
+ * of the hash, the word its top 10), so the shard's lock orders every
+ * change to the word and its counters; readers load the word without
+ * it.  Counters that reach 255 stay there (the bit stays set). */
+uint64_t *mt_ptr_filter;
+static uint8_t *filter_count;
+#define NO_BRK (~(uintptr_t)0 >> 1) /* no address is within 2^40 above it */
+uintptr_t mt_ptr_brk = NO_BRK; /* none yet: every address by region */
+
+/* the counters, then the bitmap, in one mapping */
+#define FILTER_SLOTS ((size_t)1 << MT_FILTER_BITS)
+#define FILTER_BYTES (FILTER_SLOTS + FILTER_SLOTS / 8)
+
+int
+mt_ptrtab_init(uint64_t max, int filter) {
+	/* brk(0) gives the break; blocks allocated before this stay below it
+	 * and take the region rule, which is as fixed as the other.  Set
+	 * once: an entry's shard must not change while it is in. */
+	long brk = mt_sys(SYS_brk, 0, 0, 0, 0, 0, 0);
+	if (brk > 0 && mt_ptr_brk == NO_BRK)
+		mt_ptr_brk = (uintptr_t)brk;
+	struct {
+		uint64_t cur, max;
+	} as;
+	reserving = mt_sys(SYS_prlimit64, 0, 9 /* RLIMIT_AS */, 0, &as, 0, 0) == 0 &&
+		    as.cur == ~0ull;
+	max_live = max;
+	shard_cap = max / 8;
+	if (shard_cap < 16)
+		shard_cap = 16;
+	if (filter) {
+		filter_count = mt_sys_mmap(FILTER_BYTES);
+		if (filter_count) {
+			mt_ptr_filter = (uint64_t *)(filter_count + FILTER_SLOTS);
+			mt_add(&table_bytes, FILTER_BYTES);
+		}
+	}
+	return 0;
+}
+
+/* Under the shard's lock: an entry for h went in (in = 1) or came out
+ * (in = 0); the slot's bit follows its counter to and from zero. */
+static inline void
+filter_move(uintptr_t a, uint64_t h, int in) {
+	if (!filter_count)
+		return;
+	uint64_t k = mt_ptr_filter_slot(a, h), bit = 1ull << (k & 63);
+	uint8_t *c = &filter_count[k];
+	if (*c == 255)
+		return;
+	if (in ? (*c)++ == 0 : --*c == 0)
+		__atomic_store_n(&mt_ptr_filter[k >> 6],
+				 in ? mt_ptr_filter[k >> 6] | bit : mt_ptr_filter[k >> 6] & ~bit,
+				 __ATOMIC_RELAXED);
+}
+
+static inline struct shard *
+shard_of(uintptr_t a, uint64_t h) {
+	return &shards[mt_ptr_shard(a, h)]; /* NSHARDS == 64 */
+}
+
+/* ---- the two slot forms ------------------------------------------------ */
+
+/* An address a compact slot can hold: 8-aligned, below 2^47 (every
+ * user address but those a 5-level-paging process asks for above it), so
+ * that addr >> 3 leaves bit 44 (MOVING) clear. */
+static inline int
+compact_addr(uintptr_t a) {
+	return !(a & 7) && !(a >> 47);
+}
+
+static inline int
+fits_compact(const struct mt_ptr *e) {
+	return e->kind == MT_HEAP && compact_addr(e->addr) && !(e->size >> 32) &&
+	       !(e->stack >> 22) && !e->device && !e->flags && !e->stream;
+}
+
+static inline struct cslot
+pack(const struct mt_ptr *e) {
+	struct cslot c;
+	c.w0 = e->addr >> 3 | (uint64_t)(e->stack & ((1u << STACK_LO) - 1)) << KEY_BITS;
+	c.w1 = e->size | ((uint64_t)e->time_ms >> TIME_SHIFT & TIME_MASK) << 32 |
+	       (uint64_t)(e->stack >> STACK_LO) << 60 | (uint64_t)(e->sampled != 0) << 63;
+	return c;
+}
+
+/* The address a compact slot's first word holds (MOVING clear). */
+static inline uintptr_t
+key_addr(uint64_t w0) {
+	return (uintptr_t)((w0 & KEY_MASK) << 3);
+}
+
+/* time_ms comes back as the stored 28 bits x 8 ms; mt_ptrtab_each puts
+ * them before now (unpack_time). */
+static inline void
+unpack(const struct cslot *c, struct mt_ptr *e) {
+	memset(e, 0, sizeof *e);
+	e->addr = key_addr(c->w0);
+	e->size = c->w1 & 0xffffffffu;
+	e->stack = (uint32_t)(c->w0 >> KEY_BITS) | (uint32_t)(c->w1 >> 60 & 7) << STACK_LO;
+	e->time_ms = (uint32_t)((c->w1 >> 32 & TIME_MASK) << TIME_SHIFT);
+	e->kind = MT_HEAP;
+	e->sampled = (uint8_t)(c->w1 >> 63);
+}
+
+static uint32_t
+unpack_time(uint32_t stored, uint64_t now_ms) {
+	uint64_t now = now_ms >> TIME_SHIFT;
+	uint64_t age = (now - (stored >> TIME_SHIFT)) & TIME_MASK;
+	return (uint32_t)((now - age) << TIME_SHIFT);
+}
+
+/* The slot accessors take `wide` as a constant at every call, so each
+ * table's loops compile to their own code. */
+static inline size_t
+slot_size(int wide) {
+	return wide ? sizeof(struct mt_ptr) : sizeof(struct cslot);
+}
+
+static inline void *
+slot_at(const struct tab *t, int wide, uint64_t i) {
+	return (char *)t->slot + i * slot_size(wide);
+}
+
+static inline uintptr_t
+slot_addr(const struct tab *t, int wide, uint64_t i) {
+	if (wide)
+		return ((const struct mt_ptr *)t->slot)[i].addr;
+	return key_addr(((const struct cslot *)t->slot)[i].w0);
+}
+
+static inline void
+slot_clear(struct tab *t, int wide, uint64_t i) {
+	if (wide)
+		((struct mt_ptr *)t->slot)[i].addr = 0;
+	else
+		((struct cslot *)t->slot)[i].w0 = 0;
+}
+
+static inline void
+slot_get(const struct tab *t, int wide, uint64_t i, struct mt_ptr *out) {
+	if (wide)
+		*out = ((const struct mt_ptr *)t->slot)[i];
+	else
+		unpack(&((const struct cslot *)t->slot)[i], out);
+}
+
+static inline void
+slot_set(struct tab *t, int wide, uint64_t i, const struct mt_ptr *e) {
+	if (wide)
+		((struct mt_ptr *)t->slot)[i] = *e;
+	else
+		((struct cslot *)t->slot)[i] = pack(e);
+}
+
+/* ---- one table: find, insert, delete, resize --------------------------- */
+
+/* A table's count changes under its shard's lock (or the solo thread);
+ * tab_grow and mt_ptrtab_count read it from other threads without
+ * it, so the store is atomic (relaxed: a plain mov). */
+static inline void
+count_add(struct tab *t, int64_t d) {
+	__atomic_store_n(&t->count, t->count + (uint64_t)d, __ATOMIC_RELAXED);
+}
+
+/* Slot of addr, or -1. */
+static inline int64_t
+tab_find(const struct tab *t, int wide, uintptr_t addr, uint64_t h) {
+	if (!t->mask)
+		return -1;
+	for (uint64_t i = h & t->mask;; i = (i + 1) & t->mask) {
+		uintptr_t a = slot_addr(t, wide, i);
+		if (a == addr)
+			return (int64_t)i;
+		if (!a)
+			return -1;
+	}
+}
+
+/* Give back a table's memory: its mapping, or its whole reservation. */
+static void
+tab_unmap(struct tab *t, int wide) {
+	size_t bytes = (t->mask + 1) * slot_size(wide);
+	char **r = wide ? NULL : res_of(t);
+	if (r && *r == t->slot) {
+		mt_sys_munmap(*r, RES_BYTES);
+		*r = NULL;
+	} else {
+		mt_sys_munmap(t->slot, bytes);
+	}
+	mt_add(&table_bytes, -bytes);
+}
+
+/* Rehash into a table of `slots` (a power of two, room for its entries at
+ * half load), at n (zeroed, usable memory for it) or in a new mapping.
+ * Under the shard's lock; mmap and munmap are raw syscalls, never a call
+ * out of the shim. */
+static int
+tab_resize(struct tab *t, int wide, uint64_t slots, char *n) {
+	size_t sz = slot_size(wide);
+	if (!n && !(n = mt_sys_mmap(slots * sz)))
+		return ENOMEM;
+	mt_add(&table_bytes, slots * sz);
+	struct tab nt = {.mask = slots - 1, .slot = n};
+	for (uint64_t i = 0; t->mask && i <= t->mask; i++) {
+		uintptr_t a = slot_addr(t, wide, i);
+		if (!a)
+			continue;
+		uint64_t j = mt_ptr_hash(a) & (slots - 1);
+		while (slot_addr(&nt, wide, j))
+			j = (j + 1) & (slots - 1);
+		memcpy(n + j * sz, slot_at(t, wide, i), sz);
+	}
+	if (t->mask)
+		tab_unmap(t, wide);
+	t->slot = n;
+	t->mask = slots - 1;
+	return 0;
+}
+
+/* Move a compact table to the start of a new reservation, at `slots`. */
+static int
+tab_reserve(struct tab *t, uint64_t slots) {
+	char *b = mt_sys_reserve(RES_BYTES);
+	if (!b)
+		return ENOMEM;
+	if (mt_sys_commit(b, slots * sizeof(struct cslot)) || tab_resize(t, 0, slots, b)) {
+		mt_sys_munmap(b, RES_BYTES);
+		return ENOMEM;
+	}
+	*res_of(t) = b;
+	return 0;
+}
+
+/* Rehash a compact table in place to `slots` (twice or a fraction of
+ * its own), under the shard's lock.  To grow, the next pages of its
+ * reservation are made usable, or, for a table with none or that fills
+ * it, mremap makes its mapping that size (moving it if it must: its
+ * pages go along, the new ones are zero); to shrink, the tail's pages
+ * are given back after.  Every entry is
+ * marked MOVING, then slot by slot each marked entry goes to the first
+ * slot from its new home (below `slots`) that does not hold a placed,
+ * unmarked entry: its own slot (it stays), an empty one (it moves), or a
+ * marked one (the two swap, and the slot's new entry is taken next).  A
+ * placed entry never moves again, and the slots from its home to it held
+ * placed entries when it went there, so they still do: every entry stays
+ * reachable from its home, as linear probing needs, and the table is one
+ * that inserts could have built (backward-shift deletion holds).  A
+ * marked entry is only ever moved into the slot being worked on, which
+ * takes it at once.  0, or ENOMEM (the table is kept as it was). */
+static int
+tab_rehash(struct tab *t, uint64_t slots) {
+	uint64_t old = t->mask + 1;
+	struct cslot *c = t->slot;
+	char **r = res_of(t);
+	int in_res = *r == (char *)c;
+	if (slots > old) {
+		if (in_res && slots * sizeof *c <= RES_BYTES) {
+			if (mt_sys_commit(c + old, (slots - old) * sizeof *c))
+				return ENOMEM;
+		} else {
+			if (!(c = mt_sys_mremap(c, old * sizeof *c, slots * sizeof *c)))
+				return ENOMEM;
+			if (in_res) /* it filled the reservation, and is its own mapping now */
+				*r = NULL;
+			in_res = 0;
+		}
+	}
+	for (uint64_t i = 0; i < old; i++)
+		if (c[i].w0)
+			c[i].w0 |= MOVING;
+	uint64_t m = slots - 1;
+	for (uint64_t i = 0; i < old; i++) {
+		while (c[i].w0 & MOVING) {
+			struct cslot e = {c[i].w0 & ~MOVING, c[i].w1};
+			uint64_t j = mt_ptr_hash(key_addr(e.w0)) & m;
+			while (c[j].w0 && !(c[j].w0 & MOVING))
+				j = (j + 1) & m;
+			struct cslot o = c[j]; /* empty, or marked (c[i] itself when j == i) */
+			c[j] = e;
+			if (j == i)
+				break;
+			c[i] = o;
+		}
+	}
+	if (slots < old && in_res)
+		mt_sys_decommit(c + slots, (old - slots) * sizeof *c);
+	else if (slots < old)
+		mt_sys_munmap(c + slots, (old - slots) * sizeof *c);
+	mt_add(&table_bytes, (slots - old) * sizeof *c); /* wraps: a decrease */
+	t->slot = c;
+	t->mask = m;
+	return 0;
+}
+
+/* A table that emptied to an eighth of its slots halves until a quarter
+ * are used: a table that grew for a peak (PyTorch's import: hundreds of
+ * thousands of blocks) does not stay that size for the rest of a run.
+ * Between the grow at a half and this there is a factor of two each way,
+ * so a count that moves up and down rehashes rarely (amortised O(1)). */
+static __attribute__((noinline)) void
+shrink_if_sparse(struct tab *t, int wide) {
+	uint64_t slots = t->mask + 1;
+	if (slots <= MIN_SLOTS || t->count * 8 >= slots)
+		return;
+	while (slots > MIN_SLOTS && t->count * 4 <= slots / 2)
+		slots /= 2;
+	if (wide || tab_rehash(t, slots))
+		tab_resize(t, wide, slots, NULL); /* no memory for the smaller one: keep the larger */
+}
+
+/* Remove slot i.  Backward-shift deletion: pull later entries of the run
+ * into the hole when their home slot is not between the hole and them. */
+static inline void
+tab_delete(struct tab *t, int wide, uint64_t i) {
+	size_t sz = slot_size(wide);
+	count_add(t, -1);
+	for (uint64_t j = (i + 1) & t->mask;; j = (j + 1) & t->mask) {
+		uintptr_t a = slot_addr(t, wide, j);
+		if (!a)
+			break;
+		uint64_t home = mt_ptr_hash(a) & t->mask;
+		if (((j - home) & t->mask) >= ((j - i) & t->mask)) {
+			memcpy(slot_at(t, wide, i), slot_at(t, wide, j), sz);
+			i = j;
+		}
+	}
+	slot_clear(t, wide, i);
+}
+
+/* A table at half load doubles (or is made), unless the whole table
+ * holds max_live entries already.  0, or ENOMEM. */
+static __attribute__((noinline)) int
+tab_grow(struct tab *t, int wide) {
+	if (mt_ptrtab_count() >= max_live) /* racy: good enough for a bound */
+		return ENOMEM;
+	uint64_t slots = t->mask ? (t->mask + 1) * 2 : MIN_SLOTS;
+	if (!wide && reserving && !*res_of(t) && slots * sizeof(struct cslot) >= RES_FROM &&
+	    slots * sizeof(struct cslot) <= RES_BYTES && !tab_reserve(t, slots))
+		return 0;
+	if (!wide && t->mask && !tab_rehash(t, slots))
+		return 0;
+	return tab_resize(t, wide, slots, NULL);
+}
+
+/* ---- the interface ----------------------------------------------------- */
+
+/* Insert e into table `wide` of shard s, under its lock (or by the solo
+ * thread: glue.h).  Inlined with wide a constant at each call (the
+ * compact table's put was generic code testing `wide` at every slot: ~180
+ * instructions a put, ~115 now in callgrind). */
+static inline __attribute__((always_inline)) int
+put_in(struct shard *s, int wide, const struct mt_ptr *e, struct mt_ptr *replaced,
+       uint64_t h) {
+	struct tab *t = &s->t[wide], *o = &s->t[!wide];
+	if (MT_UNLIKELY(t->count + o->count >= shard_cap ||
+			((t->count + 1) * 2 > t->mask + 1 && tab_grow(t, wide))))
+		return ENOMEM;
+	/* One probe: the address's stale entry (released behind our back,
+	 * e.g. by a raw syscall) or the empty slot it goes in.  A stale one
+	 * is handed back so the caller uncharges its site, and replaced. */
+	uint64_t i = h & t->mask;
+	for (uintptr_t a; (a = slot_addr(t, wide, i)); i = (i + 1) & t->mask) {
+		if (MT_UNLIKELY(a == e->addr)) {
+			slot_get(t, wide, i, replaced);
+			slot_set(t, wide, i, e);
+			return EEXIST;
+		}
+	}
+	int err = 0;
+	int64_t j = o->count ? tab_find(o, !wide, e->addr, h) : -1;
+	if (j >= 0) { /* stale, in the other table: moves to this one */
+		slot_get(o, !wide, (uint64_t)j, replaced);
+		tab_delete(o, !wide, (uint64_t)j);
+		err = EEXIST;
+	}
+	else
+		filter_move(e->addr, h, 1); /* new to the shard (a move keeps its count) */
+	slot_set(t, wide, i, e);
+	count_add(t, 1);
+	return err;
+}
+
+/* A shard's lock, unless the caller is the solo thread working plainly
+ * (glue.h); anyone else ends solo mode first. */
+static inline void
+shard_lock(struct shard *s, int plain) {
+	if (plain)
+		return;
+	mt_solo_gate();
+	mt_lock(&s->lock);
+}
+
+static inline void
+shard_unlock(struct shard *s, int plain) {
+	if (!plain)
+		mt_unlock(&s->lock);
+}
+
+int
+mt_ptrtab_put(const struct mt_ptr *e, struct mt_ptr *replaced, int plain) {
+	uint64_t h = mt_ptr_hash(e->addr);
+	struct shard *s = shard_of(e->addr, h);
+	int err;
+	shard_lock(s, plain);
+	if (MT_LIKELY(fits_compact(e)))
+		err = put_in(s, 0, e, replaced, h);
+	else
+		err = put_in(s, 1, e, replaced, h);
+	shard_unlock(s, plain);
+	return err;
+}
+
+void
+mt_ptrtab_prefetch(uintptr_t addr) {
+	uint64_t h = mt_ptr_hash(addr);
+	struct shard *s = shard_of(addr, h);
+	/* racy reads: a table being replaced only wastes the prefetch, and a
+	 * prefetch of memory unmapped since never faults */
+	uint64_t mask = __atomic_load_n(&s->t[0].mask, __ATOMIC_RELAXED);
+	struct cslot *slot = __atomic_load_n((struct cslot **)&s->t[0].slot, __ATOMIC_RELAXED);
+	if (mask)
+		__builtin_prefetch(&slot[h & mask], 1);
+}
+
+/* Take addr from table `wide` of shard s, under its lock (or by the solo
+ * thread); 1 if it was there.  Inlined with wide a constant, as put_in. */
+static inline __attribute__((always_inline)) int
+take_in(struct shard *s, int wide, uintptr_t addr, uint64_t h, struct mt_ptr *out) {
+	struct tab *t = &s->t[wide];
+	int64_t i = tab_find(t, wide, addr, h);
+	if (i < 0)
+		return 0;
+	slot_get(t, wide, (uint64_t)i, out);
+	tab_delete(t, wide, (uint64_t)i);
+	if (MT_UNLIKELY(t->mask + 1 > MIN_SLOTS && t->count * 8 < t->mask + 1))
+		shrink_if_sparse(t, wide);
+	filter_move(addr, h, 0);
+	return 1;
+}
+
+int
+mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out, int plain) {
+	uint64_t h = mt_ptr_hash(addr);
+	struct shard *s = shard_of(addr, h);
+	int found = 0;
+	shard_lock(s, plain);
+	/* an address no compact slot can hold is looked for in the wide
+	 * table only; the wide one only when it holds anything */
+	if (MT_LIKELY(compact_addr(addr)))
+		found = take_in(s, 0, addr, h, out);
+	if (!found && s->t[1].count)
+		found = take_in(s, 1, addr, h, out);
+	shard_unlock(s, plain);
+	return found;
+}
+
+void
+mt_ptrtab_each(void (*fn)(const struct mt_ptr *, void *), void *arg) {
+	uint64_t now = mt_ms_since_start();
+	mt_solo_gate();
+	for (int k = 0; k < NSHARDS; k++) {
+		struct shard *s = &shards[k];
+		mt_lock(&s->lock);
+		for (int wide = 0; wide < 2; wide++) {
+			struct tab *t = &s->t[wide];
+			for (uint64_t i = 0; t->mask && i <= t->mask; i++) {
+				if (!slot_addr(t, wide, i))
+					continue;
+				struct mt_ptr e;
+				slot_get(t, wide, i, &e);
+				if (!wide)
+					e.time_ms = unpack_time(e.time_ms, now);
+				fn(&e, arg);
+			}
+		}
+		mt_unlock(&s->lock);
+	}
+}
+
+uint64_t
+mt_ptrtab_count(void) {
+	uint64_t n = 0;
+	for (int i = 0; i < NSHARDS; i++)
+		for (int w = 0; w < 2; w++)
+			n += __atomic_load_n(&shards[i].t[w].count, __ATOMIC_RELAXED);
+	return n;
+}
+
+uint64_t
+mt_ptrtab_memory(void) {
+	return __atomic_load_n(&table_bytes, __ATOMIC_RELAXED);
+}
+
+void
+mt_ptrtab_prefork(void) {
+	mt_solo_gate();
+	for (int i = 0; i < NSHARDS; i++)
+		mt_lock(&shards[i].lock);
+}
+
+void
+mt_ptrtab_postfork_parent(void) {
+	for (int i = 0; i < NSHARDS; i++)
+		mt_unlock(&shards[i].lock);
+}
+
+void
+mt_ptrtab_postfork_child(int fresh) {
+	for (int i = 0; i < NSHARDS; i++) {
+		struct shard *s = &shards[i];
+		for (int w = 0; fresh && w < 2; w++) {
+			struct tab *t = &s->t[w];
+			if (t->mask)
+				tab_unmap(t, w);
+			t->slot = NULL;
+			t->mask = 0;
+			t->count = 0;
+		}
+		s->lock.v = 0;
+	}
+	if (fresh) {
+		table_bytes = 0;
+		if (filter_count) { /* the tables are empty: so is the filter */
+			memset(filter_count, 0, FILTER_BYTES);
+			table_bytes = FILTER_BYTES;
+		}
+	}
+}

@@ -1,0 +1,134 @@
+/*
+ * trigger.c — snapshot triggers, the writer's wake-up and the C API's
+ * request tickets (trigger.h).
+ */
+#include "platform/glue.h"
+#include "state/trigger.h"
+#include "platform/buf.h"
+#include <linux/futex.h>
+#include <string.h>
+
+static uint32_t wake_word;  /* futex: bumped by every trigger */
+static int pending;         /* MT_REASON_* bits not yet written */
+static uint32_t done_word;  /* futex: bumped after each snapshot */
+static int writer_running;
+static uint32_t req_ticket; /* requests taken (C API) */
+static uint32_t req_served; /* requests covered by a written snapshot */
+/* A request's label travels with its ticket: both change under req_lock,
+ * and the writer takes them together before it writes, so a label set
+ * while another snapshot is being written names the next one (found by
+ * test_stress under CI: a signal snapshot in flight cleared "end"). */
+static mt_lock_t req_lock;
+static char req_label[MT_LABEL_MAX];
+
+static long
+futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts) {
+	return mt_sys(SYS_futex, w, op, val, ts, 0, 0);
+}
+
+void
+mt_trigger(int reason) {
+	__atomic_or_fetch(&pending, reason, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&wake_word, 1, __ATOMIC_RELEASE);
+	futex(&wake_word, FUTEX_WAKE_PRIVATE, 1, NULL);
+}
+
+const char *
+mt_reason_name(int bits) {
+	if (bits & MT_REASON_EXIT)
+		return "exit";
+	if (bits & MT_REASON_PREOOM)
+		return "preoom";
+	/* a request is waited on and carries its label: it names the
+	 * snapshot even when a signal arrived at the same time */
+	if (bits & MT_REASON_REQUEST)
+		return "request";
+	if (bits & MT_REASON_SIGNAL)
+		return "signal";
+	if (bits & MT_REASON_EVERY)
+		return "every";
+	if (bits & MT_REASON_RISE)
+		return "rise";
+	return "interval";
+}
+
+int
+mt_request_wait(const char *label) {
+	if (!__atomic_load_n(&writer_running, __ATOMIC_ACQUIRE))
+		return 1;
+	size_t n = label ? strnlen(label, sizeof req_label - 1) : 0;
+	if (n == sizeof req_label - 1) /* cut: not inside a character */
+		n = mt_utf8_cut(label, n);
+	mt_lock(&req_lock);
+	memcpy(req_label, label ? label : "", n);
+	req_label[n] = 0;
+	uint32_t ticket = __atomic_add_fetch(&req_ticket, 1, __ATOMIC_ACQ_REL);
+	mt_unlock(&req_lock);
+	mt_trigger(MT_REASON_REQUEST);
+	uint64_t deadline = mt_now_ns() + 10000000000ull;
+	for (;;) {
+		uint32_t d = __atomic_load_n(&done_word, __ATOMIC_ACQUIRE);
+		if ((int32_t)(__atomic_load_n(&req_served, __ATOMIC_ACQUIRE) - ticket) >= 0)
+			return 0;
+		if (mt_now_ns() >= deadline)
+			return -1;
+		struct timespec ts = {0, 50000000};
+		futex(&done_word, FUTEX_WAIT_PRIVATE, d, &ts);
+	}
+}
+
+void
+mt_writer_set_running(int running) {
+	__atomic_store_n(&writer_running, running, __ATOMIC_RELEASE);
+}
+
+uint32_t
+mt_trigger_word(void) {
+	return __atomic_load_n(&wake_word, __ATOMIC_ACQUIRE);
+}
+
+int
+mt_trigger_take(void) {
+	return __atomic_exchange_n(&pending, 0, __ATOMIC_ACQ_REL);
+}
+
+uint32_t
+mt_request_take(char label[MT_LABEL_MAX]) {
+	mt_lock(&req_lock);
+	uint32_t serving = __atomic_load_n(&req_ticket, __ATOMIC_ACQUIRE);
+	memcpy(label, req_label, MT_LABEL_MAX);
+	req_label[0] = 0;
+	mt_unlock(&req_lock);
+	return serving;
+}
+
+void
+mt_request_served(uint32_t served) {
+	__atomic_store_n(&req_served, served, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&done_word, 1, __ATOMIC_RELEASE);
+	futex(&done_word, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL);
+}
+
+void
+mt_trigger_sleep(uint32_t w, const struct timespec *ts) {
+	futex(&wake_word, FUTEX_WAIT_PRIVATE, w, ts);
+}
+
+void
+mt_trigger_prefork(void) {
+	mt_lock(&req_lock);
+}
+
+void
+mt_trigger_postfork_parent(void) {
+	mt_unlock(&req_lock);
+}
+
+void
+mt_trigger_postfork_child(int follow) {
+	mt_unlock(&req_lock);
+	req_label[0] = 0;
+	if (follow)
+		pending = 0;
+	writer_running = 0; /* the child starts its own */
+}
