@@ -1,7 +1,8 @@
 /*
  * api.c — the exported C API (memtally.h): on-demand snapshots and marks.
  * Entry-point layer: the request goes to the writer thread (trigger.c), or
- * is written here when no writer runs; marks live in marks.c.
+ * is written here when no writer runs; marks live in marks.c; PyTorch's
+ * caching-allocator figures in devices.c, its OOMs go to oom.c.
  * Rules: never calls malloc; may run in any thread.
  */
 #include "platform/glue.h"
@@ -10,6 +11,8 @@
 #include "state/marks.h"
 #include "output/snapshot.h"
 #include "state/trigger.h"
+#include "state/devices.h"
+#include "output/oom.h"
 
 MT_EXPORT int
 memtally_snapshot(const char *label) {
@@ -26,4 +29,25 @@ memtally_snapshot(const char *label) {
 MT_EXPORT int
 memtally_mark(const char *name, double value) {
 	return mt_mark_set(name, value);
+}
+
+MT_EXPORT int
+memtally_torch_figures(int device, double step, unsigned long long allocated,
+		       unsigned long long reserved, unsigned long long active,
+		       unsigned long long inactive_split) {
+	if (!__atomic_load_n(&mt_active, __ATOMIC_ACQUIRE) || device < 0 || device >= MT_MAXDEV)
+		return -1;
+	const uint64_t fig[4] = {allocated, reserved, active, inactive_split};
+	mt_dev_torch(device, step, fig);
+	return 0;
+}
+
+MT_EXPORT int
+memtally_torch_oom(int device, unsigned long long size, unsigned long long limit,
+		   unsigned long long free_bytes, char *stem, unsigned long n) {
+	if (stem && n)
+		stem[0] = 0;
+	if (!__atomic_load_n(&mt_active, __ATOMIC_ACQUIRE))
+		return -1;
+	return mt_oom_torch(device, size, limit, free_bytes, stem, n);
 }
