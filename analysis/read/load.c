@@ -361,6 +361,8 @@ totals(struct ctx *c, struct jv *o, struct totals *t) {
 	t->peak_bytes = json_int(c->d, o, "peak_bytes", 0);
 }
 
+static void devtorch_read(struct ctx *c, struct snap *s, struct jv *x, int64_t d);
+
 static void
 snapshot(struct ctx *c, struct jv *o) {
 	struct mfile *f = c->f;
@@ -401,6 +403,7 @@ snapshot(struct ctx *c, struct jv *o) {
 			int64_t d = json_int(c->d, x, "device", -1);
 			if (d >= 0 && d < MAX_DEVS)
 				s->dev_live[d] = json_int(c->d, x, "live_bytes", 0);
+			devtorch_read(c, s, x, d);
 		}
 	for (int k = 0; k < NKINDS; k++) {
 		struct jv *t = json_get(c->d, o, kind_names[k]);
@@ -519,6 +522,49 @@ device_ordinal(struct ctx *c, struct jv *o) {
 	return d;
 }
 
+/* A device's `torch` object (PyTorch's caching allocator at a step). */
+static void
+devtorch_read(struct ctx *c, struct snap *s, struct jv *x, int64_t d) {
+	struct jv *t = json_get(c->d, x, "torch");
+	if (!t || t->type != J_OBJ || d < 0 || d > 255)
+		return;
+	struct devtorch v = {.device = (int)d,
+			     .allocated = json_int(c->d, t, "allocated_bytes", -1),
+			     .reserved = json_int(c->d, t, "reserved_bytes", -1),
+			     .active = json_int(c->d, t, "active_bytes", -1),
+			     .inactive_split = json_int(c->d, t, "inactive_split_bytes", -1),
+			     .step = json_num(c->d, t, "step", -1)};
+	if (v.allocated < 0 || v.reserved < 0 || v.active < 0 || v.inactive_split < 0)
+		bad(c, "devices[].torch: a byte figure missing or negative");
+	s->torch = xrealloc(s->torch, (size_t)(s->ntorch + 1) * sizeof *s->torch);
+	s->torch[s->ntorch++] = v;
+}
+
+/* An OOM dump's outcome line (appended when what became of the failure
+ * was known). */
+static void
+outcome_record(struct ctx *c, struct jv *o) {
+	struct oominfo *m = c->f->oom;
+	const char *k = json_str(c->d, o, "outcome");
+	if (!m)
+		bad(c, "an outcome record before the oom record");
+	if (!k)
+		bad(c, "outcome record without an \"outcome\"");
+	snprintf(m->outcome, sizeof m->outcome, "%s", k);
+	m->out_ms = json_int(c->d, o, "time_ms", -1);
+	m->out_frees = json_int(c->d, o, "frees", 0);
+	m->out_freed = json_int(c->d, o, "freed_bytes", 0);
+	const char *by = json_str(c->d, o, "by");
+	m->by_torch = by && !strcmp(by, "torch");
+	m->torch_size = json_int(c->d, o, "torch_size", -1);
+	m->torch_limit = json_int(c->d, o, "torch_limit_bytes", -1);
+	m->torch_free = json_int(c->d, o, "torch_free_bytes", -1);
+	const char *ts = json_str(c->d, o, "torch_snapshot");
+	if (ts && (strchr(ts, '/') || strlen(ts) >= sizeof m->torch_snapshot))
+		bad(c, "outcome: torch_snapshot must be a file name beside the dump");
+	snprintf(m->torch_snapshot, sizeof m->torch_snapshot, "%s", ts ? ts : "");
+}
+
 static void
 oom_record(struct ctx *c, struct jv *o) {
 	struct oominfo *m = xcalloc(1, sizeof *m);
@@ -634,6 +680,8 @@ record(struct ctx *c, char *p, size_t len, int last) {
 		snapshot(c, o);
 	} else if (!strcmp(type, "oom")) {
 		oom_record(c, o);
+	} else if (!strcmp(type, "outcome")) {
+		outcome_record(c, o);
 	} else if (!strcmp(type, "segment")) {
 		segment(c, o);
 	} else if (!strcmp(type, "trace")) {
@@ -914,6 +962,9 @@ jsonl_ext(const char *name) {
 
 static int
 is_snapshot_file(const char *name, int dumps) {
+	size_t n = strlen(name);
+	if (n > 12 && !strcmp(name + n - 12, ".torch.jsonl"))
+		return 0; /* PyTorch's snapshot beside a dump (read/torchsnap.c) */
 	return !strncmp(name, "memtally.", 9) && jsonl_ext(name) &&
 	       (strstr(name, ".oom") != NULL) == dumps;
 }
