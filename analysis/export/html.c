@@ -9,6 +9,7 @@
  * peak kept), the 2000 largest call sites (the rest summed), 20000
  * segments and events a dump. */
 #include "cmd/cmd.h"
+#include "export/html_join.h"
 #include "export/flame.h"
 #include "export/html_page.h"
 #include "answer/sites.h"
@@ -430,7 +431,9 @@ cmd_html(struct opts *o) {
 	sb_puts(&page, flame_js);
 	sb_puts(&page, "\n");
 	sb_puts(&page, html_js);
-	sb_puts(&page, "</script>\n</body></html>\n");
+	sb_puts(&page, "</script>\n");
+	html_join(&page, &d); /* CUDA dumps with PyTorch's snapshot beside them */
+	sb_puts(&page, "</body></html>\n");
 	write_output(o->out, page.p, page.len);
 	fprintf(stderr, "memtally: wrote %s\n", o->out);
 	sb_free(&j);

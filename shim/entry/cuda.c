@@ -499,6 +499,8 @@ cuMemMap(CUdeviceptr p, size_t n, size_t off, CUhandle h, unsigned long long fl)
 			stack = he.stack, d = he.device, kind = he.kind;
 		}
 		mt_dev_track(DEV(p), n, kind, d, 0, MT_PTR_MAPPED, stack);
+		if (mt_dev_settle(d)) /* a VMM growth mapped: usable memory */
+			mt_oom_cuda_recovered(d);
 		errno = er;
 	}
 	LEAVE()

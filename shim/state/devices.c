@@ -19,6 +19,12 @@ mt_dev_alloc(int d, int kind, uint64_t size) {
 	mt_add(&v->allocs, 1);
 	mt_add(&v->live_count, 1);
 	mt_raise_peak(&v->peak_bytes, mt_add(&v->live_bytes, (int64_t)size));
+	return kind == MT_CUDA_VMM ? 0 : mt_dev_settle(d);
+}
+
+int
+mt_dev_settle(int d) {
+	struct mt_dev *v = &mt_devs[d % MT_MAXDEV];
 	if (!__atomic_load_n(&v->oom_pending, __ATOMIC_RELAXED) ||
 	    !__atomic_exchange_n(&v->oom_pending, 0, __ATOMIC_RELAXED))
 		return 0;

@@ -31,9 +31,14 @@ extern struct mt_dev mt_devs[MT_MAXDEV];
 
 struct mt_ptr;
 /* A device allocation of size bytes of kind succeeded on device d (pinned
- * host memory is left out: it counts in the kind totals only).  Returns 1
- * when it was the first success after an OOM on d (recovered). */
+ * host memory is left out: it counts in the kind totals only).  Unless
+ * kind is MT_CUDA_VMM, the same as mt_dev_settle after it. */
 int mt_dev_alloc(int d, int kind, uint64_t size);
+/* Memory on d became usable (an allocation, or a VMM mapping: a
+ * cuMemCreate alone is not, as PyTorch's expandable segments make every
+ * handle of a growth before mapping any, and release them all when one
+ * fails).  Returns 1 when it was the first after an OOM on d (recovered). */
+int mt_dev_settle(int d);
 /* The allocation e was freed (mappings of a handle are not charged). */
 void mt_dev_free(const struct mt_ptr *e);
 /* An allocation on d failed with out-of-memory.  Returns 1 when the last

@@ -17,6 +17,9 @@ memtally_cuda.install(torch)  # the start-up hook's call (issue 32); twice is ha
 out = os.environ['MEMTALLY_OUT']
 MIB = 1 << 20
 res = {'steps': [], 'version': torch.__version__}
+fake = ctypes.CDLL('libcuda.so.1')
+fake.fakecuda_used.restype = ctypes.c_uint64
+fake.fakecuda_used.argtypes = [ctypes.c_int]
 mode = sys.argv[1]
 
 
@@ -50,6 +53,7 @@ for step in range(1, 7):
     del acts
     memtally.mark('step', step)
     memtally_cuda.on_step(step)     # what memtally.on_step calls after each optimizer step
+    memtally.snapshot('step %d' % step)
     f = torch._C._cuda_memoryStats(0)
     res['steps'].append({k: f[k]['all']['current'] for k in
                          ('allocated_bytes', 'reserved_bytes', 'active_bytes', 'inactive_split_bytes')})
@@ -61,7 +65,8 @@ if mode == 'fraction':
         huge = torch.empty(400 * MIB, device='cuda')
         res['oom'] = 'no OOM'
     except torch.cuda.OutOfMemoryError:
-        res['oom'] = {'pair_at_raise': sorted(os.path.basename(p) for p in glob.glob(out + '/*.torch.jsonl'))}
+        res['oom'] = {'pair_at_raise': sorted(os.path.basename(p) for p in glob.glob(out + '/*.torch.jsonl')),
+                      'driver_used': fake.fakecuda_used(0)}
 else:
     # recovery: the cache holds 240 MiB of free segments; 600 MiB fits
     # only once they are given back
@@ -77,7 +82,8 @@ else:
     except torch.cuda.OutOfMemoryError:
         res['oom'] = {'pair_at_raise': sorted(os.path.basename(p) for p in glob.glob(out + '/*.torch.jsonl')),
                       'dumps_at_raise': sorted(os.path.basename(p) for p in glob.glob(out + '/*.oom*.jsonl')
-                                               if not p.endswith('.torch.jsonl'))}
+                                               if not p.endswith('.torch.jsonl')),
+                      'driver_used': fake.fakecuda_used(0)}
 f = torch._C._cuda_memoryStats(0)
 res['end'] = {k: f[k]['all']['current'] for k in ('allocated_bytes', 'reserved_bytes')}
 print(json.dumps(res))

@@ -17,8 +17,9 @@ real torch is used; what it follows, and from which versions:
    would pass the allowed memory fails without a driver call;
    expandable_segments:True (2.1+): one segment per pool, address space
    from cuMemAddressReserve, grown by 2 MiB (small) or 20 MiB (large) pages
-   made with cuMemCreate and mapped with cuMemMap, the free pages at its end
-   unmapped and released by release_cached_blocks;
+   made with cuMemCreate (all of a growth first; on an OOM those made are
+   released unmapped) and then mapped with cuMemMap, the free pages at its
+   end unmapped and released by release_cached_blocks;
  - torch.cuda.memory._snapshot() (torch/csrc/cuda/memory_snapshot.cpp,
    2.1 - 2.5): {"segments": [{device, address, total_size, allocated_size,
    active_size, requested_size, stream, segment_type, segment_pool_id,
@@ -214,17 +215,18 @@ class _Allocator:
         if self._over_fraction(need):
             return None
         prop = (ctypes.c_int * 8)(1, 0, 1, self.dev, 0, 0, 0, 0)  # PINNED, DEVICE, id
+        # as ExpandableSegment::map: every page's handle first; on an OOM
+        # the ones made are released (never mapped); then all are mapped
         made = []
         for off in range(0, need, page):
             h = _U64()
             if _driver().cuMemCreate(ctypes.byref(h), ctypes.c_size_t(page), prop, 0) != 0:
-                for hh, at in made:  # undo this growth
-                    _driver().cuMemUnmap(_U64(at), ctypes.c_size_t(page))
+                for hh, at in made:
                     _driver().cuMemRelease(hh)
                 return None
-            at = s.addr + s.size + off
+            made.append((h, s.addr + s.size + off))
+        for h, at in made:
             _driver().cuMemMap(_U64(at), ctypes.c_size_t(page), 0, h, 0)
-            made.append((h, at))
         for h, at in made:
             s.handles.append((h, page))
             self.record('segment_map', at, page, frames)
