@@ -46,9 +46,9 @@ static const struct command {
 	int opts;
 	const char *args, *what;
 } commands[] = {
-	{"report", cmd_report, O_JSON | O_TOP | O_STACKS | SEL, "FILE|DIR...",
-	 "per process: timeline of RSS, heap and mmap; top rows at the last snapshot and at the "
-	 "peak; spikes"},
+	{"report", cmd_report, O_JSON | O_TOP | O_STACKS | O_SNAPSHOT | SEL, "FILE|DIR...",
+	 "per process: timeline of RSS, heap and mmap; top rows at the last snapshot (or "
+	 "--snapshot N) and at the peak; spikes"},
 	{"leaks", cmd_leaks, O_JSON | O_TOP | O_STACKS | O_WARMUP | SEL, "FILE|DIR...",
 	 "rows ranked by sustained growth on the growth window (after start-up, before teardown, "
 	 "in steps when marked)"},

@@ -16,12 +16,18 @@ LAYERS = [
     ('platform-format', ['platform/buf']),
     ('platform-config', ['platform/config']),
     # state: the tables and the small shared states
-    ('state', ['state/sites', 'state/ptrtab', 'state/events', 'state/trigger', 'state/marks', 'state/map64']),
+    ('state-solo', ['state/solo']),
+    ('state', ['state/stacks', 'state/totals', 'state/ptrtab', 'state/events', 'state/trigger',
+               'state/marks', 'state/map64']),
+    ('state-sites', ['state/sites']),
     ('state-derived', ['state/maptab', 'state/devices']),
     # capture: stack walkers, Python frames, then charging
+    ('capture-cfi-parts', ['capture/ehframe', 'capture/cfitab']),
     ('capture-cfi', ['capture/cfi']),
     ('capture', ['capture/unwind', 'capture/pylines']),
+    ('capture-pyfind', ['capture/pyfind']),
     ('capture-python', ['capture/python']),
+    ('capture-pyrecords', ['capture/pyrecords']),
     ('capture-charge', ['capture/charge']),
     # readers and writers: the output file, /proc and cgroup figures,
     # snapshot records, dumps

@@ -145,3 +145,17 @@ leak_fit(const double *x, const double *y, size_t npts, double min_growth,
 	*fit = best;
 	return 1;
 }
+
+static int
+cmp_double(const void *a, const void *b) {
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+double
+median(double *v, size_t n) {
+	if (!n)
+		return 0;
+	xqsort(v, n, sizeof *v, cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}

@@ -40,4 +40,7 @@ struct leak_fit {
 int leak_fit(const double *x, const double *y, size_t npts, double min_growth,
 	     struct leak_fit *fit);
 
+/* Robust statistics on doubles (the array is reordered). */
+double median(double *v, size_t n);
+
 #endif

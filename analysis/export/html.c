@@ -13,6 +13,7 @@
 #include "export/flame.h"
 #include "export/html_page.h"
 #include "answer/sites.h"
+#include "answer/stats.h"
 #include "read/symbolize.h"
 #include <errno.h>
 #include <stdlib.h>

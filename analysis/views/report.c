@@ -297,7 +297,14 @@ cmd_report(struct opts *o) {
 		       dropped ? "; DROPPED: tables full, figures incomplete" : "",
 		       f->truncated ? "; last line truncated" : "");
 		timeline_text(f);
-		sites_text(f, last, o, "at the last snapshot");
+		long sel = f->has_sel ? f->sel : o->snapshot;
+		if (sel >= 0) {
+			char t[48];
+			snprintf(t, sizeof t, "at snapshot %ld", sel);
+			sites_text(f, pick_snapshot(f, sel, o->kind), o, t);
+		} else if (sel != SNAP_PEAK) { /* the peak's table follows anyway */
+			sites_text(f, last, o, "at the last snapshot");
+		}
 		size_t np;
 		struct site *vp = at_peak_sites(f, last, &np);
 		const struct snap *pk = file_peak(f, o->kind);

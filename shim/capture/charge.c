@@ -18,6 +18,7 @@
 #include "state/events.h"
 #include "capture/python.h"
 #include "state/sites.h"
+#include "state/solo.h"
 #include "state/trigger.h"
 #include "capture/unwind.h"
 #include <math.h>
@@ -150,7 +151,7 @@ mt_set_active(int on) {
 	__atomic_store_n(&mt_active, on, __ATOMIC_RELEASE);
 }
 
-/* plain: the solo thread's plain updates (glue.h), for heap entries only
+/* plain: the solo thread's plain updates (solo.h), for heap entries only
  * (other kinds' totals are changed by any thread). */
 static void
 uncharge(const struct mt_ptr *e, int plain) {

@@ -114,7 +114,7 @@ mt_heap_alloc(void *p, size_t size, uintptr_t hook) {
 /* Free p, which the filter did not rule out (mt_ptrtab_maybe, asked by
  * the free hook): uncharge its site and call real_free.  Another thread
  * may be handed the address the moment the real free returns, so p's
- * entry comes out first; only the solo thread (glue.h), whom no other
+ * entry comes out first; only the solo thread (solo.h), whom no other
  * thread's allocation can race, starts loading the entry's slot and runs
  * the real free while it loads (the two cache misses of an old block's
  * free overlap).  Keeps errno.  Never allocates. */

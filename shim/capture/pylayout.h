@@ -1,8 +1,9 @@
 /*
- * pylayout.h — where CPython keeps what python.c reads, per version (x86-64
- * release builds).  Included by python.c and by test/unit/pyoffsets.c,
- * which compiles against each installed interpreter's own headers and
- * checks every number here with offsetof.
+ * pylayout.h — where CPython keeps what the capture reads, per version
+ * (x86-64 release builds).  Included through pyint.h (pyfind.c fills the
+ * layout, python.c reads by it) and by test/unit/pyoffsets.c, which
+ * compiles against each installed interpreter's own headers and checks
+ * every number here with offsetof.
  */
 #ifndef MT_PYLAYOUT_H
 #define MT_PYLAYOUT_H
@@ -43,7 +44,7 @@ struct layout {
 	long bytes_size, bytes_data, ob_type;
 	uintptr_t finalizing; /* 3.13: address of _PyRuntime._finalizing */
 	long rt_gil_mutex; /* _PyRuntime.ceval.gil.mutex, held while the exit
-			    * snapshot is written (3.10 only, python.c
+			    * snapshot is written (3.10 only, pyfind.c
 			    * mt_py_exit_hold); -1: not done */
 	const char *how;
 };

@@ -1,7 +1,8 @@
 /*
- * python.c — Python frames: which Python line allocated.
+ * python.c — Python frames: which Python line allocated (the capture; the
+ * interpreter is found by pyfind.c, the records written by pyrecords.c,
+ * what they share is pyint.h).
  *
- * Design (../shared/research/pyframes.md has the measurements):
  *  - At each tracked allocation the allocating thread walks its *own*
  *    frame chain, found through PyGILState_GetThisThreadState (per thread,
  *    valid while the GIL is released; never the "current thread state"
@@ -21,11 +22,6 @@
  *    PyCode_Type.tp_dealloc drops its serial: a new code object at the
  *    same address gets a new serial, so recycled addresses never produce
  *    old lines; records already written keep their ids (nothing re-keyed).
- *  - Layouts: 3.10 - 3.12 from the table below (offsetof against each
- *    version's headers; test_pyframes checks them against the installed
- *    headers), 3.13 from the interpreter's own _Py_DebugOffsets (cookie,
- *    version and free-threading checked).  Anything else fails closed:
- *    native stacks only, one warning.
  *  - The entry bit marks the outermost Python frame of one activation of
  *    the eval loop, so the analysis can put each run of Python frames where
  *    its _PyEval_EvalFrameDefault frame is in the native stack.
@@ -35,76 +31,36 @@
  * never across a call out; fork handlers take it.
  */
 #include "platform/glue.h"
-#include "capture/unwind.h"
-#include "platform/dl.h"
-#include "platform/buf.h"
-#include "state/chunks.h"
-#include "platform/config.h"
+#include "capture/pyint.h"
 #include "capture/python.h"
-#include <dlfcn.h>
-#include <link.h>
-#include <pthread.h>
+#include "platform/config.h"
+#include "state/map64.h"
 #include <string.h>
 
-#define MAXD 64           /* MEMTALLY_PYDEPTH's ceiling */
 #define MAXSTR 1024       /* bytes of a file name or qualified name kept */
 #define ARENA (1u << 20)  /* string and frame-list arenas */
 
 int mt_py_on;
 
-/* ---- layouts ---------------------------------------------------------- */
-
-#include "capture/pylayout.h"
-#include "capture/pylines.h"
-#include "state/map64.h"
-
-static struct layout L;
-static unsigned long py_hex;          /* PY_VERSION_HEX */
-static uintptr_t code_type, str_type, bytes_type;
-static void *(*get_tstate)(void);     /* PyGILState_GetThisThreadState */
-static int (*is_finalizing)(void);    /* _Py_IsFinalizing (3.10 - 3.12) */
-static pthread_mutex_t *gil_mutex;   /* 3.10: _PyRuntime.ceval.gil.mutex */
-static void (*real_code_dealloc)(void *);
-static int tried, gave_up;
-/* _PyEval_EvalFrameDefault's code: where a native stack enters the eval
- * loop (0, 0 when its size is not known: stacks are kept whole). */
-static uintptr_t eval_lo, eval_hi;
-
 /* ---- tables (under py_lock) ------------------------------------------ */
 
-struct pycode {
-	const char *file, *name; /* in the string arena */
-	int32_t first;           /* co_firstlineno */
-	struct mt_py_lpos pos;   /* where its line table was last read */
+struct mt_pytables mt_pyt = {
+	.code = {.elem = sizeof(struct pycode)},
+	.frame = {.elem = sizeof(struct pyframe)},
+	.stack = {.elem = sizeof(struct pystack)},
+	.ncodes = 1, .nframes = 1, .nstacks = 1, /* ids from 1 */
 };
-struct pyframe {
-	uint32_t code; /* serial */
-	int32_t line;
-	uint8_t written;
-};
-struct pystack {
-	uint64_t hash;
-	uint64_t entry;   /* bit i: frame i is its eval-loop activation's first */
-	uint32_t *frames; /* pyframe ids, innermost first, in the id arena */
-	uint8_t n, truncated, written;
-};
-
 static mt_lock_t py_lock;
 static struct mt_map64 codes;  /* code object address -> serial, live ones only */
 static struct mt_map64 lasti;  /* serial << 32 | instruction -> pyframe id */
 static struct mt_map64 lines;  /* serial << 32 | line -> pyframe id */
 static struct mt_map64 stackix; /* pystack hash -> id (collisions probed on) */
-static struct mt_chunked code_rec = {.elem = sizeof(struct pycode)};
-static struct mt_chunked frame_rec = {.elem = sizeof(struct pyframe)};
-static struct mt_chunked stack_rec = {.elem = sizeof(struct pystack)};
-static uint32_t ncodes = 1, nframes = 1, nstacks = 1; /* ids from 1 */
 static char *str_arena;
 static size_t str_used = ARENA;
 static char *id_arena;
 static size_t id_used = ARENA;
 static uint64_t py_bytes, py_retired, py_dropped;
 static uint64_t epoch;     /* bumped when a known code object dies */
-static int python_written; /* the file has its python record */
 
 static void *
 arena_take(char **arena, size_t *used, size_t bytes) {
@@ -164,14 +120,14 @@ static const char *
 str_copy(uintptr_t s) {
 	char tmp[MAXSTR + 4];
 	size_t n = 0;
-	if (s && rd(s + (uintptr_t)L.ob_type) == str_type) {
-		uint32_t state = *(const uint32_t *)(s + (uintptr_t)L.str_state);
-		int64_t len = *(const int64_t *)(s + (uintptr_t)L.str_len);
+	if (s && rd(s + (uintptr_t)mt_pyi.L.ob_type) == mt_pyi.str_type) {
+		uint32_t state = *(const uint32_t *)(s + (uintptr_t)mt_pyi.L.str_state);
+		int64_t len = *(const int64_t *)(s + (uintptr_t)mt_pyi.L.str_len);
 		int kind = (int)(state >> 2 & 7), compact = state >> 5 & 1,
 		    ascii = state >> 6 & 1;
 		if (compact && len >= 0 && (kind == 1 || kind == 2 || kind == 4)) {
 			const unsigned char *d = (const unsigned char *)s +
-				(ascii ? L.str_ascii : L.str_compact);
+				(ascii ? mt_pyi.L.str_ascii : mt_pyi.L.str_compact);
 			for (int64_t i = 0; i < len && n + 4 <= MAXSTR; i++) {
 				uint32_t c = kind == 1 ? d[i]
 					     : kind == 2 ? ((const uint16_t *)d)[i]
@@ -194,14 +150,14 @@ static int
 code_line(uintptr_t co, int32_t li, int first, struct mt_py_lpos *pos) {
 	if (li < 0)
 		return first;
-	uintptr_t tab = rd(co + (uintptr_t)L.co_lines);
-	if (!tab || rd(tab + (uintptr_t)L.ob_type) != bytes_type)
+	uintptr_t tab = rd(co + (uintptr_t)mt_pyi.L.co_lines);
+	if (!tab || rd(tab + (uintptr_t)mt_pyi.L.ob_type) != mt_pyi.bytes_type)
 		return first;
-	long len = *(const long *)(tab + (uintptr_t)L.bytes_size);
-	const uint8_t *t = (const uint8_t *)(tab + (uintptr_t)L.bytes_data);
+	long len = *(const long *)(tab + (uintptr_t)mt_pyi.L.bytes_size);
+	const uint8_t *t = (const uint8_t *)(tab + (uintptr_t)mt_pyi.L.bytes_data);
 	if (len < 0 || len > (1 << 24))
 		return first;
-	return L.lines == PY_LINES_PEP626 ? mt_py_line_pep626_at(t, len, first, (long)li * 2, pos)
+	return mt_pyi.L.lines == PY_LINES_PEP626 ? mt_py_line_pep626_at(t, len, first, (long)li * 2, pos)
 					  : mt_py_line_locations_at(t, len, first, (long)li * 2, pos);
 }
 
@@ -273,14 +229,14 @@ entry_marked(uintptr_t f, uintptr_t o_entry, int entry) {
  * loop. */
 static inline __attribute__((always_inline)) int
 walk_as(uintptr_t ts, struct walk *w, int entry, int instr, int verify) {
-	const uintptr_t o_code = (uintptr_t)L.fr_code, o_prev = (uintptr_t)L.fr_prev,
-			o_instr = (uintptr_t)L.fr_instr, o_owner = (uintptr_t)L.fr_owner,
-			o_entry = (uintptr_t)L.fr_entry, o_type = (uintptr_t)L.ob_type,
-			o_cocode = (uintptr_t)L.co_code, ctype = code_type;
-	const int skip = L.skip_non_code, max = (int)mt_cfg.pydepth;
-	uintptr_t f = rd(ts + (uintptr_t)L.ts_frame);
-	if (L.cf_current >= 0)
-		f = f ? rd(f + (uintptr_t)L.cf_current) : 0;
+	const uintptr_t o_code = (uintptr_t)mt_pyi.L.fr_code, o_prev = (uintptr_t)mt_pyi.L.fr_prev,
+			o_instr = (uintptr_t)mt_pyi.L.fr_instr, o_owner = (uintptr_t)mt_pyi.L.fr_owner,
+			o_entry = (uintptr_t)mt_pyi.L.fr_entry, o_type = (uintptr_t)mt_pyi.L.ob_type,
+			o_cocode = (uintptr_t)mt_pyi.L.co_code, ctype = mt_pyi.code_type;
+	const int skip = mt_pyi.L.skip_non_code, max = (int)mt_cfg.pydepth;
+	uintptr_t f = rd(ts + (uintptr_t)mt_pyi.L.ts_frame);
+	if (mt_pyi.L.cf_current >= 0)
+		f = f ? rd(f + (uintptr_t)mt_pyi.L.cf_current) : 0;
 	int n = 0, truncated = 0, steps = 0;
 	uint64_t ent = 0, a = 0x9e3779b97f4a7c15ull, b = 0xc2b2ae3d27d4eb4full;
 	if (verify) {
@@ -354,13 +310,13 @@ walk_as(uintptr_t ts, struct walk *w, int entry, int instr, int verify) {
 
 static int
 walk(uintptr_t ts, struct walk *w, int verify) {
-	if (L.instr == PY_INSTR_POINTER && L.entry == PY_ENTRY_FLAG) /* 3.11 */
+	if (mt_pyi.L.instr == PY_INSTR_POINTER && mt_pyi.L.entry == PY_ENTRY_FLAG) /* 3.11 */
 		return verify ? walk_as(ts, w, PY_ENTRY_FLAG, PY_INSTR_POINTER, 1)
 			      : walk_as(ts, w, PY_ENTRY_FLAG, PY_INSTR_POINTER, 0);
-	if (L.instr == PY_INSTR_POINTER && L.entry == PY_ENTRY_CSTACK) /* 3.12+ */
+	if (mt_pyi.L.instr == PY_INSTR_POINTER && mt_pyi.L.entry == PY_ENTRY_CSTACK) /* 3.12+ */
 		return verify ? walk_as(ts, w, PY_ENTRY_CSTACK, PY_INSTR_POINTER, 1)
 			      : walk_as(ts, w, PY_ENTRY_CSTACK, PY_INSTR_POINTER, 0);
-	return verify ? walk_as(ts, w, L.entry, L.instr, 1) : walk_as(ts, w, L.entry, L.instr, 0);
+	return verify ? walk_as(ts, w, mt_pyi.L.entry, mt_pyi.L.instr, 1) : walk_as(ts, w, mt_pyi.L.entry, mt_pyi.L.instr, 0);
 }
 
 /* Under py_lock.  The code object is pinned by its executing frame. */
@@ -368,35 +324,35 @@ static uint32_t
 frame_id(uintptr_t co, int32_t li) {
 	uint32_t serial = mt_map64_get(&codes, co);
 	if (!serial) {
-		if (mt_chunk_ensure(&code_rec, ncodes))
+		if (mt_chunk_ensure(&mt_pyt.code, mt_pyt.ncodes))
 			return 0;
-		struct pycode *c = mt_chunk_at(&code_rec, ncodes);
-		c->file = str_copy(rd(co + (uintptr_t)L.co_file));
-		c->name = str_copy(rd(co + (uintptr_t)L.co_name));
-		c->first = *(const int32_t *)(co + (uintptr_t)L.co_first);
+		struct pycode *c = mt_chunk_at(&mt_pyt.code, mt_pyt.ncodes);
+		c->file = str_copy(rd(co + (uintptr_t)mt_pyi.L.co_file));
+		c->name = str_copy(rd(co + (uintptr_t)mt_pyi.L.co_name));
+		c->first = *(const int32_t *)(co + (uintptr_t)mt_pyi.L.co_first);
 		c->pos = (struct mt_py_lpos){0};
-		if (mt_map64_put(&codes, co, ncodes))
+		if (mt_map64_put(&codes, co, mt_pyt.ncodes))
 			return 0;
-		serial = ncodes++;
+		serial = mt_pyt.ncodes++;
 	}
 	uint64_t k = (uint64_t)serial << 32 | (uint32_t)li;
 	uint32_t id = mt_map64_get(&lasti, k);
 	if (id)
 		return id;
-	struct pycode *c = mt_chunk_at(&code_rec, serial);
+	struct pycode *c = mt_chunk_at(&mt_pyt.code, serial);
 	int line = code_line(co, li, c->first, &c->pos);
 	uint64_t lk = (uint64_t)serial << 32 | (uint32_t)line;
 	id = mt_map64_get(&lines, lk);
 	if (!id) {
-		if (mt_chunk_ensure(&frame_rec, nframes))
+		if (mt_chunk_ensure(&mt_pyt.frame, mt_pyt.nframes))
 			return 0;
-		struct pyframe *p = mt_chunk_at(&frame_rec, nframes);
+		struct pyframe *p = mt_chunk_at(&mt_pyt.frame, mt_pyt.nframes);
 		p->code = serial;
 		p->line = line;
-		if (mt_map64_put(&lines, lk, nframes))
+		if (mt_map64_put(&lines, lk, mt_pyt.nframes))
 			return 0;
-		id = nframes;
-		mt_store(&nframes, nframes + 1);
+		id = mt_pyt.nframes;
+		mt_store(&mt_pyt.nframes, mt_pyt.nframes + 1);
 	}
 	return mt_map64_put(&lasti, k, id) ? 0 : id;
 }
@@ -416,30 +372,30 @@ stack_id(const struct walk *w) {
 		for (uint64_t i = mt_map64_mix(h) & stackix.mask; stackix.k[i]; i = (i + 1) & stackix.mask) {
 			if (stackix.k[i] != h)
 				continue;
-			struct pystack *s = mt_chunk_at(&stack_rec, stackix.v[i]);
+			struct pystack *s = mt_chunk_at(&mt_pyt.stack, stackix.v[i]);
 			if (s->n == w->n && s->entry == w->entry &&
 			    s->truncated == w->truncated &&
 			    !memcmp(s->frames, ids, (size_t)w->n * sizeof ids[0]))
 				return stackix.v[i];
 		}
 	}
-	if (nstacks >= mt_cfg.max_stacks || mt_chunk_ensure(&stack_rec, nstacks))
+	if (mt_pyt.nstacks >= mt_cfg.max_stacks || mt_chunk_ensure(&mt_pyt.stack, mt_pyt.nstacks))
 		return 0;
 	uint32_t *fr = arena_take(&id_arena, &id_used, (size_t)w->n * sizeof ids[0]);
 	if (!fr)
 		return 0;
 	memcpy(fr, ids, (size_t)w->n * sizeof ids[0]);
-	struct pystack *s = mt_chunk_at(&stack_rec, nstacks);
+	struct pystack *s = mt_chunk_at(&mt_pyt.stack, mt_pyt.nstacks);
 	s->hash = h;
 	s->entry = w->entry;
 	s->frames = fr;
 	s->n = (uint8_t)w->n;
 	s->truncated = (uint8_t)w->truncated;
 	/* several stacks may share a hash: a new slot, not a replace */
-	if (mt_map64_insert(&stackix, h, nstacks))
+	if (mt_map64_insert(&stackix, h, mt_pyt.nstacks))
 		return 0;
-	uint32_t id = nstacks;
-	mt_store(&nstacks, id + 1);
+	uint32_t id = mt_pyt.nstacks;
+	mt_store(&mt_pyt.nstacks, id + 1);
 	return id;
 }
 
@@ -447,10 +403,10 @@ uint32_t
 mt_py_capture(void) {
 	if (!mt_py_on)
 		return 0;
-	void *ts = get_tstate();
+	void *ts = mt_pyi.get_tstate();
 	if (!ts)
 		return 0;
-	if (L.finalizing ? rd(L.finalizing) != 0 : is_finalizing())
+	if (mt_pyi.L.finalizing ? rd(mt_pyi.L.finalizing) != 0 : mt_pyi.is_finalizing())
 		return 0;
 	struct walk *w = &last_walk; /* the TLS address once */
 	uint64_t ep = __atomic_load_n(&epoch, __ATOMIC_ACQUIRE);
@@ -481,46 +437,6 @@ mt_py_capture(void) {
 	return last_id = id;
 }
 
-/* Python 3.10 frees its interpreter state at the end of Py_FinalizeEx
- * while daemon threads may still wait for the GIL; one that wakes before
- * the process is gone reads the freed state and dies of SIGSEGV in
- * take_gil (fixed in 3.11).  Without a tool the process is gone within
- * microseconds; the exit snapshot takes milliseconds, and so does any
- * library destructor: a 5 ms one alone, no memtally, crashed 7 runs of
- * py_shutdown.py in 400 under load, the shim 1 in ~300.  So once the
- * interpreter is finalizing, the exit snapshot takes the GIL's mutex and
- * keeps it until the process ends: a waiting thread cannot come back from
- * its condition wait (released at the end of our destructor, a thread
- * took it at once and crashed: the window is the whole exit).  Nothing
- * may take the GIL after finalization; an exit() from C while Python
- * still runs is not finalizing, and nothing is held.  Not covered: a
- * thread that was inside malloc or free when the state was freed reads it
- * on its way back into Python (~1 run in 350 with both cores busy; in
- * a core: take_gil locking a mutex at 0x1b0).  Bounded: after
- * ~100 ms of a mutex held elsewhere (a thread inside take_gil) it gives
- * up and writes anyway. */
-void
-mt_py_exit_hold(void) {
-	/* gil_mutex is set only where is_finalizing was found (setup) */
-	if (!mt_py_on || !gil_mutex || !is_finalizing())
-		return;
-	for (int i = 0; i < 1000; i++) {
-		if (pthread_mutex_trylock(gil_mutex) == 0)
-			return; /* never unlocked: the process is ending */
-		struct timespec t = {0, 100 * 1000};
-		mt_sys(SYS_nanosleep, &t, 0, 0, 0, 0, 0);
-	}
-}
-
-int
-mt_py_cut_range(uintptr_t *lo, uintptr_t *hi) {
-	if (!eval_hi || mt_cfg.pynative)
-		return 0;
-	*lo = eval_lo;
-	*hi = eval_hi;
-	return 1;
-}
-
 /* PyCode_Type.tp_dealloc: forget the serial of a dying code object before
  * its memory can be reused.  Runs with the GIL held, on the thread that
  * dropped the last reference; never calls out while holding py_lock. */
@@ -534,259 +450,23 @@ code_dealloc(void *co) {
 		}
 		mt_unlock(&py_lock);
 	}
-	real_code_dealloc(co);
-}
-
-/* ---- finding the interpreter ------------------------------------------ */
-
-static int
-setup(void *h) {
-	void *pv = mt_dlsym(h, "Py_Version");
-	const char *(*getv)(void) = (const char *(*)(void))mt_dlsym(h, "Py_GetVersion");
-	if (!pv && !getv)
-		return 0; /* not a Python process (yet) */
-	if (pv) {
-		py_hex = *(const unsigned long *)pv;
-	} else { /* 3.10 and older: "3.10.13 (main, ..." */
-		const char *s = getv();
-		unsigned long v[3] = {0, 0, 0};
-		for (int i = 0; i < 3 && *s >= '0' && *s <= '9'; i++) {
-			while (*s >= '0' && *s <= '9')
-				v[i] = v[i] * 10 + (unsigned long)(*s++ - '0');
-			if (*s == '.')
-				s++;
-		}
-		py_hex = v[0] << 24 | v[1] << 16 | v[2] << 8;
-	}
-	int major = (int)(py_hex >> 24), minor = (int)(py_hex >> 16 & 255);
-	gave_up = 1; /* unless everything below checks out */
-	code_type = (uintptr_t)mt_dlsym(h, "PyCode_Type");
-	str_type = (uintptr_t)mt_dlsym(h, "PyUnicode_Type");
-	bytes_type = (uintptr_t)mt_dlsym(h, "PyBytes_Type");
-	uintptr_t type_type = (uintptr_t)mt_dlsym(h, "PyType_Type");
-	*(void **)&get_tstate = mt_dlsym(h, "PyGILState_GetThisThreadState");
-	if (major != 3 || minor < 10 || minor > 13) {
-		mt_warn("Python %d.%d: Python frames are read from 3.10 to 3.13 only; "
-			"native stacks only", major, minor);
-		return 1;
-	}
-	if (!code_type || !str_type || !bytes_type || !type_type || !get_tstate) {
-		mt_warn("Python %d.%d: interpreter symbols not found; native stacks only",
-			major, minor);
-		return 1;
-	}
-	if (minor <= 12) {
-		L = mt_py_tables[minor - 10];
-		L.how = "table";
-		*(void **)&is_finalizing = mt_dlsym(h, "_Py_IsFinalizing");
-		if (!is_finalizing) {
-			mt_warn("Python 3.%d: _Py_IsFinalizing not found; native stacks only", minor);
-			return 1;
-		}
-		char *rt = mt_dlsym(h, "_PyRuntime");
-		if (rt && L.rt_gil_mutex >= 0)
-			gil_mutex = (pthread_mutex_t *)(rt + L.rt_gil_mutex);
-	} else {
-		const struct dbg313 *d = mt_dlsym(h, "_PyRuntime");
-		if (!d || memcmp(d->cookie, "xdebugpy", 8) || d->version != py_hex ||
-		    d->free_threaded) {
-			mt_warn("Python 3.13: %s; native stacks only",
-				!d ? "_PyRuntime not found"
-				: d->free_threaded ? "a free-threaded build is not supported"
-						   : "its debug offsets do not check out");
-			return 1;
-		}
-		L = (struct layout){
-			.minor = 13, .entry = PY_ENTRY_CSTACK, .lines = PY_LINES_LOCATIONS,
-			.instr = PY_INSTR_POINTER, .skip_non_code = 1,
-			.cf_current = -1, .fr_entry = -1,
-			.ts_frame = (long)d->thread_state.current_frame,
-			.fr_code = (long)d->interpreter_frame.executable,
-			.fr_prev = (long)d->interpreter_frame.previous,
-			.fr_instr = (long)d->interpreter_frame.instr_ptr,
-			.fr_owner = (long)d->interpreter_frame.owner,
-			.co_file = (long)d->code_object.filename,
-			.co_name = (long)d->code_object.qualname,
-			.co_lines = (long)d->code_object.linetable,
-			.co_first = (long)d->code_object.firstlineno,
-			.co_code = (long)d->code_object.co_code_adaptive,
-			.str_state = (long)d->unicode_object.state,
-			.str_len = (long)d->unicode_object.length,
-			.str_ascii = (long)d->unicode_object.asciiobject_size,
-			/* + utf8_length and utf8 (PyCompactUnicodeObject) */
-			.str_compact = (long)d->unicode_object.asciiobject_size + 16,
-			.bytes_size = (long)d->bytes_object.ob_size,
-			.bytes_data = (long)d->bytes_object.ob_sval,
-			.ob_type = (long)d->pyobject.ob_type,
-			.finalizing = (uintptr_t)d + d->runtime_state.finalizing,
-			.rt_gil_mutex = -1,
-			.how = "debug_offsets"};
-	}
-	/* A build whose object header differs (Py_TRACE_REFS) fails here. */
-	if (rd(code_type + (uintptr_t)L.ob_type) != type_type) {
-		mt_warn("Python 3.%d: unexpected object layout (a debug build?); "
-			"native stacks only", minor);
-		return 1;
-	}
-	void **slot = (void **)(code_type + 48); /* tp_dealloc, every 3.x */
-	*(void **)&real_code_dealloc = *slot;
-	if (!real_code_dealloc)
-		return 1;
-	*slot = (void *)code_dealloc;
-	void *ev = mt_dlsym(h, "_PyEval_EvalFrameDefault");
-	Dl_info di;
-	const ElfW(Sym) *sym = NULL;
-	if (ev && dladdr1(ev, &di, (void **)&sym, RTLD_DL_SYMENT) && sym && sym->st_size) {
-		eval_lo = (uintptr_t)ev;
-		eval_hi = eval_lo + sym->st_size;
-	}
-	gave_up = 0;
-	__atomic_store_n(&mt_py_on, 1, __ATOMIC_RELEASE);
-	return 1;
-}
-
-struct find {
-	char name[512];
-	unsigned long long adds; /* loader's count of objects added, last look */
-	int scanning;            /* past the first object of this look */
-};
-
-static int
-find_libpython(struct dl_phdr_info *info, size_t size, void *arg) {
-	struct find *f = arg;
-	if (!f->scanning++ &&
-	    size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds) {
-		if (info->dlpi_adds == f->adds)
-			return 2; /* nothing loaded since the last look */
-		f->adds = info->dlpi_adds;
-	}
-	const char *base = strrchr(info->dlpi_name, '/');
-	base = base ? base + 1 : info->dlpi_name;
-	size_t n = strlen(info->dlpi_name);
-	if (!strncmp(base, "libpython3", 10) && n < sizeof f->name) {
-		memcpy(f->name, info->dlpi_name, n + 1);
-		return 1;
-	}
-	return 0;
-}
-
-int
-mt_py_waiting(void) {
-	return mt_cfg.python && !mt_py_on && !gave_up;
+	mt_pyi.real_code_dealloc(co);
 }
 
 void
 mt_py_init(void) {
-	if (!mt_cfg.python || mt_py_on || gave_up)
-		return;
-	if (!tried) { /* linked in: the executable (Debian) or a DT_NEEDED */
-		tried = 1;
-		if (setup(RTLD_DEFAULT))
-			return;
-	}
-	/* dlopen'ed later, perhaps RTLD_LOCAL: look for it by name (the
-	 * writer thread, every second, only when objects were loaded) */
-	static struct find f;
-	f.scanning = 0;
-	/* the loader's locks are taken below: not across a fork (unwind.h) */
-	mt_loader_enter();
-	if (dl_iterate_phdr(find_libpython, &f) == 1) {
-		void *h = dlopen(f.name, RTLD_LAZY | RTLD_NOLOAD);
-		if (h) {
-			setup(h);
-			dlclose(h); /* NOLOAD took a reference */
-		}
-	}
-	mt_loader_leave();
-}
-
-/* ---- records ---------------------------------------------------------- */
-
-static void
-frame_line(struct mt_buf *b, uint32_t id) {
-	struct pyframe *p = mt_chunk_at(&frame_rec, id);
-	struct pycode *c = mt_chunk_at(&code_rec, p->code);
-	mt_buf_printf(b, "{\"type\":\"pyframe\",\"id\":%u,\"file\":", id);
-	mt_buf_jstr(b, c->file);
-	mt_buf_puts(b, ",\"func\":");
-	mt_buf_jstr(b, c->name);
-	mt_buf_printf(b, ",\"line\":%d}\n", p->line);
-}
-
-static void
-python_line(struct mt_buf *b) {
-	mt_buf_printf(b, "{\"type\":\"python\",\"version\":\"%d.%d.%d\",\"hex\":\"",
-		      (int)(py_hex >> 24), (int)(py_hex >> 16 & 255), (int)(py_hex >> 8 & 255));
-	mt_buf_hex(b, py_hex);
-	mt_buf_printf(b, "\",\"offsets\":\"%s\",\"depth\":%lu}\n", L.how,
-		      (unsigned long)mt_cfg.pydepth);
-}
-
-static void
-stack_line(struct mt_buf *b, uint32_t id) {
-	struct pystack *s = mt_chunk_at(&stack_rec, id);
-	mt_buf_printf(b, "{\"type\":\"pystack\",\"id\":%u,\"frames\":[", id);
-	for (int i = 0; i < s->n; i++)
-		mt_buf_printf(b, "%s%u", i ? "," : "", s->frames[i]);
-	mt_buf_puts(b, "],\"entry\":[");
-	for (int i = 0; i < s->n; i++)
-		mt_buf_printf(b, "%s%d", i ? "," : "", (int)(s->entry >> i & 1));
-	mt_buf_printf(b, "]%s}\n", s->truncated ? ",\"truncated\":true" : "");
-}
-
-void
-mt_py_emit(struct mt_buf *b, uint32_t id) {
-	if (!mt_py_on)
-		return;
-	if (!python_written) {
-		python_line(b);
-		python_written = 1;
-	}
-	if (!id || id >= mt_load(&nstacks))
-		return;
-	struct pystack *s = mt_chunk_at(&stack_rec, id);
-	if (s->written)
-		return;
-	for (int i = 0; i < s->n; i++) {
-		struct pyframe *p = mt_chunk_at(&frame_rec, s->frames[i]);
-		if (!p->written) {
-			frame_line(b, s->frames[i]);
-			p->written = 1;
-		}
-	}
-	stack_line(b, id);
-	s->written = 1;
-}
-
-void
-mt_py_emit_all(struct mt_buf *b) {
-	if (!mt_py_on)
-		return;
-	python_line(b);
-	uint32_t nf = mt_load(&nframes), ns = mt_load(&nstacks);
-	for (uint32_t i = 1; i < nf; i++)
-		frame_line(b, i);
-	for (uint32_t i = 1; i < ns; i++)
-		stack_line(b, i);
-}
-
-void
-mt_py_forget_written(void) {
-	python_written = 0;
-	for (uint32_t i = 1; i < mt_load(&nframes); i++)
-		((struct pyframe *)mt_chunk_at(&frame_rec, i))->written = 0;
-	for (uint32_t i = 1; i < mt_load(&nstacks); i++)
-		((struct pystack *)mt_chunk_at(&stack_rec, i))->written = 0;
+	if (mt_py_find(code_dealloc))
+		__atomic_store_n(&mt_py_on, 1, __ATOMIC_RELEASE);
 }
 
 void
 mt_py_stats(uint64_t *stacks, uint64_t *frames, uint64_t *retired,
 	    uint64_t *dropped, uint64_t *bytes) {
-	*stacks = mt_load(&nstacks) - 1;
-	*frames = mt_load(&nframes) - 1;
+	*stacks = mt_load(&mt_pyt.nstacks) - 1;
+	*frames = mt_load(&mt_pyt.nframes) - 1;
 	*retired = __atomic_load_n(&py_retired, __ATOMIC_RELAXED);
 	*dropped = __atomic_load_n(&py_dropped, __ATOMIC_RELAXED);
-	*bytes = py_bytes + codes.bytes + lasti.bytes + lines.bytes + stackix.bytes + code_rec.mapped + frame_rec.mapped + stack_rec.mapped;
+	*bytes = py_bytes + codes.bytes + lasti.bytes + lines.bytes + stackix.bytes + mt_pyt.code.mapped + mt_pyt.frame.mapped + mt_pyt.stack.mapped;
 }
 
 void
@@ -797,11 +477,4 @@ mt_py_prefork(void) {
 void
 mt_py_postfork_parent(void) {
 	mt_unlock(&py_lock);
-}
-
-void
-mt_py_postfork_child(int follow) {
-	(void)follow;
-	mt_unlock(&py_lock);
-	python_written = 0;
 }

@@ -38,7 +38,7 @@ uint32_t mt_py_capture(void);
 int mt_py_cut_range(uintptr_t *lo, uintptr_t *hi);
 /* Before the exit snapshot: in a finalized Python 3.10, take the GIL's
  * mutex for good, so its daemon threads cannot wake into the interpreter
- * state Py_FinalizeEx freed (python.c). */
+ * state Py_FinalizeEx freed (pyfind.c). */
 void mt_py_exit_hold(void);
 
 struct mt_buf;

@@ -36,6 +36,7 @@
  */
 #include "platform/glue.h"
 #include "state/ptrtab.h"
+#include "state/solo.h"
 #include "state/sites.h"
 #include <stddef.h>
 #include <string.h>
@@ -451,7 +452,7 @@ tab_grow(struct tab *t, int wide) {
 /* ---- the interface ----------------------------------------------------- */
 
 /* Insert e into table `wide` of shard s, under its lock (or by the solo
- * thread: glue.h).  Inlined with wide a constant at each call (the
+ * thread: solo.h).  Inlined with wide a constant at each call (the
  * compact table's put was generic code testing `wide` at every slot: ~180
  * instructions a put, ~115 now in callgrind). */
 static inline __attribute__((always_inline)) int
@@ -487,7 +488,7 @@ put_in(struct shard *s, int wide, const struct mt_ptr *e, struct mt_ptr *replace
 }
 
 /* A shard's lock, unless the caller is the solo thread working plainly
- * (glue.h); anyone else ends solo mode first. */
+ * (solo.h); anyone else ends solo mode first. */
 static inline void
 shard_lock(struct shard *s, int plain) {
 	if (plain)

@@ -6,11 +6,12 @@
  * shard is chosen by the address's 64 MiB region and hash (mt_ptr_shard).
  * Rules: never calls malloc; may run inside malloc, in any thread, before
  * main.  Every function takes one shard lock for a probe (but the solo
- * thread's plain put and take: glue.h), never across a
+ * thread's plain put and take: solo.h), never across a
  * call out of the shim.
  */
 #ifndef MT_PTRTAB_H
 #define MT_PTRTAB_H
+#include "state/solo.h"
 #include <stdint.h>
 
 struct mt_ptr {
@@ -98,7 +99,7 @@ mt_ptrtab_maybe(uintptr_t a) {
  * dropped and does not charge the site), or EEXIST when a stale entry for
  * the same address was replaced (copied to *replaced for the caller to
  * uncharge).  plain: the caller is the solo thread in a hook that
- * mt_plain_enter allowed (glue.h), and no lock is taken; else takes a
+ * mt_plain_enter allowed (solo.h), and no lock is taken; else takes a
  * shard lock. */
 int mt_ptrtab_put(const struct mt_ptr *e, struct mt_ptr *replaced, int plain);
 /* Start loading the slot a host heap block at addr would go in (a cache

@@ -1,19 +1,24 @@
 /*
- * sites.h — stacks and call sites.  A stack of return addresses is
- * deduplicated to a stack id; each (stack id, kind) keeps live bytes and
- * count, allocations, allocated bytes, frees and peak live bytes.
+ * sites.h — call sites: each stack id (stacks.h) keeps live bytes and
+ * count, allocations, allocated bytes, frees and peak live bytes, charged
+ * by every tracked allocation and free; the process totals are totals.h.
+ *
+ *   array            index     element          charged by
+ *   sites (shared)   stack id  struct mt_site   the first thread, threads
+ *                                               without a slot: atomic adds
+ *   tsites[slot]     stack id  struct mt_site   the slot's own thread:
+ *                                               plain stores (one writer)
+ *
+ * A site's figures are the sum over the arrays (mt_site_read).
  * Rules: never calls malloc; may run inside malloc, in any thread, before
- * main.  Lookups are lock-free; inserting a new stack takes the stack lock.
+ * main.  Charging is lock-free.
  */
 #ifndef MT_SITES_H
 #define MT_SITES_H
 #include <stdint.h>
-#include "format.h"
-
-#define MT_KIND_ENUM_(e, n) MT_##e,
-enum mt_kind { MT_KINDS(MT_KIND_ENUM_) MT_NKINDS };
-#undef MT_KIND_ENUM_
-extern const char *const mt_kind_names[MT_NKINDS];
+#include "state/stacks.h"
+#include "state/solo.h"
+#include "state/totals.h"
 
 /* 64 bytes: the live count is allocs - frees (every charge moves them
  * together), so it costs no atomic of its own on the hot path and no
@@ -41,8 +46,6 @@ struct mt_site {
 /* An allocation this large raises its site's peak exactly however many
  * threads charge the site (sites.c: charge_big). */
 #define MT_SITE_BIG (256 << 10)
-/* Bumped when a kind's total live bytes reach a new high (one per kind). */
-extern uint32_t mt_peak_epoch[];
 /* A site's live bytes at its kind's peak (see atpeak_bytes). */
 static inline int64_t
 mt_site_at_peak(const struct mt_site *s, int kind) {
@@ -55,43 +58,15 @@ static inline int64_t
 mt_site_live_count(const struct mt_site *s) {
 	return (int64_t)(s->allocs - s->frees);
 }
-/* A kind's total reached a new high at live: bump its epoch.  The caller
- * charged the site first, so the site that made the peak counts in it. */
-static inline void
-mt_peak_moved(int kind) {
-	__atomic_add_fetch(&mt_peak_epoch[kind], 1, __ATOMIC_RELAXED);
-}
 
-/* A stack id names (frames, kind): each id is one call site, so a site
- * costs one set of figures, not one per kind.  Ids 0 .. MT_NKINDS-1 are
- * the unknown stack of each kind (no frames captured, or the stack table
- * was full: counted in mt_sites_dropped); files call them all stack 0. */
+/* The figures' arrays, and the stack table with them (stacks.h): 0 or
+ * ENOMEM. */
 int mt_sites_init(uint64_t max_stacks, int depth);
-/* Id for (pcs[0..n), Python stack py, kind); the kind's unknown id when
- * the table is full or there is neither a frame nor a Python stack.
- * Takes the stack lock on a miss only.  Never allocates. */
-uint32_t mt_stack_intern(const uintptr_t *pcs, int n, int kind, uint32_t py);
-/* The same for a stack of one frame, through a per-thread cache keyed by
- * the frame.  Never allocates. */
-uint32_t mt_stack_intern1(uintptr_t pc, int kind, uint32_t py);
-/* The Python stack id (python.h) a stack was captured with; 0 = none. */
-uint32_t mt_stack_py(uint32_t id);
-/* How a stack is kept: its own innermost *nown frames (returned), then
- * the outermost *keep frames of stack *up (an earlier id; 0 and 0 when
- * it holds all its frames).  up's own up shares fewer than *keep. */
-const uintptr_t *mt_stack_own(uint32_t id, int *nown, uint32_t *up, int *keep);
-uint32_t mt_stack_count(void); /* ids in use, the unknown ones included */
-int mt_stack_kind(uint32_t id);
-/* The id a file shows: 0 for the unknown ids. */
-static inline uint32_t
-mt_stack_public(uint32_t id) {
-	return id < MT_NKINDS ? 0 : id;
-}
 
 /* Charge an allocation or free of (weighted) bytes/count to site id (its
  * kind is the id's own; the argument is kept for the callers' clarity).
  * plain: plain updates, for the solo thread in a hook mt_plain_enter
- * allowed (glue.h); else atomic adds.  Never allocates.  Async-signal-safe. */
+ * allowed (solo.h); else atomic adds.  Never allocates.  Async-signal-safe. */
 void mt_site_alloc(uint32_t id, int kind, int64_t bytes, int64_t count, int plain);
 void mt_site_free(uint32_t id, int kind, int64_t bytes, int64_t count, int plain);
 /* Undo a free (a failed realloc keeps its block).  Async-signal-safe. */
@@ -110,36 +85,6 @@ int mt_site_charged(uint32_t id);
 /* charge.c: this thread counts in slot `slot` of mt_tcounts (it owns it
  * unless slot is the last); its call-site figures follow (sites.c). */
 void mt_sites_thread(uint32_t slot);
-/* Process-wide exact totals per kind. */
-struct mt_totals {
-	int64_t live_bytes;   /* exact requested bytes live (exact mode) */
-	int64_t live_count;   /* exact */
-	uint64_t allocs;      /* exact */
-	uint64_t alloc_bytes; /* exact */
-	uint64_t frees;       /* exact */
-	uint64_t free_bytes;  /* exact where the size is known */
-	int64_t peak_bytes;   /* highest live_bytes */
-};
-extern struct mt_totals mt_totals[MT_NKINDS];
-/* Heap call counts per thread slot, so the hottest counters are not one
- * cache line shared by every thread; snapshots add the slots up (threads
- * beyond MT_TSLOTS share slots, still exactly, with atomic adds). */
-struct mt_tcount {
-	uint64_t allocs, alloc_bytes, frees;
-	uint64_t live_count; /* (two's complement) sums of +1/-1 */
-	uint64_t free_bytes;
-	uint64_t pad[3];
-} __attribute__((aligned(64)));
-#define MT_TSLOTS 256
-extern struct mt_tcount mt_tcounts[MT_TSLOTS];
-/* The heap's counts, the slots summed into *t (allocs, alloc_bytes,
- * frees, live_count, free_bytes; live and peak bytes are shared). */
-void mt_heap_counts(struct mt_totals *t);
-/* Exact process totals: an allocation of bytes; a release of bytes (whole:
- * the allocation is gone, counted as a free).  Async-signal-safe. */
-void mt_totals_alloc(int kind, uint64_t bytes);
-void mt_totals_free(int kind, uint64_t bytes, int whole);
-extern uint64_t mt_sites_dropped; /* allocations charged to id 0: table full */
 
 /* fork: the child starts with empty call-site figures; stacks are kept. */
 void mt_sites_prefork(void);

@@ -1,7 +1,7 @@
 /* prog_solo — the main thread allocates and frees at shared_site without
  * pause while it starts worker threads that do the same at the same site
  * (up to 6 running at once, 40 in all), so the shim's solo mode (one
- * thread recording with plain updates, glue.h) ends while the main
+ * thread recording with plain updates, shim/state/solo.h) ends while the main
  * thread is in its hooks; then a fork child records alone again.  Prints
  * what it computed; the test compares the shim's figures. */
 #include <dlfcn.h>

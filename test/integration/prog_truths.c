@@ -3,7 +3,10 @@
  *  - leak A: thread 1 keeps 64 KiB a step at keep_a's malloc,
  *  - leak B: thread 2 keeps 192 KiB a step at keep_b's malloc,
  *  - a spike: at step SPIKE_STEP thread 3 allocates 32 MiB at make_spike's
- * malloc (touched) and frees it at once,
+ *    malloc and frees it at once; before the steps main loads and drops a
+ *    128 MiB buffer (load_data's malloc), so the process's peak comes first
+ *    and the spike is no new peak of the process: only the site's own peak
+ *    (exact whichever thread charges it) can tell,
  *  - every thread churns small blocks, so each charges its own share of the
  *    call-site figures (the spike's size must still be exact).
  * argv[1]: steps (default 200); argv[2]: ms a step (default 10). */
@@ -36,9 +39,19 @@ keep_b(int step) {
 
 __attribute__((noinline)) static void
 make_spike(void) {
-	char *p = malloc(SPIKE_BYTES); /* SPIKE */
-	memset(p, 3, SPIKE_BYTES);
-	free(p);
+	/* gone within microseconds: no snapshot can catch it live, so only
+	 * the site's own peak can tell */
+	volatile char *p = malloc(SPIKE_BYTES); /* SPIKE */
+	p[0] = 3;
+	free((void *)p);
+}
+
+__attribute__((noinline)) static void
+load_data(void) {
+	volatile char *p = malloc(128u << 20); /* LOAD */
+	for (size_t i = 0; i < (128u << 20); i += 4096)
+		p[i] = 1;
+	free((void *)p);
 }
 
 __attribute__((noinline)) static void
@@ -76,6 +89,7 @@ main(int argc, char **argv) {
 	if (steps > 4096)
 		steps = 4096;
 	int (*mark)(const char *, double) = (int (*)(const char *, double))dlsym(RTLD_DEFAULT, "memtally_mark");
+	load_data();
 	pthread_barrier_init(&bar, NULL, NT);
 	pthread_t th[NT];
 	for (long t = 1; t < NT; t++)

@@ -1,4 +1,4 @@
-"""Solo mode (glue.h): one thread records with plain updates and no shard
+"""Solo mode (shim/state/solo.h): one thread records with plain updates and no shard
 locks until another thread records.  prog_solo's main thread churns at one
 call site while it starts 40 threads that churn at the same site, so solo
 mode ends while the main thread is inside its hooks: the site's figures and

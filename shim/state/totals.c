@@ -1,0 +1,56 @@
+/*
+ * totals.c — the process's exact totals per kind and the heap's counts per
+ * thread slot (totals.h).
+ */
+#include "platform/glue.h"
+#include "state/totals.h"
+#include <string.h>
+
+struct mt_totals mt_totals[MT_NKINDS];
+struct mt_tcount mt_tcounts[MT_TSLOTS];
+uint32_t mt_peak_epoch[MT_NKINDS];
+
+void
+mt_heap_counts(struct mt_totals *t) {
+	uint64_t a = 0, b = 0, f = 0, lc = 0, fb = 0;
+	for (int i = 0; i < MT_TSLOTS; i++) {
+		a += __atomic_load_n(&mt_tcounts[i].allocs, __ATOMIC_RELAXED);
+		b += __atomic_load_n(&mt_tcounts[i].alloc_bytes, __ATOMIC_RELAXED);
+		f += __atomic_load_n(&mt_tcounts[i].frees, __ATOMIC_RELAXED);
+		lc += __atomic_load_n(&mt_tcounts[i].live_count, __ATOMIC_RELAXED);
+		fb += __atomic_load_n(&mt_tcounts[i].free_bytes, __ATOMIC_RELAXED);
+	}
+	t->allocs = a;
+	t->alloc_bytes = b;
+	t->frees = f;
+	t->live_count = (int64_t)lc;
+	t->free_bytes = fb;
+}
+
+void
+mt_totals_alloc(int kind, uint64_t bytes) {
+	struct mt_totals *t = &mt_totals[kind];
+	mt_add(&t->allocs, 1);
+	mt_add(&t->alloc_bytes, bytes);
+	mt_add(&t->live_count, 1);
+	if (mt_raise_peak(&t->peak_bytes, mt_add(&t->live_bytes, (int64_t)bytes)))
+		mt_peak_moved(kind);
+}
+
+void
+mt_totals_free(int kind, uint64_t bytes, int whole) {
+	struct mt_totals *t = &mt_totals[kind];
+	mt_add(&t->live_bytes, -(int64_t)bytes);
+	mt_add(&t->free_bytes, bytes);
+	if (whole) {
+		mt_add(&t->frees, 1);
+		mt_add(&t->live_count, -1);
+	}
+}
+
+void
+mt_totals_reset(void) {
+	memset(mt_totals, 0, sizeof mt_totals);
+	memset(mt_peak_epoch, 0, sizeof mt_peak_epoch);
+	memset(mt_tcounts, 0, sizeof mt_tcounts);
+}

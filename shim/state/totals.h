@@ -1,0 +1,54 @@
+/*
+ * totals.h — the process's exact totals per kind, the heap's counts per
+ * thread slot, and the epoch that says a kind's total reached a new high.
+ * Rules: never calls malloc; may run inside malloc, in any thread.  Every
+ * update is an atomic add.  Async-signal-safe.
+ */
+#ifndef MT_TOTALS_H
+#define MT_TOTALS_H
+#include "state/stacks.h"
+#include <stdint.h>
+
+/* Process-wide exact totals per kind. */
+struct mt_totals {
+	int64_t live_bytes;   /* exact requested bytes live (exact mode) */
+	int64_t live_count;   /* exact */
+	uint64_t allocs;      /* exact */
+	uint64_t alloc_bytes; /* exact */
+	uint64_t frees;       /* exact */
+	uint64_t free_bytes;  /* exact where the size is known */
+	int64_t peak_bytes;   /* highest live_bytes */
+};
+extern struct mt_totals mt_totals[MT_NKINDS];
+/* Heap call counts per thread slot, so the hottest counters are not one
+ * cache line shared by every thread; snapshots add the slots up (threads
+ * beyond MT_TSLOTS share slots, still exactly, with atomic adds). */
+struct mt_tcount {
+	uint64_t allocs, alloc_bytes, frees;
+	uint64_t live_count; /* (two's complement) sums of +1/-1 */
+	uint64_t free_bytes;
+	uint64_t pad[3];
+} __attribute__((aligned(64)));
+#define MT_TSLOTS 256
+extern struct mt_tcount mt_tcounts[MT_TSLOTS];
+/* The heap's counts, the slots summed into *t (allocs, alloc_bytes,
+ * frees, live_count, free_bytes; live and peak bytes are shared). */
+void mt_heap_counts(struct mt_totals *t);
+/* Exact process totals: an allocation of bytes; a release of bytes (whole:
+ * the allocation is gone, counted as a free).  Async-signal-safe. */
+void mt_totals_alloc(int kind, uint64_t bytes);
+void mt_totals_free(int kind, uint64_t bytes, int whole);
+
+/* Bumped when a kind's total live bytes reach a new high (one per kind).
+ * Hidden: every charge reads it (sites.c), PC-relative. */
+extern MT_HIDDEN uint32_t mt_peak_epoch[];
+/* A kind's total reached a new high at live: bump its epoch.  The caller
+ * charged the site first, so the site that made the peak counts in it. */
+static inline void
+mt_peak_moved(int kind) {
+	__atomic_add_fetch(&mt_peak_epoch[kind], 1, __ATOMIC_RELAXED);
+}
+/* A fork child's totals, counts and epochs start from zero. */
+void mt_totals_reset(void);
+
+#endif
