@@ -176,6 +176,21 @@ if res:
     mt.check('reconciles to the byte' in text and '<td>NCCL</td>' in text and 'torch_double_train.py:' in text,
              'html: the joined table')
 
+    # a bad snapshot beside the dump: refused with its file and line
+    bad = os.path.join(OUT, 'bad')
+    os.makedirs(bad, exist_ok=True)
+    import shutil
+    shutil.copy(dump3, bad)
+    tl = open(dump3[:-6] + '.torch.jsonl').read().split('\n')
+    k = next(i for i, l in enumerate(tl) if '"type":"tblock"' in l)
+    import re
+    tl[k] = re.sub(r'"size":\d+', '"size":99999999999', tl[k], count=1)
+    with open(os.path.join(bad, os.path.basename(dump3)[:-6] + '.torch.jsonl'), 'w') as fh:
+        fh.write('\n'.join(tl))
+    r = subprocess.run([MT, 'oom', bad], capture_output=True, text=True)
+    mt.check(r.returncode == 1 and ('.torch.jsonl:%d: tblock' % (k + 1)) in r.stderr,
+             'a block outside its segment: exit 1 naming the file and line (%s)' % r.stderr.strip()[-160:])
+
 # --- torch 2.0's form: blocks without addresses, frames in history ---
 res, out, err = run('v20', version='2.0.1')
 if res:
