@@ -117,6 +117,25 @@ if res:
     got = [snaps.get(i + 1) for i in range(len(res['steps']))]
     want = [dict(w, step=i + 1) for i, w in enumerate(res['steps'])]
     mt.eq(got, want, 'v23: each step\'s devices[0].torch = torch\'s own counters at that step')
+    # report, leaks and ranks tell tensors from cache and fragmentation
+    first, last = want[0], want[-1]
+    views = {}
+    for cmd in ('report', 'leaks', 'ranks'):
+        r = subprocess.run([MT, cmd, '--json', out], capture_output=True, text=True)
+        d = json.loads(r.stdout) if r.returncode == 0 else {}
+        p = (d.get('processes') or d.get('ranks') or [{}])[0]
+        views[cmd] = p.get('torch')
+    tf = views['report'][0] if views['report'] else {}
+    mt.eq((tf.get('first', {}).get('allocated_bytes'), tf.get('last', {}).get('allocated_bytes'),
+           tf.get('last', {}).get('reserved_bytes'), tf.get('last', {}).get('inactive_split_bytes')),
+          (first['allocated_bytes'], last['allocated_bytes'], last['reserved_bytes'], last['inactive_split_bytes']),
+          'report: torch\'s figures from the first step to the last')
+    mt.check(views['leaks'] and views['ranks'] and views['leaks'][0]['last'] == views['ranks'][0]['last']
+             and views['leaks'][0]['first']['step'] > 1,
+             'leaks and ranks: the figures over the growth window (steps %s-%s)'
+             % tuple(views['leaks'][0][k]['step'] for k in ('first', 'last')) if views['leaks'] else 'leaks: torch figures')
+    r = subprocess.run([MT, 'report', out], capture_output=True, text=True)
+    mt.check('PyTorch caching allocator, cuda:0 steps 1-6: tensors' in r.stdout, 'report: the line in words')
     oc = outcomes(out)
     mt.eq([(k, v['outcome'] if v else None) for k, v in sorted(oc.items())],
           [('oom1', 'recovered'), ('oom2', 'failed_again'), ('oom3', 'raised')],
