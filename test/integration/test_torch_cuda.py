@@ -245,4 +245,18 @@ if res:
           'async: one warning (%s)' % err.strip()[-200:])
     mt.check(not glob.glob(os.path.join(out, '*.torch.jsonl')) and glob.glob(os.path.join(out, '*.oom1.jsonl')),
              'async: the driver\'s dumps, no torch snapshot')
+# --- Debian's real torch 1.13 (CPU): installed, silent, CUDA never touched ---
+r = subprocess.run(['/usr/bin/python3', '-c', '''if 1:
+    import torch, memtally_cuda
+    ok = memtally_cuda.install(torch) and memtally_cuda.install(torch)
+    for s in range(3):
+        memtally_cuda.on_step(s)
+    print(ok, torch.cuda.is_initialized(), torch.__version__)'''],
+                   env=dict(os.environ, LD_PRELOAD=os.path.join(B, 'libmemtally.so'),
+                            MEMTALLY_OUT=os.path.join(OUT, 't113'),
+                            PYTHONPATH=os.path.join(ROOT, 'scripts', 'python')),
+                   capture_output=True, text=True, timeout=120)
+mt.check(r.returncode == 0 and r.stdout.split()[:2] == ['True', 'False'] and 'memtally:' not in r.stderr,
+         'torch %s: install twice, three steps: no warning, CUDA not initialised (%s %s)'
+         % (r.stdout.split()[-1:] , r.stdout.strip(), r.stderr.strip()[-200:]))
 mt.done()
