@@ -114,6 +114,7 @@ if res:
     for s in f.snapshots:
         if s.get('label', '').startswith('step '):
             snaps[int(s['label'].split()[1])] = s['devices'][0].get('torch')
+    mt.eq(res['cuda_after_install'], False, 'v23: install() leaves CUDA uninitialised (history waits for torch)')
     got = [snaps.get(i + 1) for i in range(len(res['steps']))]
     want = [dict(w, step=i + 1) for i, w in enumerate(res['steps'])]
     mt.eq(got, want, 'v23: each step\'s devices[0].torch = torch\'s own counters at that step')

@@ -14,9 +14,10 @@ import torch
 import memtally, memtally_cuda
 
 memtally_cuda.install(torch)  # the start-up hook's call (issue 32); twice is harmless
+cuda_after_install = torch.cuda.is_initialized()  # must stay False: memtally never initialises CUDA
 out = os.environ['MEMTALLY_OUT']
 MIB = 1 << 20
-res = {'steps': [], 'version': torch.__version__}
+res = {'steps': [], 'version': torch.__version__, 'cuda_after_install': cuda_after_install}
 fake = ctypes.CDLL('libcuda.so.1')
 fake.fakecuda_used.restype = ctypes.c_uint64
 fake.fakecuda_used.argtypes = [ctypes.c_int]
