@@ -21,7 +21,7 @@ env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(B, 'test', 'fakecuda'),
 # hits an OOM and holds more than 1000 allocations (batching)
 subprocess.run([MT, 'run', '--out', run_dir, '--interval', '0.02', '--', os.path.join(B, 'test', 'prog_trainer'),
                 'leak'], env=env, capture_output=True, check=True)
-r = subprocess.run([MT, 'run', '--out', run_dir, '--', os.path.join(B, 'test', 'cuda_prog'), 'rt', 'oom',
+r = subprocess.run([MT, 'run', '--out', run_dir, '--append', '--', os.path.join(B, 'test', 'cuda_prog'), 'rt', 'oom',
                     run_dir], env=dict(env, CUDA_PROG_SMALL='2500'), capture_output=True, text=True)
 mt.eq(r.returncode, 0, 'the CUDA program ran')
 dump = [os.path.join(run_dir, p) for p in os.listdir(run_dir) if '.oom1.' in p][0]
