@@ -131,9 +131,13 @@ def _setup():
             if _version(torch) >= (2, 1):
                 # Python stacks only, a traceback per allocation (not per free)
                 hist('all', context='alloc', stacks='python', max_entries=_history_n)
-            else:
-                hist(True, record_context=True, trace_alloc_max_entries=_history_n,
-                     trace_alloc_record_context=True, record_context_cpp=False)
+            else:  # 2.0: the boolean form
+                try:
+                    hist(True, record_context=True, trace_alloc_max_entries=_history_n,
+                         trace_alloc_record_context=True, record_context_cpp=False)
+                except TypeError:  # a 2.0 build without record_context_cpp
+                    hist(True, record_context=True, trace_alloc_max_entries=_history_n,
+                         trace_alloc_record_context=True)
         except Exception as e:
             _warn('history', 'PyTorch memory history not switched on (%s)' % e)
     attach = getattr(torch._C, '_cuda_attach_out_of_memory_observer', None)
