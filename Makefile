@@ -65,17 +65,25 @@ $(B)/memtally: $(AN_OBJ)
 deps:
 	bash scripts/setup-deps.sh
 
+# The Python start-up hook and helper (doc/python.md): `memtally run` finds
+# them beside itself (bundle: python/), in ../share/memtally/python
+# (installed) or ../scripts/python (this tree).
+PY_FILES := $(sort $(wildcard scripts/python/*.py))
+
 # bundle: the shim and the command with every shared library they load from
 # outside glibc in $(B)/bundle/lib, found through an RPATH of $ORIGIN/lib
 # (DT_RPATH, not RUNPATH: it also serves the libraries' own dependencies),
 # so the folder alone runs on a machine without libunwind or libdw (the GPU
-# machine: test/gpu/check.sh takes this folder).
+# machine: test/gpu/check.sh takes this folder); python/ holds the Python
+# hook (bundle/memtally run puts it on PYTHONPATH; bare LD_PRELOAD runs set
+# PYTHONPATH=bundle/python).
 BUNDLE_RPATH := -Wl,--disable-new-dtags -Wl,-rpath,'$$ORIGIN/lib'
 bundle: all
 	rm -rf $(B)/bundle && mkdir -p $(B)/bundle/lib
 	$(CC) -shared -o $(B)/bundle/libmemtally.so $(SHIM_OBJ) $(SHIM_LIBS) -Wl,-z,now -Wl,--no-undefined $(BUNDLE_RPATH)
 	$(CC) -o $(B)/bundle/memtally $(AN_OBJ) $(AN_LIBS) $(BUNDLE_RPATH)
 	bash scripts/bundle-libs.sh $(B)/bundle
+	mkdir -p $(B)/bundle/python && cp $(PY_FILES) $(B)/bundle/python/
 
 test: deps
 	$(MAKE) all
@@ -110,6 +118,12 @@ install: all
 	install -m 755 $(B)/libmemtally.so $(DESTDIR)$(PREFIX)/lib/libmemtally.so
 	install -m 755 $(B)/memtally $(DESTDIR)$(PREFIX)/bin/memtally
 	install -m 644 shim/memtally.h $(DESTDIR)$(PREFIX)/include/memtally.h
+	install -d $(DESTDIR)$(PREFIX)/share/memtally/python
+	install -m 644 $(PY_FILES) $(DESTDIR)$(PREFIX)/share/memtally/python/
+	# byte-compiled for this machine's python3: the hook runs at every
+	# Python start, and users cannot write __pycache__ there (doc/python.md)
+	-command -v python3 >/dev/null && python3 -m compileall -q \
+		-d $(PREFIX)/share/memtally/python $(DESTDIR)$(PREFIX)/share/memtally/python
 
 clean:
 	rm -rf $(B)

@@ -2,7 +2,8 @@
  * preloaded and MEMTALLY_* set from the options, wait for it, say where
  * the files are, and exit with CMD's status.  Works with launchers
  * (torchrun, mpirun, srun) as CMD: they pass the environment to their
- * ranks, and each rank's file is named by its rank. */
+ * ranks, and each rank's file is named by its rank.  Python processes
+ * get memtally's start-up hook through PYTHONPATH (set_python_path). */
 #include "cmd/cmd.h"
 #include "base/util.h"
 #include <dirent.h>
@@ -13,6 +14,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,32 +34,43 @@ static const char run_usage[] =
 	"                   (without it, such a directory is refused)\n"
 	"  --set NAME=VAL   any other MEMTALLY_NAME=VAL\n";
 
+/* The directory this binary is in (malloc'd), or NULL. */
+static char *
+self_dir(void) {
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n <= 0)
+		return NULL;
+	self[n] = 0;
+	char *slash = strrchr(self, '/');
+	if (!slash)
+		return NULL;
+	*slash = 0;
+	return xstrdup(self);
+}
+
 /* The shim: $MEMTALLY_LIB, else beside this binary, else ../lib. */
 static char *
 find_shim(void) {
 	const char *e = getenv("MEMTALLY_LIB");
 	if (e && *e)
 		return xstrdup(e);
-	char self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-	if (n > 0) {
-		self[n] = 0;
-		char *slash = strrchr(self, '/');
-		if (slash) {
-			*slash = 0;
-			const char *cand[] = {"%s/libmemtally.so", "%s/../lib/libmemtally.so",
-					      "%s/../lib/memtally/libmemtally.so"};
-			for (int i = 0; i < 3; i++) {
-				struct sb s = {0};
-				sb_printf(&s, cand[i], self);
-				char real[PATH_MAX];
-				if (realpath(s.p, real)) {
-					sb_free(&s);
-					return xstrdup(real);
-				}
+	char *self = self_dir();
+	if (self) {
+		const char *cand[] = {"%s/libmemtally.so", "%s/../lib/libmemtally.so",
+				      "%s/../lib/memtally/libmemtally.so"};
+		for (int i = 0; i < 3; i++) {
+			struct sb s = {0};
+			sb_printf(&s, cand[i], self);
+			char real[PATH_MAX];
+			if (realpath(s.p, real)) {
 				sb_free(&s);
+				free(self);
+				return xstrdup(real);
 			}
+			sb_free(&s);
 		}
+		free(self);
 	}
 	die(EXIT_USAGE, "cannot find libmemtally.so (set MEMTALLY_LIB)");
 }
@@ -100,6 +113,78 @@ is_static(const char *cmd) {
 	}
 	close(fd);
 	return st;
+}
+
+/* The Python start-up hook's directory (scripts/python: sitecustomize.py,
+ * memtally_torch.py, memtally.py; doc/python.md), found from this binary:
+ * the bundle's python/ beside it, an installed tree's
+ * ../share/memtally/python, the build tree's ../scripts/python (build/) or
+ * ../../scripts/python (build/asan/).  NULL when none holds the hook. */
+static char *
+find_python_hook(void) {
+	char *self = self_dir();
+	if (!self)
+		return NULL;
+	const char *cand[] = {"%s/python", "%s/../share/memtally/python", "%s/../scripts/python",
+			      "%s/../../scripts/python"};
+	char *found = NULL;
+	for (size_t i = 0; i < sizeof cand / sizeof *cand && !found; i++) {
+		struct sb s = {0};
+		sb_printf(&s, cand[i], self);
+		sb_puts(&s, "/sitecustomize.py");
+		char real[PATH_MAX];
+		if (realpath(s.p, real) && access(real, R_OK) == 0) {
+			*strrchr(real, '/') = 0;
+			found = xstrdup(real);
+		}
+		sb_free(&s);
+	}
+	free(self);
+	return found;
+}
+
+/* MEMTALLY_TORCH=0 (false, no, off) turns the Python hook off. */
+static int
+python_hook_off(void) {
+	const char *v = getenv("MEMTALLY_TORCH");
+	if (!v)
+		return 0;
+	const char *off[] = {"0", "false", "no", "off"};
+	for (size_t i = 0; i < sizeof off / sizeof *off; i++)
+		if (!strcasecmp(v, off[i]))
+			return 1;
+	return 0;
+}
+
+/* Put the hook's directory first on PYTHONPATH, keeping the user's entries
+ * (once: a nested `memtally run` finds it there already).  Every Python
+ * process the command starts inherits it, and so do their children. */
+static void
+set_python_path(void) {
+	if (python_hook_off())
+		return;
+	char *dir = find_python_hook();
+	if (!dir)
+		return; /* the Python files are not installed: no steps from torch */
+	const char *old = getenv("PYTHONPATH");
+	for (const char *p = old; p && *p;) {
+		const char *c = strchr(p, ':');
+		size_t n = c ? (size_t)(c - p) : strlen(p);
+		if (n == strlen(dir) && !strncmp(p, dir, n)) {
+			free(dir);
+			return;
+		}
+		p = c ? c + 1 : NULL;
+	}
+	struct sb s = {0};
+	sb_puts(&s, dir);
+	if (old && *old) {
+		sb_putc(&s, ':');
+		sb_puts(&s, old);
+	}
+	setenv("PYTHONPATH", s.p, 1);
+	sb_free(&s);
+	free(dir);
 }
 
 static pid_t child;
@@ -216,6 +301,7 @@ cmd_run(int argc, char **argv) {
 		sb_puts(&pre, old);
 	}
 	setenv("LD_PRELOAD", pre.p, 1);
+	set_python_path();
 	if (is_static(argv[i]))
 		fprintf(stderr, "memtally: note: %s is statically linked: the shim cannot be "
 				"preloaded into it, so nothing will be recorded for it\n", argv[i]);

@@ -17,6 +17,9 @@ int memtally_snapshot(const char *label);
 /* Record the current value of a progress counter (e.g. "step", 1200).
  * Every later snapshot carries the latest value of each mark (up to 8
  * names of up to 31 bytes), so `memtally leaks` can give growth per step.
+ * With MEMTALLY_STEPS=N, a "step" mark that reaches a multiple of N asks
+ * for a snapshot (reason "step"), written by memtally's own thread while
+ * the caller goes on.
  * Lock-free and allocation-free: safe to call every iteration.  Returns 0,
  * or -1 when the name table is full or the name is empty. */
 int memtally_mark(const char *name, double value);

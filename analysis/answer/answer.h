@@ -24,8 +24,9 @@
  *   what spiked          answer_spikes()     call sites whose own high-water
  *                                            mark is at least twice, and 4 MiB
  *                                            over, their bytes at the process
- *                                            peak and at the growth window's
- *                                            end, with the time and step
+ *                                            peak and late in the run (the
+ *                                            median over the growth window's
+ *                                            second half), with time and step
  */
 #ifndef MTA_ANSWER_H
 #define MTA_ANSWER_H

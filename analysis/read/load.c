@@ -1022,30 +1022,31 @@ load_paths(struct run *r, char **paths, int npaths, int dumps, int optional) {
 	size_t n = 0, cap = 0, scap = 0;
 	for (int i = 0; i < npaths; i++) {
 		struct stat st;
-		char *pcopy = xstrdup(paths[i]);
-		long sel = path_selector(pcopy);
-		paths[i] = pcopy; /* the command's own copy, cut at '@' */
-		if (stat(paths[i], &st))
-			die(EXIT_BAD_INPUT, "%s: %s", paths[i], strerror(errno));
+		char *path = xstrdup(paths[i]); /* cut at FILE@N's '@' */
+		long sel = path_selector(path);
+		if (stat(path, &st))
+			die(EXIT_BAD_INPUT, "%s: %s", path, strerror(errno));
 		if (!S_ISDIR(st.st_mode)) {
-			if (optional && !strstr(paths[i], ".oom"))
+			if (optional && !strstr(path, ".oom")) {
+				free(path);
 				continue; /* a snapshot file named among dumps */
+			}
 			list = xgrow(list, n + 1, &cap, sizeof *list);
 			sels = xgrow(sels, n + 1, &scap, sizeof *sels);
 			sels[n] = sel;
-			list[n++] = xstrdup(paths[i]);
+			list[n++] = path;
 			continue;
 		}
-		DIR *d = opendir(paths[i]);
+		DIR *d = opendir(path);
 		if (!d)
-			die(EXIT_BAD_INPUT, "%s: %s", paths[i], strerror(errno));
+			die(EXIT_BAD_INPUT, "%s: %s", path, strerror(errno));
 		size_t before = n;
 		struct dirent *e;
 		while ((e = readdir(d))) {
 			if (!is_snapshot_file(e->d_name, dumps))
 				continue;
 			struct sb s = {0};
-			sb_printf(&s, "%s/%s", paths[i], e->d_name);
+			sb_printf(&s, "%s/%s", path, e->d_name);
 			struct stat fst;
 			if (!stat(s.p, &fst) && fst.st_size == 0) {
 				/* a process that exec'd or died before its
@@ -1064,8 +1065,9 @@ load_paths(struct run *r, char **paths, int npaths, int dumps, int optional) {
 		if (n == before && !optional)
 			die(EXIT_BAD_INPUT, dumps ? "%s: no OOM dumps (memtally.*.oom*.jsonl) in this directory"
 						  : "%s: no memtally.*.jsonl[.zst] files in this directory",
-			    paths[i]);
+			    path);
 		xqsort(list + before, n - before, sizeof *list, cmp_str);
+		free(path);
 	}
 	r->files = xcalloc(n, sizeof *r->files);
 	r->nfiles = n;

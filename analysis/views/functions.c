@@ -9,7 +9,9 @@
  * Python frame, so the native cause of a Python row is here without
  * --native.  A call site named by a frame without a symbol counts, as its
  * self, under that frame's module ("[python3.11]"); unnamed frames are
- * not summed inclusively (the interpreter's own would top every list). */
+ * not summed inclusively (the interpreter's own would top every list).
+ * Each function says the lines its bytes came through, most first
+ * ("<module> (train.py:35,29)"). */
 #include "cmd/cmd.h"
 #include "answer/sites.h"
 #include "read/symbolize.h"
@@ -17,12 +19,49 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define FN_LINES 4
 struct fn {
 	char *name;      /* the function as shown */
 	char *where;     /* its file (Python, or with debug info) or module */
 	int64_t incl, self, incl_count, self_count;
 	uint32_t last_site; /* the last site counted in incl, + 1 */
+	/* the lines its inclusive bytes came through, most first (a module's
+	 * <module> reaches every line of a script: which ones held it) */
+	int line[FN_LINES];
+	int64_t line_bytes[FN_LINES];
+	int more_lines;
 };
+
+/* Count bytes under the function's line ln (0: none known). */
+static void
+fn_line(struct fn *fn, int ln, int64_t bytes) {
+	if (ln <= 0)
+		return;
+	for (int i = 0; i < FN_LINES; i++) {
+		if (fn->line[i] == ln || !fn->line[i]) {
+			fn->line[i] = ln;
+			fn->line_bytes[i] += bytes;
+			for (; i > 0 && fn->line_bytes[i] > fn->line_bytes[i - 1]; i--) {
+				int l = fn->line[i];
+				int64_t b = fn->line_bytes[i];
+				fn->line[i] = fn->line[i - 1], fn->line_bytes[i] = fn->line_bytes[i - 1];
+				fn->line[i - 1] = l, fn->line_bytes[i - 1] = b;
+			}
+			return;
+		}
+	}
+	fn->more_lines = 1;
+}
+
+/* "file:12,40" (the lines, most first) or the file alone. */
+static void
+fn_where(const struct fn *fn, char *buf, size_t n) {
+	int k = snprintf(buf, n, "%s", fn->where);
+	for (int i = 0; i < FN_LINES && fn->line[i] && k < (int)n; i++)
+		k += snprintf(buf + k, n - (size_t)k, "%c%d", i ? ',' : ':', fn->line[i]);
+	if (fn->more_lines && k < (int)n)
+		snprintf(buf + k, n - (size_t)k, ",...");
+}
 
 struct fntab {
 	struct fn *v;
@@ -116,6 +155,7 @@ one_file(struct mfile *f, struct opts *o, struct sb *j, int first) {
 				fn->last_site = (uint32_t)(i + 1);
 				fn->incl += bytes;
 				fn->incl_count += count;
+				fn_line(fn, fr[k].line, bytes);
 			}
 		}
 	}
@@ -135,8 +175,12 @@ one_file(struct mfile *f, struct opts *o, struct sb *j, int first) {
 			sb_json_str(j, t.v[i].name);
 			sb_puts(j, ",\"where\":");
 			sb_json_str(j, t.v[i].where);
-			sb_printf(j, ",\"inclusive_bytes\":%lld,\"self_bytes\":%lld}",
+			sb_printf(j, ",\"inclusive_bytes\":%lld,\"self_bytes\":%lld,\"lines\":[",
 				  (long long)t.v[i].incl, (long long)t.v[i].self);
+			for (int k = 0; k < FN_LINES && t.v[i].line[k]; k++)
+				sb_printf(j, "%s{\"line\":%d,\"bytes\":%lld}", k ? "," : "", t.v[i].line[k],
+					  (long long)t.v[i].line_bytes[k]);
+			sb_puts(j, "]}");
 		}
 		sb_puts(j, "]}");
 	} else {
@@ -149,8 +193,9 @@ one_file(struct mfile *f, struct opts *o, struct sb *j, int first) {
 			       (long long)s->seq, s->reason, human(total, a));
 		printf("  %11s %6s %11s  %s\n", "inclusive", "", "self", "function");
 		for (size_t i = 0; i < t.n && (int)i < o->top; i++) {
-			char line[1100];
-			snprintf(line, sizeof line, "%s (%s)", t.v[i].name, t.v[i].where);
+			char line[1100], wh[600];
+			fn_where(&t.v[i], wh, sizeof wh);
+			snprintf(line, sizeof line, "%s (%s)", t.v[i].name, wh);
 			if (!t.v[i].where[0])
 				snprintf(line, sizeof line, "%s", t.v[i].name);
 			site_fit(line, 34);

@@ -9,10 +9,15 @@ it is not, so a trainer can keep these lines in every run.
         if step % 1000 == 0:
             memtally.snapshot("step %d" % step)
 
+Under `memtally run` this module is on the path already, and each
+optimizer step of a PyTorch program is marked "step" without these lines
+(memtally_torch.py, doc/python.md); a program's own "step" mark through
+mark() wins over the automatic one.
+
 Pure ctypes; nothing is imported beyond the standard library."""
 import ctypes
 
-__all__ = ['mark', 'snapshot', 'active']
+__all__ = ['mark', 'snapshot', 'active', 'on_step']
 
 try:
     _lib = ctypes.CDLL(None)
@@ -36,7 +41,32 @@ def mark(name, value):
     returns True when recorded.  Up to 8 names of up to 31 bytes."""
     if _mark is None:
         return False
-    return _mark(str(name).encode(), float(value)) == 0
+    ok = _mark(str(name).encode(), float(value)) == 0
+    if ok and name == 'step':
+        steps = _steps()
+        if steps is not None:
+            steps.user_step(value)  # the automatic marks stop; callbacks run
+    return ok
+
+
+def on_step(fn):
+    """Call fn(step) right after each step is marked: each optimizer step
+    the start-up hook marks, and each mark("step", n) made here.  fn's
+    exceptions are caught and reported once.  Returns False when the hook
+    (memtally_torch.py, beside this file) cannot be imported."""
+    steps = _steps()
+    if steps is None:
+        return False
+    steps.on_step(fn)
+    return True
+
+
+def _steps():
+    try:
+        import memtally_torch
+    except ImportError:
+        return None
+    return memtally_torch
 
 
 def snapshot(label=''):

@@ -1,8 +1,9 @@
 /*
  * api.c — the exported C API (memtally.h): on-demand snapshots and marks.
  * Entry-point layer: the request goes to the writer thread (trigger.c), or
- * is written here when no writer runs; marks live in marks.c; PyTorch's
- * caching-allocator figures in devices.c, its OOMs go to oom.c.
+ * is written here when no writer runs; marks live in marks.c, and a
+ * "step" mark asks for a snapshot every MEMTALLY_STEPS steps; PyTorch's
+ * caching-allocator figures live in devices.c, its OOMs go to oom.c.
  * Rules: never calls malloc; may run in any thread.
  */
 #include "platform/glue.h"
@@ -13,6 +14,8 @@
 #include "state/trigger.h"
 #include "state/devices.h"
 #include "output/oom.h"
+#include "platform/config.h"
+#include <string.h>
 
 MT_EXPORT int
 memtally_snapshot(const char *label) {
@@ -26,9 +29,27 @@ memtally_snapshot(const char *label) {
 	return r;
 }
 
+/* MEMTALLY_STEPS=N: a "step" mark that reaches a multiple of N (from
+ * below: floor(value / N) grew) asks the writer for a snapshot, as the
+ * snapshot signal does: an atomic or and a futex wake, no wait.  Requests
+ * made while one is being written are answered by the next snapshot. */
+static int
+step_due(const char *name, double old, double value) {
+	if (!mt_cfg.steps || !name || strcmp(name, "step"))
+		return 0;
+	double n = (double)mt_cfg.steps;
+	if (old != old) /* a new mark: counted from 0 */
+		old = 0;
+	return __builtin_floor(value / n) > __builtin_floor(old / n);
+}
+
 MT_EXPORT int
 memtally_mark(const char *name, double value) {
-	return mt_mark_set(name, value);
+	double old;
+	int r = mt_mark_set(name, value, &old);
+	if (!r && step_due(name, old, value) && __atomic_load_n(&mt_active, __ATOMIC_ACQUIRE))
+		mt_trigger(MT_REASON_STEP);
+	return r;
 }
 
 MT_EXPORT int

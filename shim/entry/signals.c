@@ -1,5 +1,5 @@
 /*
- * signal.c — the snapshot signal (MEMTALLY_SIGNAL, default SIGUSR1) and
+ * signals.c — the snapshot signal (MEMTALLY_SIGNAL, default SIGUSR1) and
  * the program's own handler for it.  Our handler stays installed in the
  * kernel; sigaction() and signal() are interposed for that one signal so
  * the program installs, queries and removes *its* handler as if we were

@@ -14,7 +14,6 @@
 #include "output/procstat.h"
 #include "platform/buf.h"
 #include "platform/config.h"
-#include "output/snapshot.h"
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <malloc.h>

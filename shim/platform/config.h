@@ -15,6 +15,7 @@
 	X(out, OUT, PATH, "./memtally-out", "output directory (created)")      \
 	X(every, EVERY, U64, "0", "snapshot every N tracked allocations (0 = off)") \
 	X(interval, INTERVAL, SECS, "0", "snapshot every T seconds (0 = off; fractions allowed)") \
+	X(steps, STEPS, U64, "100", "snapshot each time the \"step\" mark reaches a multiple of N (memtally_mark; under `memtally run` PyTorch's optimizer steps are marked without code), from memtally's thread while the program goes on (0 = off)") \
 	X(rise, RISE, FRAC, "0.25", "snapshot when live host (heap + mmap) or device bytes rise this fraction, and 4 MiB, above the lowest since the last snapshot; checked every 100 ms (0 = off)") \
 	X(signal, SIGNAL, SIG, "USR1", "signal that requests a snapshot (USR1, USR2, a number, or none)") \
 	X(sample, SAMPLE, SIZE, "0", "mean bytes between heap samples (0 = exact); K/M/G suffixes") \
@@ -50,6 +51,7 @@ struct mt_config {
 	char out[1024];      /* absolute output directory */
 	uint64_t every;      /* tracked allocations between snapshots */
 	double interval;     /* seconds between snapshots, 0 = off */
+	uint64_t steps;      /* "step" marks between snapshots, 0 = off */
 	double rise;         /* fraction above the last snapshot's live bytes */
 	int signal;          /* signal number, 0 = none */
 	uint64_t sample;     /* mean bytes between samples, 0 = exact */

@@ -15,8 +15,17 @@ static struct {
 	uint64_t value; /* a double's bits, stored atomically */
 } marks[MT_MARKS];
 
+/* The value a slot had, from its bits (exchanged atomically). */
+static void
+was(uint64_t bits, double *old) {
+	if (old)
+		memcpy(old, &bits, sizeof *old);
+}
+
 int
-mt_mark_set(const char *name, double value) {
+mt_mark_set(const char *name, double value, double *old) {
+	if (old)
+		*old = __builtin_nan("");
 	size_t n = name ? strnlen(name, 31) : 0;
 	if (n == 31) /* cut: not inside a character */
 		n = mt_utf8_cut(name, n);
@@ -31,7 +40,7 @@ mt_mark_set(const char *name, double value) {
 	for (int i = 0; i < MT_MARKS; i++) {
 		int st = __atomic_load_n(&marks[i].state, __ATOMIC_ACQUIRE);
 		if (st == 2 && !strncmp(marks[i].name, name, n) && !marks[i].name[n]) {
-			__atomic_store_n(&marks[i].value, bits, __ATOMIC_RELEASE);
+			was(__atomic_exchange_n(&marks[i].value, bits, __ATOMIC_ACQ_REL), old);
 			return 0;
 		}
 		if (st == 0) {
@@ -50,7 +59,7 @@ mt_mark_set(const char *name, double value) {
 		while (st == 1) /* another thread is naming this slot */
 			st = __atomic_load_n(&marks[i].state, __ATOMIC_ACQUIRE);
 		if (st == 2 && !strncmp(marks[i].name, name, n) && !marks[i].name[n]) {
-			__atomic_store_n(&marks[i].value, bits, __ATOMIC_RELEASE);
+			was(__atomic_exchange_n(&marks[i].value, bits, __ATOMIC_ACQ_REL), old);
 			return 0;
 		}
 	}

@@ -7,8 +7,9 @@
 #ifndef MT_MARKS_H
 #define MT_MARKS_H
 
-/* Set name (<= 31 bytes) to value; 0, or -1 when the 8 slots are taken. */
-int mt_mark_set(const char *name, double value);
+/* Set name (<= 31 bytes) to value; 0, or -1 when the 8 slots are taken.
+ * *old gets the value it replaced (NaN for a new name); NULL: not wanted. */
+int mt_mark_set(const char *name, double value, double *old);
 /* `"marks":{...},` for the snapshot, if any mark is set. */
 struct mt_buf;
 void mt_marks_json(struct mt_buf *b);

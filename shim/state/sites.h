@@ -10,6 +10,31 @@
  *                                               plain stores (one writer)
  *
  * A site's figures are the sum over the arrays (mt_site_read).
+ *
+ * THE STATE LAYER (state/): one table a file, each calling only the
+ * platform and the tables above it in this list; written by the capture
+ * and entry layers, read by the output layer and the lifecycle.
+ *
+ *   file       key -> what it holds                  locking
+ *   solo.h     (one flag) may the one recording      membarrier handshake
+ *              thread update plainly
+ *   chunks.h   id -> element, arrays mapped a        lock-free reads
+ *              chunk of 1024 ids at a time
+ *   map64.c    u64 -> u32, for a caller's own table  the caller's lock
+ *   stacks.h   (frames, kind, Python stack) -> id    lock-free; a new id
+ *                                                    under the stack lock
+ *   totals.h   kind -> exact process totals;         atomic adds
+ *              thread slot -> heap counts
+ *   sites.h    stack id -> call-site figures         atomic adds, or plain
+ *                                                    (solo, or own copy)
+ *   ptrtab.h   live block address -> site, size      a shard lock (or solo)
+ *   maptab.h   mapped range -> site                  map_lock
+ *   events.h   ring of recent events for dumps       lock-free
+ *   trigger.h  pending snapshot reasons, requests    futex words; a short
+ *                                                    request lock
+ *   marks.h    C API step marks                      lock-free
+ *   devices.h  CUDA device -> figures                atomic counters
+ *
  * Rules: never calls malloc; may run inside malloc, in any thread, before
  * main.  Charging is lock-free.
  */

@@ -45,6 +45,8 @@ mt_reason_name(int bits) {
 		return "request";
 	if (bits & MT_REASON_SIGNAL)
 		return "signal";
+	if (bits & MT_REASON_STEP)
+		return "step";
 	if (bits & MT_REASON_EVERY)
 		return "every";
 	if (bits & MT_REASON_RISE)

@@ -15,7 +15,7 @@
 enum { MT_REASON_EXIT = 1, MT_REASON_SIGNAL = 2, MT_REASON_REQUEST = 4,
        MT_REASON_EVERY = 8, MT_REASON_INTERVAL = 16, MT_REASON_PREOOM = 32,
        MT_REASON_RENDER = 64 /* not a snapshot: render OOM dumps */,
-       MT_REASON_RISE = 128 };
+       MT_REASON_RISE = 128, MT_REASON_STEP = 256 };
 enum { MT_LABEL_MAX = 128 };
 
 /* Ask the writer thread for a snapshot.  Async-signal-safe. */

@@ -1,0 +1,156 @@
+"""The Python start-up hook (scripts/python/sitecustomize.py, doc/python.md)
+without torch: `memtally run` puts its directory first on PYTHONPATH
+(keeping the user's entries, once), and then
+ - a program that never imports torch runs as it did: the same output and
+   exit code, the same modules loaded, and nothing in sys.meta_path but
+   the hook's finder;
+ - the sitecustomize the hook shadows runs, once: Debian's, or the user's
+   from PYTHONPATH, whose exception site.py would print is printed the same
+   way; the hook twice on the path, or sitecustomize reloaded, runs nothing
+   twice;
+ - python -I and -E ignore PYTHONPATH and -S skips site: no hook (Debian's
+   sitecustomize, or none); -s changes nothing;
+ - MEMTALLY_TORCH=0: `memtally run` leaves PYTHONPATH alone, and with the
+   directory on PYTHONPATH by hand the hook only runs the shadowed one;
+ - an installed tree (make install) finds its own copy."""
+import json, os, shutil, subprocess, sys
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
+import mt
+
+B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
+MT = os.environ.get('MT_MEMTALLY') or os.path.join(B, 'memtally')
+ROOT = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..'))
+HOOK = os.path.join(ROOT, 'scripts', 'python')
+PY = '/usr/bin/python3'
+env0 = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'MEMTALLY_TORCH')}
+
+# What a process shows of the hook: its sitecustomize, whether memtally's
+# finder is in sys.meta_path, its state, and the modules it has loaded.
+PROBE = r'''
+import json, sys
+site = sys.modules.get('sitecustomize')
+print(json.dumps({
+    'site': getattr(site, '__file__', None),
+    'finders': [type(f).__name__ for f in sys.meta_path if 'Memtally' in type(f).__name__],
+    'state': getattr(site, '_memtally_state', None),
+    'modules': sorted(sys.modules),
+    'path': sys.path[1:4],
+}))
+'''
+
+
+def run(args, env=None, under=True, out='run'):
+    e = dict(env0 if env is None else env)
+    cmd = ([MT, 'run', '--out', os.path.join(OUT, out), '--'] if under else []) + args
+    return subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=120)
+
+
+def probe(flags=(), env=None, under=True):
+    r = run([PY] + list(flags) + ['-c', PROBE], env, under)
+    try:
+        return json.loads(r.stdout.splitlines()[-1])
+    except (ValueError, IndexError):
+        print(r.stdout, r.stderr)
+        return {}
+
+
+def run_lines(stderr):
+    """stderr without the line `memtally run` ends with."""
+    return [l for l in stderr.splitlines() if not l.startswith('memtally: ') or 'new file' not in l]
+
+
+if mt.case('plain'):
+    prog = ('import sys, json\nprint("out", sum(range(10)))\nsys.stderr.write("err\\n")\n'
+            'print(json.dumps(sorted(sys.modules)))\nsys.exit(3)\n')
+    a = run([PY, '-c', prog], under=False)
+    b = run([PY, '-c', prog])
+    mt.eq((b.returncode, b.stdout.splitlines()[0], run_lines(b.stderr)),
+          (a.returncode, a.stdout.splitlines()[0], run_lines(a.stderr)),
+          'python -c without torch: the same exit code (3), output and errors')
+    ma, mb = set(json.loads(a.stdout.splitlines()[1])), set(json.loads(b.stdout.splitlines()[1]))
+    mt.eq(sorted(mb ^ ma), [], 'the same modules loaded (the hook imports nothing)')
+    p = probe()
+    mt.eq(p.get('site'), os.path.join(HOOK, 'sitecustomize.py'), 'the hook is the sitecustomize')
+    mt.eq(p.get('finders'), ['_MemtallyTorchFinder'], 'one finder waits for torch')
+    mt.eq((p.get('state') or {}).get('chained'), '/usr/lib/python3.11/sitecustomize.py',
+          "Debian's sitecustomize, which it shadows, ran")
+    mt.check('memtally_torch' not in p.get('modules', []), 'memtally_torch is not loaded before torch')
+    mt.eq(p.get('path', [None])[0], HOOK, 'its directory is first on sys.path after the script\'s')
+
+if mt.case('flags'):
+    for flags, want in ((['-I'], '/usr/lib/python3.11/sitecustomize.py'),
+                        (['-E'], '/usr/lib/python3.11/sitecustomize.py'), (['-S'], None)):
+        p = probe(flags)
+        mt.eq((p.get('site'), p.get('finders'), p.get('state')), (want, [], None),
+              'python %s: no hook (%s)' % (' '.join(flags), 'site skipped' if want is None
+                                           else 'PYTHONPATH ignored; Debian\'s sitecustomize runs'))
+    p = probe(['-s'])
+    mt.eq(p.get('finders'), ['_MemtallyTorchFinder'], 'python -s: the hook runs')
+
+user = os.path.join(OUT, 'user')
+os.makedirs(user, exist_ok=True)
+with open(os.path.join(user, 'sitecustomize.py'), 'w') as f:
+    f.write('import os, sys\nsys.stderr.write("user sitecustomize ran\\n")\n'
+            'fails = os.environ.get("USER_SITE_FAILS")\n'
+            'if fails == "zero":\n    1 / 0\n'
+            'if fails == "missing":\n    import no_such_module_here\n'
+            'if fails == "self":\n    raise ImportError("as if absent", name="sitecustomize")\n')
+
+if mt.case('user'):
+    env = dict(env0, PYTHONPATH=user)
+    r = run([PY, '-c', PROBE], env)
+    p = json.loads(r.stdout)
+    mt.eq(r.stderr.count('user sitecustomize ran'), 1, 'the user\'s sitecustomize on PYTHONPATH ran, once')
+    mt.eq((p['state'] or {}).get('chained'), os.path.join(user, 'sitecustomize.py'), 'chained: the user\'s')
+    mt.eq(p['path'][:2], [HOOK, user], 'PYTHONPATH: the hook first, the user\'s entries kept')
+    mt.eq(p['finders'], ['_MemtallyTorchFinder'], 'and the hook is in place')
+    for fails in ('zero', 'missing', 'self'):
+        env['USER_SITE_FAILS'] = fails
+        a = run([PY, '-c', 'print("main ran")'], env, under=False)
+        b = run([PY, '-c', 'print("main ran")'], env)
+        mt.eq((b.returncode, b.stdout, run_lines(b.stderr)), (a.returncode, a.stdout, run_lines(a.stderr)),
+              'a failing user sitecustomize (%s): reported as site.py reports it (%r), the program runs'
+              % (fails, run_lines(a.stderr)[-1:]))
+    del env['USER_SITE_FAILS']
+    # twice: the hook's directory twice, and a copy of it further on
+    copy = os.path.join(OUT, 'copy')
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(HOOK, copy, ignore=shutil.ignore_patterns('__pycache__'))
+    env = dict(env0, PYTHONPATH=':'.join([HOOK, copy, HOOK, user]))
+    r = run([PY, '-c', PROBE + 'import importlib, sitecustomize; importlib.reload(sitecustomize)\n'
+             'print(sum("Memtally" in type(f).__name__ for f in sys.meta_path))'], env)
+    lines = r.stdout.splitlines()
+    mt.eq((r.stderr.count('user sitecustomize ran'), json.loads(lines[0])['finders'], lines[-1]),
+          (1, ['_MemtallyTorchFinder'], '1'),
+          'the hook twice on the path, a copy, and a reload: the user\'s ran once, one finder')
+
+if mt.case('off'):
+    p = probe(env=dict(env0, MEMTALLY_TORCH='0'))
+    mt.eq((p.get('site'), p.get('finders')), ('/usr/lib/python3.11/sitecustomize.py', []),
+          'MEMTALLY_TORCH=0: memtally run leaves PYTHONPATH alone')
+    p = probe(env=dict(env0, MEMTALLY_TORCH='off', PYTHONPATH=HOOK + ':' + user), under=False)
+    mt.eq((p.get('finders'), (p.get('state') or {}).get('chained'), (p.get('state') or {}).get('enabled')),
+          ([], os.path.join(user, 'sitecustomize.py'), False),
+          'MEMTALLY_TORCH=off, the hook on PYTHONPATH by hand: only the user\'s sitecustomize runs')
+    p = probe(env=dict(env0, PYTHONPATH=HOOK), under=False)
+    mt.eq(p.get('finders'), ['_MemtallyTorchFinder'], 'PYTHONPATH by hand (bare LD_PRELOAD users): on')
+
+if mt.case('nested'):
+    env = dict(env0, PYTHONPATH=user)
+    r = run([MT, 'run', '--out', os.path.join(OUT, 'inner'), '--', PY, '-c',
+             'import os; print(os.environ["PYTHONPATH"])'], env)
+    mt.eq(r.stdout.strip(), HOOK + ':' + user, 'memtally run inside memtally run: the hook once on PYTHONPATH')
+
+if mt.case('installed'):
+    prefix = os.path.join(OUT, 'prefix')
+    r = subprocess.run(['make', '-s', '-C', ROOT, 'install', 'PREFIX=' + prefix], capture_output=True, text=True)
+    mt.eq(r.returncode, 0, 'make install (%s)' % r.stderr[-200:])
+    inst = os.path.join(prefix, 'share', 'memtally', 'python')
+    mt.eq(sorted(f for f in os.listdir(inst) if f.endswith('.py')),
+          sorted(f for f in os.listdir(HOOK) if f.endswith('.py')), 'the Python files are installed')
+    r = subprocess.run([os.path.join(prefix, 'bin', 'memtally'), 'run', '--out', os.path.join(OUT, 'inst'),
+                        '--', PY, '-c', PROBE], env=env0, capture_output=True, text=True)
+    p = json.loads(r.stdout)
+    mt.eq((p['site'], p['finders']), (os.path.join(inst, 'sitecustomize.py'), ['_MemtallyTorchFinder']),
+          'the installed memtally run finds the installed hook')
+mt.done()
