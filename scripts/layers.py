@@ -38,7 +38,7 @@ SHIM = [
 ]
 
 ANALYSIS = [
-    [('base', ['util'])],
+    [('base', ['mem', 'sb', ('text', 'files', 'keyix')])],
     [('model', ['model'])],
     [('read', ['json', ('load', 'symbolize', 'torchsnap')])],
     # the answers the commands print (stats, the growth window, call sites,
