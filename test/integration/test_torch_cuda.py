@@ -17,6 +17,9 @@ memtally's analysis, under the shim with scripts/python on PYTHONPATH.
    retry that made handles but mapped none is no recovery);
  - PyTorch's memory fraction: a dump written at the observer (torch_limit);
  - backend:cudaMallocAsync: one warning, the driver's dumps only;
+ - an unmodified trainer (no memtally code, steps from torch.optim) under
+   `memtally run`: the start-up hook installs memtally_cuda, and the same
+   figures, outcomes, pair and join follow;
  - `memtally torch` on the pair: PyTorch 1.13's own _memory_viz reads it,
    the driver's allocations outside torch are segments of their own and
    the segments add up to the driver's live bytes; html has the table."""
@@ -210,6 +213,29 @@ if res:
     r = subprocess.run([MT, 'oom', bad], capture_output=True, text=True)
     mt.check(r.returncode == 1 and ('.torch.jsonl:%d: tblock' % (k + 1)) in r.stderr,
              'a block outside its segment: exit 1 naming the file and line (%s)' % r.stderr.strip()[-160:])
+
+# --- an unmodified trainer under `memtally run`: the start-up hook installs
+# memtally_cuda when torch is imported, its steps are the optimizer's ---
+out = os.path.join(OUT, 'unmodified')
+env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(B, 'test', 'fakecuda'), FAKE_CUDA_MEM=str(1 << 30),
+           PYTHONPATH=os.path.join(HERE, 'py', 'double'), TRAINER_UNMODIFIED='1', MEMTALLY_COMPRESS='0')
+r = subprocess.run([MT, 'run', '--out', out, '--', '/usr/bin/python3', os.path.join(HERE, 'py', 'torch_double_train.py'),
+                    'oom'], env=env, capture_output=True, text=True, timeout=120)
+mt.eq(r.returncode, 0, 'unmodified: memtally run exit code (%s)' % r.stderr[-300:])
+try:
+    res = json.loads(r.stdout)
+except ValueError:
+    res = {}
+if res:
+    fin = mt.files(out)[0].final()
+    mt.eq((fin.get('marks', {}).get('step'), fin['devices'][0].get('torch')),
+          (6, dict(res['steps'][-1], step=6)),
+          'unmodified: 6 optimizer steps marked, the last step\'s figures in the exit snapshot')
+    oc = outcomes(out)
+    mt.eq((sorted((k, v['outcome'] if v else None) for k, v in oc.items()), res['oom']['pair_at_raise']),
+          ([('oom1', 'recovered'), ('oom2', 'failed_again'), ('oom3', 'raised')], [oc['oom3']['torch_snapshot']]),
+          'unmodified: the outcomes, and the pair on disk before the raise, with no memtally code in the trainer')
+    joined('unmodified', out, res)
 
 # --- torch 2.0's form: blocks without addresses, frames in history ---
 res, out, err = run('v20', version='2.0.1')

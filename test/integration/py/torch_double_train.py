@@ -8,13 +8,19 @@ ctypes from Python, then (argv[1]):
   fraction  set_per_process_memory_fraction: torch refuses without a
             driver failure.
 Prints a JSON object: what torch's counters said at each step, and at the
-OOM whether the pair of files was on disk when the error reached Python."""
+OOM whether the pair of files was on disk when the error reached Python.
+With TRAINER_UNMODIFIED=1 it names nothing of memtally's: its steps are an
+optimizer's (torch.optim.SGD), and `memtally run`'s start-up hook does the
+rest."""
 import ctypes, glob, json, os, sys
 import torch
-import memtally, memtally_cuda
 
-memtally_cuda.install(torch)  # the start-up hook's call (issue 32); twice is harmless
+plain = os.environ.get('TRAINER_UNMODIFIED') == '1'
+if not plain:
+    import memtally, memtally_cuda
+    memtally_cuda.install(torch)  # the start-up hook's call (issue 32); twice is harmless
 cuda_after_install = torch.cuda.is_initialized()  # must stay False: memtally never initialises CUDA
+opt = torch.optim.SGD([])
 out = os.environ['MEMTALLY_OUT']
 MIB = 1 << 20
 res = {'steps': [], 'version': torch.__version__, 'cuda_after_install': cuda_after_install}
@@ -52,9 +58,12 @@ for step in range(1, 7):
     acts = forward(step)
     keep = acts[::4]                # some of each step's activations stay
     del acts
-    memtally.mark('step', step)
-    memtally_cuda.on_step(step)     # what memtally.on_step calls after each optimizer step
-    memtally.snapshot('step %d' % step)
+    if plain:
+        opt.step()                  # the hook marks the step, then memtally_cuda.on_step
+    else:
+        memtally.mark('step', step)
+        memtally_cuda.on_step(step)     # what memtally.on_step calls after each optimizer step
+        memtally.snapshot('step %d' % step)
     f = torch._C._cuda_memoryStats(0)
     res['steps'].append({k: f[k]['all']['current'] for k in
                          ('allocated_bytes', 'reserved_bytes', 'active_bytes', 'inactive_split_bytes')})

@@ -35,6 +35,9 @@ real torch is used; what it follows, and from which versions:
    record_context, trace_alloc_max_entries, trace_alloc_record_context,
    device, record_context_cpp); Python frames innermost first, the trace a
    ring of max_entries; it initialises CUDA (lazyInitCUDA), as torch's does;
+ - torch.optim.optimizer.register_optimizer_step_post_hook(hook) (2.0+:
+   hook(optimizer, args, kwargs) after each Optimizer.step), with an
+   Optimizer whose step does nothing else (SGD);
  - torch._C._cuda_attach_out_of_memory_observer(fn) (2.0+),
    torch._C._cuda_memoryStats(device) (the nested dict: "allocated_bytes",
    "reserved_bytes", "active_bytes", "inactive_split_bytes", ... each
@@ -49,7 +52,7 @@ Device memory comes from the driver named by FAKE_CUDA_LIB (default
 libcuda.so.1: under the tests, test/fakecuda's), through ctypes: dlopen and
 dlsym, one of the routes real programs take.  Tensors are torch.empty(n,
 device='cuda[:d]') (n bytes); dropping the last reference frees."""
-import ctypes, os, sys, time
+import ctypes, os, sys, time, types
 
 __version__ = os.environ.get('TORCH_DOUBLE_VERSION', '2.3.0')
 _V = tuple(int(x) for x in __version__.split('.')[:2])
@@ -512,3 +515,34 @@ class _CModule:
 
 
 _C = _CModule()
+
+
+# ---- torch.optim: the global step post-hook (torch >= 2.0) ----
+_step_hooks = []
+
+
+def register_optimizer_step_post_hook(hook):
+    _step_hooks.append(hook)
+    return hook
+
+
+class Optimizer:
+    def __init__(self, params=(), defaults=None):
+        self.param_groups = [{'params': list(params)}]
+
+    def step(self, closure=None):
+        for h in list(_step_hooks):
+            h(self, (), {})
+
+
+class SGD(Optimizer):
+    pass
+
+
+optim = types.ModuleType('torch.optim')
+optim.Optimizer, optim.SGD = Optimizer, SGD
+optim.optimizer = types.ModuleType('torch.optim.optimizer')
+optim.optimizer.Optimizer = Optimizer
+optim.optimizer.register_optimizer_step_post_hook = register_optimizer_step_post_hook
+sys.modules['torch.optim'] = optim
+sys.modules['torch.optim.optimizer'] = optim.optimizer
