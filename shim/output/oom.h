@@ -3,10 +3,15 @@
  * allocation fails with ENOMEM the failing thread writes
  * <name>.oom<N>.jsonl before the error reaches the program; the writer
  * thread writes a "preoom" dump when cgroup usage crosses MEMTALLY_PREOOM.
+ * A CUDA dump's outcome (recovered, failed_again, raised) is appended to
+ * it when known.
  * Rules: never calls malloc; a dump allocates nothing at all (its buffers
  * are reserved at start) and takes only the dump lock (try-lock: a second
  * thread failing at the same moment does not wait) and, briefly, each table
- * lock while listing segments.
+ * lock while listing segments and the pending-outcome lock; an outcome
+ * takes only that lock (blocking: held for one open, write and close of a
+ * dump file, never around a call out of the shim; taken inside the dump
+ * lock, never the other way round).
  */
 #ifndef MT_OOM_H
 #define MT_OOM_H
