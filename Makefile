@@ -143,7 +143,7 @@ UNIT += $(patsubst test/unit/%.c,$(B)/test/unit_%,$(wildcard test/unit/antest_*.
 AN_LIB_SRC := $(filter-out analysis/main.c,$(AN_SRC))
 TEST_CFLAGS := -O0 -g -fno-omit-frame-pointer -fno-inline -pthread -D_GNU_SOURCE -Wno-alloc-size-larger-than
 .PHONY: tests
-FAKECUDA := $(B)/test/fakecuda/libcuda.so.1 $(B)/test/cuda_prog $(B)/test/cuda_direct
+FAKECUDA := $(B)/test/fakecuda/libcuda.so.1 $(B)/test/cuda_prog $(B)/test/cuda_direct $(B)/test/fakecuda/libnccl.so.2
 tests: all $(TEST_PROGS) $(TEST_LIBS) $(UNIT) $(FAKECUDA) $(B)/cfi-check/libmemtally.so $(B)/test/lib_cfibad.so
 # A library with corrupt unwind information (test_cfi reads it).
 $(B)/test/lib_cfibad.so: test/unit/lib_cfibad.c test/unit/corrupt_eh_frame.py | $(B)/test
@@ -165,6 +165,10 @@ $(B)/test/fakecuda/libcuda.so.1: test/fakecuda/fakecuda.c
 	mkdir -p $(@D)
 	$(CC) -O1 -g -fPIC -shared -Wl,-Bsymbolic -Wl,-soname,libcuda.so.1 -pthread -o $@ $<
 	ln -sf libcuda.so.1 $(@D)/libcuda.so
+# A library that takes device memory itself, named as NCCL's (test_torch_cuda).
+$(B)/test/fakecuda/libnccl.so.2: test/fakecuda/fakenccl.c
+	mkdir -p $(@D)
+	$(CC) -O1 -g -fPIC -shared -o $@ $< -ldl
 $(B)/test/cuda_prog: test/fakecuda/cuda_prog.c | $(B)/test
 	$(CC) $(TEST_CFLAGS) -o $@ $< -ldl
 $(B)/test/cuda_direct: test/fakecuda/cuda_prog.c $(B)/test/fakecuda/libcuda.so.1 | $(B)/test

@@ -40,17 +40,18 @@ SHIM = [
 ANALYSIS = [
     [('base', ['mem', 'sb', ('text', 'files', 'keyix')])],
     [('model', ['model'])],
-    [('read', [('json', 'source', 'idmap', 'symbolize'), 'fields', 'snaprec', 'records', 'lines', 'load',
+    [('read', [('json', 'source', 'idmap', 'symbolize'), ('fields', 'torchsnap'), 'snaprec', 'records', 'lines', 'load',
                ('files', 'cat', 'follow')])],
     # the answers the commands print (stats, the growth window, call sites,
     # growth and leaks, the moment a view reads), and the command context
     # every command receives: neither calls the other
-    [('answer', [('stats', 'sites'), 'window', ('growth', 'moment', 'ranks')]),
+    [('answer', [('stats', 'sites', 'torchfig'), 'window', ('growth', 'moment', 'ranks', 'join')]),
      ('cmd', ['cmd'])],
     # the commands: views print, exports write files; a view never calls
     # another view or an export, nor an export a view
     [('views', APART, ['diff', 'functions', 'leaks', 'oom', 'ranks', 'report', 'top']),
-     ('export', [('proto/profile.pb-c', 'html_page', 'pickle'), 'flame', ('torch', 'pprof', 'html')])],
+     ('export', [('proto/profile.pb-c', 'html_page', 'pickle', 'html_join'), 'flame',
+                 ('torch', 'pprof', 'html')])],
     # the command line and its runner
     [('', ['run', 'main'])],
 ]

@@ -71,6 +71,7 @@ mt_utf8_len(const unsigned char *p, size_t avail) {
 #define MT_R_OOM "oom"
 #define MT_R_SEGMENT "segment"
 #define MT_R_TRACE "trace"
+#define MT_R_OUTCOME "outcome"
 
 /* every record */
 #define MT_F_TYPE "type"
@@ -159,6 +160,20 @@ mt_utf8_len(const unsigned char *p, size_t avail) {
 #define MT_F_AT_PEAK_BYTES "at_peak_bytes"
 #define MT_F_PEAK_MS "peak_ms"
 #define MT_F_PEAK_STEP "peak_step"
+/* outcome records and devices[].torch (PyTorch) */
+#define MT_F_OUTCOME "outcome"
+#define MT_F_FREED_BYTES "freed_bytes"
+#define MT_F_BY "by"
+#define MT_F_TORCH_SIZE "torch_size"
+#define MT_F_TORCH_LIMIT_BYTES "torch_limit_bytes"
+#define MT_F_TORCH_FREE_BYTES "torch_free_bytes"
+#define MT_F_TORCH_SNAPSHOT "torch_snapshot"
+#define MT_F_TORCH "torch"
+#define MT_F_ALLOCATED_BYTES "allocated_bytes"
+#define MT_F_RESERVED_BYTES "reserved_bytes"
+#define MT_F_ACTIVE_BYTES "active_bytes"
+#define MT_F_INACTIVE_SPLIT_BYTES "inactive_split_bytes"
+#define MT_F_STEP "step"
 #define MT_F_LIVE_ESTIMATED "live_estimated"
 /* oom, segment, trace */
 #define MT_F_API "api"

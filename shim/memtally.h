@@ -24,6 +24,27 @@ int memtally_snapshot(const char *label);
  * or -1 when the name table is full or the name is empty. */
 int memtally_mark(const char *name, double value);
 
+/* PyTorch's CUDA caching allocator as of a step, for device (0..63):
+ * bytes allocated, reserved, active and inactive-split (its own counters,
+ * torch.cuda.memory_stats' "*.all.current").  Every later snapshot carries
+ * the latest as `devices[].torch`.  Lock-free, allocation-free.  Returns
+ * 0, or -1 for a device out of range or an inactive shim.
+ * (scripts/python/memtally_cuda.py calls it at each optimizer step.) */
+int memtally_torch_figures(int device, double step, unsigned long long allocated,
+			   unsigned long long reserved, unsigned long long active,
+			   unsigned long long inactive_split);
+
+/* PyTorch raised OutOfMemoryError on device (from its OOM observer: the
+ * requested size, its limit -- the device's total or the allowed memory --
+ * and the driver's free bytes).  The OOM dump of the driver failure it
+ * raised (or, when PyTorch refused without a driver failure, a dump
+ * written now) is marked "raised"; its path without ".jsonl" goes to stem
+ * (n bytes), where the caller writes `<stem>.torch.jsonl`.  Returns 0, 1
+ * when no dump exists for it (MEMTALLY_OOM_DUMPS spent; stem ""), -1 when
+ * the shim is inactive.  Not from a signal handler. */
+int memtally_torch_oom(int device, unsigned long long size, unsigned long long limit,
+		       unsigned long long free_bytes, char *stem, unsigned long n);
+
 #ifdef __cplusplus
 }
 #endif

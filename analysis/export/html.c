@@ -18,6 +18,7 @@
  * 20000 segments and events a dump.  Views and exports do not call each
  * other: what a view prints comes from answer/. */
 #include "cmd/cmd.h"
+#include "export/html_join.h"
 #include "export/flame.h"
 #include "export/html_page.h"
 #include "answer/ranks.h"
@@ -675,9 +676,6 @@ cmd_html(struct opts *o) {
 	sb_puts(&j, "]");
 	if (r.nfiles > 1)
 		summary_json(&j, &r, o);
-	/* The joined table of CUDA OOM dumps (export/html_join.c) is added
-	 * here: one call appending its "joined" member to the data, which the
-	 * page's script draws in <div id="joined"> under the dumps. */
 	sb_puts(&j, "}");
 	struct sb page = {0};
 	sb_puts(&page, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>memtally report</title>"
@@ -693,7 +691,7 @@ cmd_html(struct opts *o) {
 		       "<h2>Leak suspects and spikes</h2><div id=\"findings\"></div>\n"
 		       "<h2>Flame graph</h2><div class=\"note\" id=\"flame-note\"></div><div id=\"flame\"></div>\n"
 		       "<h2>Call sites</h2><div id=\"moment\"></div><div id=\"table\"></div>\n"
-		       "<h2>OOM dumps</h2><div id=\"dumps\"></div><div id=\"joined\"></div>\n"
+		       "<h2>OOM dumps</h2><div id=\"dumps\"></div>\n"
 		       "<script id=\"mt-data\" type=\"application/json\">");
 	/* Every '<' (only ever inside a JSON string) as \u003c: "</script>"
 	 * would end the data, and "<!--<script>" anywhere swallowed the
@@ -708,7 +706,9 @@ cmd_html(struct opts *o) {
 	sb_puts(&page, flame_js);
 	sb_puts(&page, "\n");
 	sb_puts(&page, html_js);
-	sb_puts(&page, "</script>\n</body></html>\n");
+	sb_puts(&page, "</script>\n");
+	html_join(&page, &d); /* CUDA dumps with PyTorch's snapshot beside them */
+	sb_puts(&page, "</body></html>\n");
 	write_output(o->out, page.p, page.len);
 	fprintf(stderr, "memtally: wrote %s\n", o->out);
 	sb_free(&j);

@@ -1,7 +1,7 @@
 /* pickle.c — the protocol-2 writer (pickle.h).  A MARK is written lazily
  * before the first item of each batch, and the batch closed with
  * APPENDS/SETITEMS after 1000 items (a dict item is a key and a value) or
- * when the container closes. */
+ * when the container closes.  Strings go through the memo (pk_str). */
 #include "export/pickle.h"
 #include <string.h>
 
@@ -82,6 +82,53 @@ binunicode(struct pk *p, const char *str, size_t len) {
 	raw(p, str, n);
 }
 
+uint32_t
+pk_put(struct pk *p) {
+	uint32_t ix = p->nmemo++;
+	if (ix < 256) {
+		op(p, 'q'); /* BINPUT */
+		op(p, (unsigned char)ix);
+	} else {
+		op(p, 'r'); /* LONG_BINPUT */
+		for (int i = 0; i < 4; i++)
+			op(p, (unsigned char)(ix >> (8 * i)));
+	}
+	return ix;
+}
+
+void
+pk_get(struct pk *p, uint32_t ix) {
+	item(p);
+	if (ix < 256) {
+		op(p, 'h'); /* BINGET */
+		op(p, (unsigned char)ix);
+	} else {
+		op(p, 'j'); /* LONG_BINGET */
+		for (int i = 0; i < 4; i++)
+			op(p, (unsigned char)(ix >> (8 * i)));
+	}
+}
+
+void
+pk_free(struct pk *p) {
+	sb_free(&p->out);
+	keyix_free(&p->strs);
+}
+
+/* A string once; after that from the memo (a key of every trace entry
+ * costs 2 to 5 bytes, not 9 to 20). */
+static void
+memo_str(struct pk *p, const char *str, size_t len) {
+	int fresh;
+	uint64_t *ix = keyix_slot(&p->strs, str, len, &fresh);
+	if (!fresh) {
+		pk_get(p, (uint32_t)(*ix - 1));
+		return;
+	}
+	binunicode(p, str, len);
+	*ix = (uint64_t)pk_put(p) + 1;
+}
+
 void
 pk_str(struct pk *p, const char *s) {
 	/* BINUNICODE must be UTF-8 (Python's pickle refused the whole file
@@ -92,7 +139,7 @@ pk_str(struct pk *p, const char *s) {
 	while (*c && (len = mt_utf8_len(c, SIZE_MAX)))
 		c += len;
 	if (!*c) { /* all well-formed: as it is */
-		binunicode(p, str, strlen(str));
+		memo_str(p, str, strlen(str));
 		return;
 	}
 	struct sb u = {0};
@@ -107,7 +154,7 @@ pk_str(struct pk *p, const char *s) {
 			c++;
 		}
 	}
-	binunicode(p, u.p, u.len);
+	memo_str(p, u.p, u.len);
 	sb_free(&u);
 }
 

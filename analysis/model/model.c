@@ -184,6 +184,7 @@ void
 snap_free(struct snap *s) {
 	free(s->label);
 	free(s->sites);
+	free(s->torch);
 	for (int i = 0; i < s->nmarks; i++)
 		free(s->marks[i].name);
 }

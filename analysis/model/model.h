@@ -40,6 +40,8 @@ struct snap {
 	int64_t alloc_footprint;        /* allocator's own footprint, -1 when absent */
 #define MAX_DEVS 16
 	int64_t dev_live[MAX_DEVS];     /* per CUDA device, -1 when absent */
+	struct devtorch *torch;         /* PyTorch's caching allocator per device */
+	int ntorch;                     /* (devices[].torch), when any */
 	struct totals tot[NKINDS];
 	struct site *sites;    /* as written: see mode; use snap_sites() */
 	size_t nsites;
@@ -103,11 +105,25 @@ struct event {
 	int64_t time_ms;
 };
 
+/* PyTorch's caching-allocator figures of a device at a snapshot, as of
+ * the step it last reported. */
+struct devtorch {
+	int device;
+	int64_t allocated, reserved, active, inactive_split;
+	double step;
+};
+
 struct oominfo {
 	char kind[16], api[64], error[48];
 	uint64_t requested;        /* up to 2^64-1: malloc(SIZE_MAX) */
 	int64_t device, drv_free, drv_total, cg_current, cg_max, elapsed_ms;
 	int sampled;
+	/* the outcome line appended later (doc/FORMAT.md): "" when none */
+	char outcome[16];          /* recovered, failed_again, raised */
+	int64_t out_ms, out_frees, out_freed;
+	int by_torch;
+	int64_t torch_size, torch_limit, torch_free;
+	char torch_snapshot[256];  /* file name beside the dump, "" when none */
 };
 
 struct mfile {

@@ -24,6 +24,9 @@ jsonl_ext(const char *name) {
 
 static int
 is_snapshot_file(const char *name, int dumps) {
+	size_t n = strlen(name);
+	if (n > 12 && !strcmp(name + n - 12, ".torch.jsonl"))
+		return 0; /* PyTorch's snapshot beside a dump (read/torchsnap.c) */
 	return !strncmp(name, "memtally.", 9) && jsonl_ext(name) &&
 	       (strstr(name, ".oom") != NULL) == dumps;
 }

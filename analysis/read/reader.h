@@ -58,6 +58,7 @@ void record(struct ctx *c, char *p, size_t len);
 /* The parsers of the records that hold figures (snaprec.c). */
 void rec_snapshot(struct ctx *c, struct jv *o);
 void rec_oom(struct ctx *c, struct jv *o);
+void rec_outcome(struct ctx *c, struct jv *o);
 void rec_segment(struct ctx *c, struct jv *o);
 void rec_trace(struct ctx *c, struct jv *o);
 

@@ -243,7 +243,8 @@ record(struct ctx *c, char *p, size_t len) {
 	} parsers[] = {
 		{MT_R_HEADER, header},     {MT_R_MAPS, maps},       {MT_R_STACK, stack},
 		{MT_R_PYFRAME, pyframe},   {MT_R_PYSTACK, pystack}, {MT_R_PYTHON, python},
-		{MT_R_SNAPSHOT, rec_snapshot}, {MT_R_OOM, rec_oom}, {MT_R_SEGMENT, rec_segment},
+		{MT_R_SNAPSHOT, rec_snapshot}, {MT_R_OOM, rec_oom}, {MT_R_OUTCOME, rec_outcome},
+		{MT_R_SEGMENT, rec_segment},
 		{MT_R_TRACE, rec_trace},
 	};
 	for (size_t i = 0; i < sizeof parsers / sizeof *parsers; i++)

@@ -24,6 +24,24 @@ totals(struct ctx *c, struct jv *o, struct totals *t) {
 }
 
 /* The process, cgroup, allocator and device figures (-1: absent). */
+/* A device's `torch` object: PyTorch's caching allocator at a step. */
+static void
+devtorch(struct ctx *c, struct snap *s, struct jv *x, int64_t d) {
+	struct jv *t = json_get(c->d, x, MT_F_TORCH);
+	if (!t || t->type != J_OBJ || d < 0 || d > 255)
+		return;
+	struct devtorch v = {.device = (int)d,
+			     .allocated = opt_count(c, t, MT_F_ALLOCATED_BYTES, -1, INT64_MAX),
+			     .reserved = opt_count(c, t, MT_F_RESERVED_BYTES, -1, INT64_MAX),
+			     .active = opt_count(c, t, MT_F_ACTIVE_BYTES, -1, INT64_MAX),
+			     .inactive_split = opt_count(c, t, MT_F_INACTIVE_SPLIT_BYTES, -1, INT64_MAX),
+			     .step = json_num(c->d, t, MT_F_STEP, -1)};
+	if (v.allocated < 0 || v.reserved < 0 || v.active < 0 || v.inactive_split < 0)
+		bad(c, "devices[].torch: a byte figure missing");
+	s->torch = xrealloc(s->torch, (size_t)(s->ntorch + 1) * sizeof *s->torch);
+	s->torch[s->ntorch++] = v;
+}
+
 static void
 proc_figures(struct ctx *c, struct jv *o, struct snap *s) {
 	struct jv *p = json_get(c->d, o, MT_F_PROC), *cg = json_get(c->d, o, MT_F_CGROUP);
@@ -50,6 +68,7 @@ proc_figures(struct ctx *c, struct jv *o, struct snap *s) {
 			int64_t d = device_ordinal(c, x);
 			if (d >= 0 && d < MAX_DEVS)
 				s->dev_live[d] = opt_i64(c, x, MT_F_LIVE_BYTES, 0);
+			devtorch(c, s, x, d);
 		}
 	for (int k = 0; k < NKINDS; k++) {
 		struct jv *t = json_get(c->d, o, kind_names[k]);
@@ -184,6 +203,31 @@ rec_snapshot(struct ctx *c, struct jv *o) {
 	f->snaps[f->nsnaps++] = *s;
 	free(s);
 	c->pending = NULL;
+}
+
+/* An OOM dump's outcome line (appended when what became of the failure
+ * was known: doc/FORMAT.md). */
+void
+rec_outcome(struct ctx *c, struct jv *o) {
+	struct oominfo *m = c->f->oom;
+	const char *k = json_str(c->d, o, MT_F_OUTCOME);
+	if (!m)
+		bad(c, "an outcome record before the oom record");
+	if (!k)
+		bad(c, "outcome record without an \"%s\"", MT_F_OUTCOME);
+	snprintf(m->outcome, sizeof m->outcome, "%s", k);
+	m->out_ms = opt_count(c, o, MT_F_TIME_MS, -1, RD_MAX_MS);
+	m->out_frees = opt_count(c, o, MT_F_FREES, 0, INT64_MAX);
+	m->out_freed = opt_count(c, o, MT_F_FREED_BYTES, 0, INT64_MAX);
+	const char *by = json_str(c->d, o, MT_F_BY);
+	m->by_torch = by && !strcmp(by, "torch");
+	m->torch_size = opt_count(c, o, MT_F_TORCH_SIZE, -1, INT64_MAX);
+	m->torch_limit = opt_count(c, o, MT_F_TORCH_LIMIT_BYTES, -1, INT64_MAX);
+	m->torch_free = opt_count(c, o, MT_F_TORCH_FREE_BYTES, -1, INT64_MAX);
+	const char *ts = json_str(c->d, o, MT_F_TORCH_SNAPSHOT);
+	if (ts && (strchr(ts, '/') || strlen(ts) >= sizeof m->torch_snapshot))
+		bad(c, "outcome: %s must be a file name beside the dump", MT_F_TORCH_SNAPSHOT);
+	snprintf(m->torch_snapshot, sizeof m->torch_snapshot, "%s", ts ? ts : "");
 }
 
 void

@@ -2,6 +2,7 @@
  * answer_leaks (answer/growth.c) finds them on the growth window
  * (answer/window.c); this file only prints them. */
 #include "cmd/cmd.h"
+#include "answer/torchfig.h"
 #include "answer/answer.h"
 #include "answer/sites.h"
 #include "base/util.h"
@@ -56,7 +57,14 @@ leaks_json(struct mfile *f, struct opts *o, struct sb *j, int first, const struc
 		site_json_stack(j, f, t->r.stack);
 		sb_putc(j, '}');
 	}
-	sb_puts(j, "]}");
+	sb_putc(j, ']');
+	struct torchfig tf[MAX_DEVS];
+	size_t ntf = answer_torchfigs(f, l->win.lo, l->win.end, tf, MAX_DEVS);
+	if (ntf) { /* PyTorch's caching allocator over the window */
+		sb_puts(j, ",\"torch\":");
+		torchfig_json(j, tf, ntf);
+	}
+	sb_putc(j, '}');
 }
 
 /* Why there is nothing to judge: how many snapshots there were and where
@@ -82,6 +90,18 @@ window_text(const struct leaks *l, char *buf, size_t n) {
 		snprintf(buf, n, "%zu snapshots after start-up, before teardown", l->npts);
 }
 
+/* PyTorch's caching allocator over the growth window: tensors told from
+ * the cache and its fragmentation. */
+static void
+torch_text(const struct mfile *f, const struct leaks *l) {
+	struct torchfig t[MAX_DEVS];
+	char line[256];
+	size_t n = answer_torchfigs(f, l->win.lo, l->win.end, t, MAX_DEVS);
+	for (size_t i = 0; i < n; i++)
+		printf("  PyTorch caching allocator over the window, %s\n",
+		       torchfig_text(&t[i], line, sizeof line));
+}
+
 static void
 leaks_text(struct mfile *f, struct opts *o, const struct leaks *l) {
 	char a[16], b[16], c[16], name[1100], win[96];
@@ -99,6 +119,7 @@ leaks_text(struct mfile *f, struct opts *o, const struct leaks *l) {
 			       "snapshots from 6 up (here %zu): snapshot more often to see one "
 			       "(--interval, MEMTALLY_INTERVAL, MEMTALLY_STEPS)\n",
 			       l->npts - l->npts / 2);
+		torch_text(f, l);
 		putchar('\n');
 		return;
 	}
@@ -133,6 +154,7 @@ leaks_text(struct mfile *f, struct opts *o, const struct leaks *l) {
 	if (!isnan(l->foot_h) && l->foot_h > 1.5 * l->heap_h && l->heap_h > 0)
 		printf("  (the allocator's footprint grows %.1fx faster than the heap bytes "
 		       "live in it: fragmentation)\n", l->foot_h / l->heap_h);
+	torch_text(f, l);
 	printf("\n");
 }
 

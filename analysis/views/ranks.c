@@ -7,6 +7,7 @@
 #include "cmd/cmd.h"
 #include "answer/answer.h"
 #include "answer/ranks.h"
+#include "answer/torchfig.h"
 #include "base/util.h"
 #include <math.h>
 #include <stdlib.h>
@@ -88,9 +89,16 @@ ranks_json(const struct rank_row *v, size_t m) {
 		sb_json_num(&j, "%.0f", isnan(k->per_step) ? NAN : k->win.step_lo);
 		sb_puts(&j, ",\"window_steps_to\":");
 		sb_json_num(&j, "%.0f", isnan(k->per_step) ? NAN : k->win.step_hi);
-		sb_printf(&j, ",\"z_final\":%.2f,\"z_growth\":%.2f,\"z_rss\":%.2f,\"outlier\":%s}",
+		sb_printf(&j, ",\"z_final\":%.2f,\"z_growth\":%.2f,\"z_rss\":%.2f,\"outlier\":%s",
 			  fmax(fmin(k->zf, 1e6), -1e6), fmax(fmin(k->zg, 1e6), -1e6),
 			  fmax(fmin(k->zr, 1e6), -1e6), k->out ? "true" : "false");
+		struct torchfig tf[MAX_DEVS];
+		size_t ntf = answer_torchfigs(k->f, k->win.lo, k->win.end, tf, MAX_DEVS);
+		if (ntf) { /* PyTorch's caching allocator over the window */
+			sb_puts(&j, ",\"torch\":");
+			torchfig_json(&j, tf, ntf);
+		}
+		sb_putc(&j, '}');
 	}
 	sb_puts(&j, "],\"outliers\":[");
 	int first = 1;
@@ -102,6 +110,26 @@ ranks_json(const struct rank_row *v, size_t m) {
 	sb_puts(&j, "]}\n");
 	fputs(j.p, stdout);
 	sb_free(&j);
+}
+
+/* PyTorch's caching allocator of each rank over its window: tensors, cache
+ * and fragmentation side by side (outliers only past SUMMARY_FROM ranks). */
+static void
+torch_text(const struct rank_row *v, size_t m, int outliers_only) {
+	int head = 0;
+	for (size_t i = 0; i < m; i++) {
+		struct torchfig t[MAX_DEVS];
+		char line[256], lab[128];
+		if (outliers_only && !v[i].out)
+			continue;
+		size_t n = answer_torchfigs(v[i].f, v[i].win.lo, v[i].win.end, t, MAX_DEVS);
+		for (size_t q = 0; q < n; q++) {
+			if (!head++)
+				printf("PyTorch caching allocator on the same window:\n");
+			printf("  %-20s %s\n", file_label(v[i].f, lab, sizeof lab),
+			       torchfig_text(&t[q], line, sizeof line));
+		}
+	}
 }
 
 static void
@@ -129,6 +157,7 @@ ranks_text(const struct rank_row *v, size_t m, size_t skipped, int all) {
 		for (size_t i = 0; i < m; i++)
 			row_text(&v[i], per_step);
 	}
+	torch_text(v, m, m >= SUMMARY_FROM && !all);
 	if (!outliers)
 		printf("no rank stands out%s\n", m < 2 ? " (one rank: no comparison)" : "");
 	if (skipped)

@@ -2,6 +2,7 @@
  * bytes by kind, then the top call sites at the last snapshot and at the
  * peak.  Text fits 100 columns; --json carries the same figures. */
 #include "cmd/cmd.h"
+#include "answer/torchfig.h"
 #include "answer/answer.h"
 #include "answer/sites.h"
 #include "base/util.h"
@@ -229,6 +230,17 @@ spikes_json(struct sb *j, struct mfile *f, struct opts *o) {
 	spikes_free(v, n);
 }
 
+/* PyTorch's caching allocator over the run (devices[].torch): tensors,
+ * cache and fragmentation from the first snapshot that has them. */
+static void
+torch_text(const struct mfile *f) {
+	struct torchfig t[MAX_DEVS];
+	char line[256];
+	size_t n = answer_torchfigs(f, 0, f->nsnaps, t, MAX_DEVS);
+	for (size_t i = 0; i < n; i++)
+		printf("  PyTorch caching allocator, %s\n", torchfig_text(&t[i], line, sizeof line));
+}
+
 /* One process as a JSON object, into j. */
 static void
 report_json(struct mfile *f, struct opts *o, struct sb *j, int first) {
@@ -272,6 +284,12 @@ report_json(struct mfile *f, struct opts *o, struct sb *j, int first) {
 			at_peak_json(j, f, last, vp, np, o);
 		free(vp);
 		spikes_json(j, f, o);
+		struct torchfig tf[MAX_DEVS];
+		size_t ntf = answer_torchfigs(f, 0, f->nsnaps, tf, MAX_DEVS);
+		if (ntf) {
+			sb_puts(j, ",\"torch\":");
+			torchfig_json(j, tf, ntf);
+		}
 	}
 	sb_putc(j, '}');
 }
@@ -300,6 +318,7 @@ report_text(struct mfile *f, struct opts *o) {
 	       : f->truncated ? "; last line truncated"
 			      : "");
 	timeline_text(f);
+	torch_text(f);
 	long sel = f->has_sel ? f->sel : o->snapshot;
 	if (sel >= 0) {
 		char t[48];

@@ -2,7 +2,8 @@
  * api.c — the exported C API (memtally.h): on-demand snapshots and marks.
  * Entry-point layer: the request goes to the writer thread (trigger.c), or
  * is written here when no writer runs; marks live in marks.c, and a
- * "step" mark asks for a snapshot every MEMTALLY_STEPS steps.
+ * "step" mark asks for a snapshot every MEMTALLY_STEPS steps; PyTorch's
+ * caching-allocator figures live in devices.c, its OOMs go to oom.c.
  * Rules: never calls malloc; may run in any thread.
  */
 #include "platform/glue.h"
@@ -12,6 +13,8 @@
 #include "output/snapshot.h"
 #include "capture/python.h"
 #include "state/trigger.h"
+#include "state/devices.h"
+#include "output/oom.h"
 #include "platform/config.h"
 #include <string.h>
 
@@ -50,4 +53,25 @@ memtally_mark(const char *name, double value) {
 	if (!r && step_due(name, old, value) && __atomic_load_n(&mt_active, __ATOMIC_ACQUIRE))
 		mt_trigger(MT_REASON_STEP);
 	return r;
+}
+
+MT_EXPORT int
+memtally_torch_figures(int device, double step, unsigned long long allocated,
+		       unsigned long long reserved, unsigned long long active,
+		       unsigned long long inactive_split) {
+	if (!__atomic_load_n(&mt_active, __ATOMIC_ACQUIRE) || device < 0 || device >= MT_MAXDEV)
+		return -1;
+	const uint64_t fig[4] = {allocated, reserved, active, inactive_split};
+	mt_dev_torch(device, step, fig);
+	return 0;
+}
+
+MT_EXPORT int
+memtally_torch_oom(int device, unsigned long long size, unsigned long long limit,
+		   unsigned long long free_bytes, char *stem, unsigned long n) {
+	if (stem && n)
+		stem[0] = 0;
+	if (!__atomic_load_n(&mt_active, __ATOMIC_ACQUIRE))
+		return -1;
+	return mt_oom_torch(device, size, limit, free_bytes, stem, n);
 }

@@ -297,14 +297,15 @@ on_alloc(CUresult r, uintptr_t key, uint64_t size, int kind, int d, CUstream s,
 	 const char *api) {
 	if (r == CUDA_SUCCESS) {
 		int fl = (key & MT_TAG_MASK) == MT_TAG_HANDLE ? MT_PTR_HANDLE : 0;
-		if (mt_dev_track(key, size, kind, d, stream_index(s), fl, 0) >= 0)
-			mt_dev_alloc(d, kind, size);
+		if (mt_dev_track(key, size, kind, d, stream_index(s), fl, 0) >= 0 &&
+		    mt_dev_alloc(d, kind, size))
+			mt_oom_cuda_recovered(d); /* its dump's outcome */
 		driver_info(d, 0);
 	} else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-		mt_dev_oom(d);
+		int retry = mt_dev_oom(d);
 		driver_info(d, 1);
 		mt_event(MT_EV_OOM, kind, 0, size, mt_capture(kind));
-		mt_oom_cuda(api, size, d, mt_devs[d].drv_free, mt_devs[d].drv_total);
+		mt_oom_cuda(api, size, d, mt_devs[d].drv_free, mt_devs[d].drv_total, retry);
 	}
 }
 
@@ -498,6 +499,8 @@ cuMemMap(CUdeviceptr p, size_t n, size_t off, CUhandle h, unsigned long long fl)
 			stack = he.stack, d = he.device, kind = he.kind;
 		}
 		mt_dev_track(DEV(p), n, kind, d, 0, MT_PTR_MAPPED, stack);
+		if (mt_dev_settle(d)) /* a VMM growth mapped: usable memory */
+			mt_oom_cuda_recovered(d);
 		errno = er;
 	}
 	LEAVE()

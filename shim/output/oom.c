@@ -8,6 +8,15 @@
  * table), the `trace` lines of the ring (oldest first), and a complete
  * snapshot with reason "oom" or "preoom".  It is streamed through a buffer
  * reserved at start (mt_buf_stream), so any number of segments fit.
+ *
+ * A CUDA dump's outcome is known only later, and is appended to it then as
+ * an `outcome` line: `recovered` (the device's next allocation succeeded:
+ * PyTorch's caching allocator freed its cache and retried), `failed_again`
+ * (the next one failed too: its retry, dumped in the next file) or
+ * `raised` (PyTorch's OOM observer reported OutOfMemoryError: the failure
+ * the program saw).  Each device keeps the path of its last CUDA dump
+ * until then (the file is reopened by name, O_APPEND|O_NOFOLLOW, and
+ * written only if it is still the file the dump made).
  */
 #include "platform/glue.h"
 #include "output/file.h"
@@ -27,7 +36,9 @@
 #include <spawn.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include "state/devices.h"
 
 static mt_lock_t dump_lock;
 static uint64_t skipped;
@@ -42,6 +53,18 @@ static int preoom_armed = 1;
  * rendered (the renderer's own, under render_lock). */
 static char render_paths[8][1300];
 static unsigned render_n, render_done;
+/* Each device's last CUDA dump whose outcome is not known yet (under
+ * pend_lock, taken alone or inside dump_lock, never the other way; a
+ * blocking lock: held for one short append, never across a call out): its path, its file's identity, and the device's frees when
+ * it was written (the frees until its outcome are the cache released). */
+static struct pending {
+	char path[1300];
+	uint64_t st_dev, st_ino;
+	uint64_t frees, free_bytes;
+	int set;
+} pend[MT_MAXDEV];
+static char outcome_line[2048];
+static mt_lock_t pend_lock;
 
 int
 mt_oom_init(void) {
@@ -56,6 +79,7 @@ mt_oom_init(void) {
 
 struct dump_ctx {
 	const char *kind;        /* "host", "cuda" or "preoom" */
+	const char *error;       /* NULL: the kind's own */
 	int device;              /* cuda */
 	uint64_t drv_free, drv_total;
 	struct mt_buf *b;
@@ -130,8 +154,9 @@ body(struct mt_buf *b, void *arg) {
 	mt_buf_printf(b, "{\"type\":\"oom\",\"kind\":\"%s\",\"api\":\"%s\","
 			 "\"requested_bytes\":%lu,\"error\":\"%s\",\"sampled\":%s",
 		      c->kind, c->api, (unsigned long)c->requested,
-		      !strcmp(c->kind, "preoom") ? "cgroup_threshold"
-		      : !strcmp(c->kind, "cuda") ? "CUDA_ERROR_OUT_OF_MEMORY"
+		      c->error                     ? c->error
+		      : !strcmp(c->kind, "preoom") ? "cgroup_threshold"
+		      : !strcmp(c->kind, "cuda")   ? "CUDA_ERROR_OUT_OF_MEMORY"
 						   : "ENOMEM",
 		      mt_cfg.sample ? "true" : "false");
 	if (c->have_cg)
@@ -166,6 +191,19 @@ dump(struct dump_ctx *c, const char *reason) {
 			mt_buf_stream(&b, dump_mem, DUMP_BUF, (int)fd);
 			int err = mt_snapshot_dump((int)fd, &b, reason, body, c, dump_scratch,
 						   DUMP_SCRATCH);
+			if (!strcmp(c->kind, "cuda") && c->device >= 0 && c->device < MT_MAXDEV) {
+				struct pending *q = &pend[c->device];
+				struct stat st;
+				if (!mt_sys(SYS_fstat, fd, &st, 0, 0, 0, 0)) {
+					mt_lock(&pend_lock);
+					memcpy(q->path, path, sizeof q->path);
+					q->st_dev = st.st_dev, q->st_ino = st.st_ino;
+					q->frees = mt_devs[c->device].frees;
+					q->free_bytes = mt_devs[c->device].free_bytes;
+					q->set = 1;
+					mt_unlock(&pend_lock);
+				}
+			}
 			mt_sys(SYS_close, fd, 0, 0, 0, 0, 0);
 			mt_dump_counted();
 			if (err)
@@ -194,12 +232,105 @@ mt_oom_host(const char *api, uint64_t requested) {
 	dump(&c, "oom");
 }
 
+/* Append the outcome of device d's pending dump (pend_lock held) and
+ * forget it; torch: PyTorch's observer arguments (raised), or NULL.  The
+ * dump's path without ".jsonl" goes to stem (when given). */
+static int
+settle_locked(int d, const char *outcome, const uint64_t *torch, char *stem, size_t n) {
+	struct pending *q = &pend[d];
+	if (!q->set)
+		return 0;
+	q->set = 0;
+	struct mt_dev *v = &mt_devs[d];
+	struct mt_buf b;
+	mt_buf_fixed(&b, outcome_line, sizeof outcome_line - 1);
+	mt_buf_printf(&b, "{\"type\":\"outcome\",\"outcome\":\"%s\",\"device\":%d,\"time_ms\":%lu,"
+			  "\"frees\":%lu,\"freed_bytes\":%lu",
+		      outcome, d, (unsigned long)mt_ms_since_start(),
+		      (unsigned long)(v->frees - q->frees),
+		      (unsigned long)(v->free_bytes - q->free_bytes));
+	size_t plen = strlen(q->path);
+	if (plen > 6 && !strcmp(q->path + plen - 6, ".jsonl"))
+		plen -= 6;
+	if (torch) {
+		const char *base = q->path;
+		for (const char *p = q->path; p < q->path + plen; p++)
+			if (*p == '/')
+				base = p + 1;
+		mt_buf_printf(&b, ",\"by\":\"torch\",\"torch_size\":%lu,\"torch_limit_bytes\":%lu,"
+				  "\"torch_free_bytes\":%lu,\"torch_snapshot\":",
+			      (unsigned long)torch[0], (unsigned long)torch[1], (unsigned long)torch[2]);
+		char name[1300];
+		size_t bl = (size_t)(q->path + plen - base);
+		memcpy(name, base, bl);
+		memcpy(name + bl, ".torch.jsonl", 13);
+		mt_buf_jstr(&b, name);
+	}
+	mt_buf_puts(&b, "}\n");
+	if (stem && n) {
+		size_t k = plen < n - 1 ? plen : n - 1;
+		memcpy(stem, q->path, k);
+		stem[k] = 0;
+	}
+	long fd = mt_sys(SYS_open, q->path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0, 0, 0, 0);
+	if (fd < 0)
+		return 1;
+	struct stat st;
+	if (!mt_sys(SYS_fstat, fd, &st, 0, 0, 0, 0) && st.st_dev == q->st_dev &&
+	    st.st_ino == q->st_ino && !b.overflow)
+		mt_sys(SYS_write, fd, outcome_line, b.len, 0, 0, 0);
+	mt_sys(SYS_close, fd, 0, 0, 0, 0, 0);
+	return 1;
+}
+
 void
 mt_oom_cuda(const char *api, uint64_t requested, int device, uint64_t drv_free,
-	    uint64_t drv_total) {
+	    uint64_t drv_total, int retry) {
+	if (device >= 0 && device < MT_MAXDEV) { /* the last failure is no longer the last */
+		mt_lock(&pend_lock);
+		if (retry)
+			settle_locked(device, "failed_again", NULL, NULL, 0);
+		pend[device].set = 0;
+		mt_unlock(&pend_lock);
+	}
 	struct dump_ctx c = {.kind = "cuda", .api = api, .requested = requested,
 			     .device = device, .drv_free = drv_free, .drv_total = drv_total};
 	dump(&c, "oom");
+}
+
+void
+mt_oom_cuda_recovered(int device) {
+	if (device < 0 || device >= MT_MAXDEV)
+		return;
+	mt_lock(&pend_lock);
+	settle_locked(device, "recovered", NULL, NULL, 0);
+	mt_unlock(&pend_lock);
+}
+
+int
+mt_oom_torch(int device, uint64_t size, uint64_t limit, uint64_t drv_free, char *stem, size_t n) {
+	if (stem && n)
+		stem[0] = 0;
+	if (device < 0 || device >= MT_MAXDEV)
+		return 1;
+	const uint64_t torch[3] = {size, limit, drv_free};
+	int was_pending = mt_dev_raised(device);
+	mt_lock(&pend_lock);
+	int r = settle_locked(device, "raised", torch, stem, n);
+	mt_unlock(&pend_lock);
+	if (r || was_pending)
+		return r ? 0 : 1; /* a driver failure's dump, or none (MEMTALLY_OOM_DUMPS) */
+	/* no driver failure: PyTorch's own limit (its memory fraction) */
+	mt_event(MT_EV_OOM, MT_CUDA, 0, size, 0);
+	struct dump_ctx c = {.kind = "cuda", .api = "torch", .error = "torch_limit",
+			     .requested = size, .device = device, .drv_free = drv_free,
+			     .drv_total = limit};
+	if (!dump(&c, "oom"))
+		return 1;
+	mt_lock(&pend_lock);
+	r = settle_locked(device, "raised", torch, stem, n);
+	mt_unlock(&pend_lock);
+	return r ? 0 : 1;
 }
 
 int
@@ -307,7 +438,9 @@ void
 mt_oom_postfork_child(int follow) {
 	(void)follow;
 	dump_lock.v = 0;
+	pend_lock.v = 0;
 	skipped = 0;
+	memset(pend, 0, sizeof pend); /* the parent's dumps are the parent's */
 	render_n = render_done = 0;
 	preoom_armed = 1;
 }

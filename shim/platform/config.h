@@ -35,6 +35,7 @@
 	X(trace, TRACE, U64, "100000", "16", "16777216", "events kept in the ring that OOM dumps carry (mmaps, large heap blocks, failures)") \
 	X(oom_dumps, OOM_DUMPS, U64, "3", "0", "1000", "max OOM and pre-OOM dumps per process") \
 	X(oom_render, OOM_RENDER, BOOL, "0", "", "", "after each OOM dump, also write its pickle, HTML page and flame graph beside it (from the writer thread, or at exit)") \
+	X(torch_history, TORCH_HISTORY, U64, "100000", "0", "100000000", "PyTorch >= 2.0: entries of its memory history (Python stacks), for its snapshot beside a CUDA OOM dump (read by scripts/python/memtally_cuda.py; 0: history off, doc/cuda.md)") \
 	X(cuda, CUDA, BOOL, "1", "", "", "track CUDA driver allocations (device, pinned host, managed, VMM)") \
 	X(cuda_routes, CUDA_ROUTES, ROUTES, "all", "", "", "debug: the routes to the driver that are wrapped (direct,dlsym,gpa,self or all)") \
 	X(host, HOST, BOOL, "1", "", "", "track heap and mmap (0: pass every call straight through)") \
@@ -52,8 +53,6 @@
  * `memtally run`, and the test and build scripts. */
 #define MT_KNOWN_NAMES(X)                                                      \
 	X(TORCH, "the Python start-up hook: 0 turns it off")                  \
-	X(STEPS, "the Python start-up hook: a snapshot every N optimizer steps") \
-	X(TORCH_HISTORY, "the Python start-up hook: PyTorch's allocator history") \
 	X(LIB, "memtally run: the shim to preload")                           \
 	X(TEST, "test/run.sh: the tests to run")                               \
 	X(CASE, "test/run.sh: the case to run")                                \
@@ -86,6 +85,7 @@ struct mt_config {
 	uint64_t trace;      /* events */
 	uint64_t oom_dumps;  /* dumps */
 	int oom_render;      /* bool */
+	uint64_t torch_history; /* entries (read by memtally_cuda.py, not the shim) */
 	int cuda;            /* bool */
 	uint64_t cuda_routes; /* bits: 1 direct, 2 dlsym, 4 gpa, 8 self */
 	int host;            /* bool */

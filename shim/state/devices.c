@@ -10,17 +10,75 @@
 
 struct mt_dev mt_devs[MT_MAXDEV];
 
-void
+int
 mt_dev_alloc(int d, int kind, uint64_t size) {
 	if (kind == MT_CUDA_HOST)
-		return; /* host memory: in the kind totals only */
+		return 0; /* host memory: in the kind totals only */
 	struct mt_dev *v = &mt_devs[d % MT_MAXDEV];
 	v->used = 1;
 	mt_add(&v->allocs, 1);
 	mt_add(&v->live_count, 1);
 	mt_raise_peak(&v->peak_bytes, mt_add(&v->live_bytes, (int64_t)size));
-	if (__atomic_exchange_n(&v->oom_pending, 0, __ATOMIC_RELAXED))
-		mt_add(&v->recovered, 1); /* a success after an OOM */
+	return kind == MT_CUDA_VMM ? 0 : mt_dev_settle(d);
+}
+
+int
+mt_dev_settle(int d) {
+	struct mt_dev *v = &mt_devs[d % MT_MAXDEV];
+	if (!__atomic_load_n(&v->oom_pending, __ATOMIC_RELAXED) ||
+	    !__atomic_exchange_n(&v->oom_pending, 0, __ATOMIC_RELAXED))
+		return 0;
+	mt_add(&v->recovered, 1); /* a success after an OOM */
+	__atomic_store_n(&v->last_oom, MT_OOM_RECOVERED, __ATOMIC_RELAXED);
+	return 1;
+}
+
+int
+mt_dev_raised(int d) {
+	struct mt_dev *v = &mt_devs[d % MT_MAXDEV];
+	v->used = 1;
+	mt_add(&v->raised, 1);
+	__atomic_store_n(&v->last_oom, MT_OOM_RAISED, __ATOMIC_RELAXED);
+	return __atomic_exchange_n(&v->oom_pending, 0, __ATOMIC_RELAXED);
+}
+
+void
+mt_dev_torch(int d, double step, const uint64_t fig[4]) {
+	struct mt_dev *v = &mt_devs[d % MT_MAXDEV];
+	uint64_t s = __atomic_load_n(&v->tseq, __ATOMIC_RELAXED);
+	/* one writer at a time in practice (the Python thread that steps);
+	 * two at once only make a reader retry or skip, never mix */
+	__atomic_store_n(&v->tseq, s | 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	for (int i = 0; i < 4; i++)
+		__atomic_store_n(&v->tfig[i], fig[i], __ATOMIC_RELAXED);
+	uint64_t bits;
+	memcpy(&bits, &step, sizeof bits);
+	__atomic_store_n((uint64_t *)(void *)&v->tstep, bits, __ATOMIC_RELAXED);
+	__atomic_store_n(&v->tseq, (s | 1) + 1, __ATOMIC_RELEASE);
+	v->used = 1;
+}
+
+/* The PyTorch figures as one step left them; 0 when never set or being
+ * written through every try. */
+static int
+torch_read(struct mt_dev *v, uint64_t fig[4], double *step) {
+	for (int tries = 0; tries < 100; tries++) {
+		uint64_t s = __atomic_load_n(&v->tseq, __ATOMIC_ACQUIRE);
+		if (!s)
+			return 0;
+		if (s & 1)
+			continue;
+		for (int i = 0; i < 4; i++)
+			fig[i] = __atomic_load_n(&v->tfig[i], __ATOMIC_RELAXED);
+		uint64_t bits = __atomic_load_n((uint64_t *)(void *)&v->tstep, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&v->tseq, __ATOMIC_RELAXED) == s) {
+			memcpy(step, &bits, sizeof *step);
+			return 1;
+		}
+	}
+	return 0;
 }
 
 void
@@ -29,16 +87,18 @@ mt_dev_free(const struct mt_ptr *e) {
 		return;
 	struct mt_dev *v = &mt_devs[e->device % MT_MAXDEV];
 	mt_add(&v->frees, 1);
+	mt_add(&v->free_bytes, e->size);
 	mt_add(&v->live_count, -1);
 	mt_add(&v->live_bytes, -(int64_t)e->size);
 }
 
-void
+int
 mt_dev_oom(int d) {
 	struct mt_dev *v = &mt_devs[d % MT_MAXDEV];
 	mt_add(&v->ooms, 1);
 	v->used = 1;
-	__atomic_store_n(&v->oom_pending, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&v->last_oom, MT_OOM_PENDING, __ATOMIC_RELAXED);
+	return __atomic_exchange_n(&v->oom_pending, 1, __ATOMIC_RELAXED);
 }
 
 void
@@ -67,7 +127,22 @@ mt_devices_json(struct mt_buf *b) {
 			      (unsigned long)v->ooms, (unsigned long)v->recovered);
 		if (v->ooms)
 			mt_buf_printf(b, ",\"oom_recovered\":%s",
-				      v->oom_pending ? "false" : "true");
+				      v->last_oom == MT_OOM_RECOVERED ? "true" : "false");
+		if (v->raised)
+			mt_buf_printf(b, ",\"raised\":%lu", (unsigned long)v->raised);
+		uint64_t fig[4];
+		double step;
+		if (torch_read(v, fig, &step)) {
+			mt_buf_printf(b, ",\"torch\":{\"allocated_bytes\":%lu,\"reserved_bytes\":%lu,"
+					 "\"active_bytes\":%lu,\"inactive_split_bytes\":%lu,\"step\":",
+				      (unsigned long)fig[0], (unsigned long)fig[1],
+				      (unsigned long)fig[2], (unsigned long)fig[3]);
+			if (step == (double)(int64_t)step)
+				mt_buf_i64(b, (int64_t)step);
+			else
+				mt_buf_double(b, step, 6);
+			mt_buf_putc(b, '}');
+		}
 		if (v->info_ms)
 			mt_buf_printf(b, ",\"driver_free_bytes\":%lu,\"driver_total_bytes\":%lu,"
 					 "\"driver_info_age_ms\":%lu",

@@ -8,6 +8,13 @@
 # torch.cuda.memory_reserved() and the driver's used bytes (cuMemGetInfo),
 # per step, whether the OOM dump existed before PyTorch raised, and whether
 # the tensors' device memory is charged to the Python line that made them.
+# Then PyTorch's view joined with the driver's (test/gpu/torch_oom.py, torch
+# >= 2.0 with scripts/python/memtally_cuda.py): a trainer's real OOM; the
+# pair (dump + <dump>.torch.jsonl) on disk before OutOfMemoryError reached
+# Python, the recovery and raised outcomes, the joined totals reconciling to
+# the byte and against the driver's used memory, NCCL or cuBLAS memory
+# outside torch, PyTorch's own _memory_viz opening `memtally torch`'s
+# pickle, and what memory history costs per allocation and at the OOM.
 #   here:  make bundle      (then carry build/bundle to the GPU machine)
 #   there: bash test/gpu/check.sh build/bundle [OUTDIR]     (~2 min)
 set -u
@@ -70,6 +77,68 @@ ok &= isinstance(oom, dict) and oom['dumps_at_raise'] >= 1
 dev = snaps.get('after_oom', {}).get('devices', [{}])[0]
 print('after OOM: ooms=%s recovered=%s' % (dev.get('ooms'), dev.get('oom_recovered')))
 print('RESULT:', 'ok' if ok else 'MISMATCH')
+sys.exit(0 if ok else 1)
+PYEOF
+	# --- PyTorch's view at a real OOM, joined with the driver's ---
+	j=$d/join; mkdir -p "$j"
+	res=$(PYTORCH_CUDA_ALLOC_CONF=$conf LD_PRELOAD=$bundle/libmemtally.so MEMTALLY_OUT=$j \
+		PYTHONPATH=$PWD/scripts/python${PYTHONPATH:+:$PYTHONPATH} \
+		timeout 300 $PY test/gpu/torch_oom.py 2>"$j/stderr") || { echo "torch_oom failed ($conf)"; tail -5 "$j/stderr"; status=1; continue; }
+	echo "$res" >"$j/result.json"
+	"$bundle/memtally" oom "$j" >"$j/oom.txt" 2>&1
+	"$bundle/memtally" oom --json --top 100000 "$j" >"$j/oom.json" 2>"$j/oom.err"
+	$PY - "$j" "$bundle" <<'PYEOF' || status=1
+import glob, json, os, subprocess, sys
+j, bundle = sys.argv[1], sys.argv[2]
+res = json.load(open(os.path.join(j, 'result.json')))
+ok = True
+def check(c, what):
+    global ok
+    ok &= bool(c)
+    print('  %s %s' % ('ok  ' if c else 'FAIL', what))
+print('torch %s CUDA %s, allocator conf %r, NCCL: %s' % (res['torch'], res['cuda'], res['alloc_conf'], res['nccl']))
+oom = res['oom']
+check(isinstance(oom, dict) and oom['pair_at_raise'], 'a real OOM (batch %s); torch snapshot on disk before the raise: %s'
+      % (oom.get('batch') if isinstance(oom, dict) else '-', oom.get('pair_at_raise') if isinstance(oom, dict) else oom))
+dumps = json.load(open(os.path.join(j, 'oom.json')))['dumps']
+for d in dumps:
+    print('  %s: %s(%d) outcome %s' % (os.path.basename(d['file']), d['api'], d['requested_bytes'],
+                                     d['outcome']['outcome'] if d['outcome'] else None))
+paired = [d for d in dumps if d.get('torch')]
+check(len(paired) == 1 and paired[0]['outcome']['outcome'] == 'raised', 'the paired dump is the one torch raised')
+if paired:
+    t = paired[0]['torch']
+    print('  device %d: driver live %d = torch allocated %d + torch cached %d + outside torch %d'
+          % (t['device'], t['driver_live_bytes'], t['torch_allocated_bytes'], t['torch_cached_bytes'], t['outside_bytes']))
+    check(t['reconciles'] and t['torch_allocated_bytes'] + t['torch_cached_bytes'] + t['outside_bytes'] == t['driver_live_bytes'],
+          'the totals reconcile to the byte (mismatch %d, unmapped handles %d)' % (t['mismatch_bytes'], t['unmapped_bytes']))
+    used = paired[0]['driver_total_bytes'] - paired[0]['driver_free_bytes']
+    check(0 <= used - t['driver_live_bytes'] < 2 << 30,
+          'the driver used %d at the dump: memtally live %d + %d not allocated through the API (context, modules)'
+          % (used, t['driver_live_bytes'], used - t['driver_live_bytes']))
+    owners = {}
+    for o in t['outside']:
+        owners[o['owner']] = owners.get(o['owner'], 0) + o['size']
+    print('  outside torch by owner: %s' % owners)
+    check(owners.get('NCCL', 0) > 0 or owners.get('cuBLAS', 0) > 0, 'NCCL or cuBLAS memory shown outside torch')
+    if 'expandable' in res['alloc_conf']:
+        check(any(s['expandable'] for s in t['segments']), 'expandable segments, backed by VMM mappings')
+    dump = paired[0]['file']
+    pk = os.path.join(j, 'joined.pickle')
+    r = subprocess.run([os.path.join(bundle, 'memtally'), 'torch', dump, '-o', pk], capture_output=True, text=True)
+    viz = subprocess.run([sys.executable, '-c', '''if 1:
+        import pickle, sys
+        from torch.cuda import _memory_viz as v
+        d = pickle.load(open(sys.argv[1], "rb"))
+        html = v.trace_plot(d) if hasattr(v, "trace_plot") else ""
+        seg = v.segment_plot(d) if hasattr(v, "segment_plot") else ""
+        print(len(d["segments"]), sum(s["total_size"] for s in d["segments"]), len(html) + len(seg))''', pk],
+        capture_output=True, text=True)
+    print('  memtally torch -> _memory_viz: %s %s' % (viz.stdout.strip(), viz.stderr.strip()[-300:]))
+    check(r.returncode == 0 and viz.returncode == 0, 'PyTorch\'s _memory_viz opens the joined pickle (trace_plot, segment_plot)')
+print('  history cost (us per empty+del, off -> on): %s; _snapshot() %s s and conversion %s s for %s entries'
+      % (res.get('history_us_per_alloc_free'), res.get('snapshot_s'), res.get('convert_s'), res.get('trace_entries')))
+print('RESULT (join):', 'ok' if ok else 'MISMATCH')
 sys.exit(0 if ok else 1)
 PYEOF
 done

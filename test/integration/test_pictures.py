@@ -30,7 +30,7 @@ def basic():
     # hits an OOM and holds more than 1000 allocations (batching)
     subprocess.run([MT, 'run', '--out', run_dir, '--interval', '0.02', '--', os.path.join(B, 'test', 'prog_trainer'),
                     'leak'], env=env, capture_output=True, check=True)
-    r = subprocess.run([MT, 'run', '--out', run_dir, '--', os.path.join(B, 'test', 'cuda_prog'), 'rt', 'oom',
+    r = subprocess.run([MT, 'run', '--out', run_dir, '--append', '--', os.path.join(B, 'test', 'cuda_prog'), 'rt', 'oom',
                         run_dir], env=dict(env, CUDA_PROG_SMALL='2500'), capture_output=True, text=True)
     mt.eq(r.returncode, 0, 'the CUDA program ran')
     dump = [os.path.join(run_dir, p) for p in os.listdir(run_dir) if '.oom1.' in p][0]
@@ -95,7 +95,8 @@ def basic():
     d = pickle.loads(raw)
     mt.check(raw[:2] == b'\x80\x02', 'torch: protocol 2')
     allowed = {'PROTO', 'EMPTY_DICT', 'EMPTY_LIST', 'MARK', 'SETITEMS', 'APPENDS', 'BINUNICODE', 'BININT',
-               'BININT1', 'BININT2', 'LONG1', 'NONE', 'NEWTRUE', 'NEWFALSE', 'TUPLE2', 'STOP'}
+               'BININT1', 'BININT2', 'LONG1', 'NONE', 'NEWTRUE', 'NEWFALSE', 'TUPLE2', 'STOP',
+               'BINPUT', 'LONG_BINPUT', 'BINGET', 'LONG_BINGET'}  # the memo, as PyTorch's own
     ops = [op.name for op, arg, pos in pickletools.genops(raw)]
     mt.eq(sorted(set(ops) - allowed), [], 'torch: only the opcodes PyTorch\'s pickler uses')
     # batch sizes: values between a MARK and its APPENDS/SETITEMS, at that depth
@@ -110,7 +111,7 @@ def basic():
             if stack:
                 stack[-1] += 0
         elif stack and n in ('BINUNICODE', 'BININT', 'BININT1', 'BININT2', 'LONG1', 'NONE', 'NEWTRUE',
-                             'NEWFALSE', 'EMPTY_DICT', 'EMPTY_LIST'):
+                             'NEWFALSE', 'EMPTY_DICT', 'EMPTY_LIST', 'BINGET', 'LONG_BINGET'):
             stack[-1] += 1
         if n == 'TUPLE2' and stack:
             stack[-1] -= 1  # two ints became one value

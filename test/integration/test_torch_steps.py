@@ -106,7 +106,11 @@ if mt.case('user'):
                 '    memtally.on_step(seen.append)\n'
                 '    memtally.on_step(lambda step: 1 / 0)\n'
                 '    atexit.register(lambda: print("cuda saw %s" % seen))\n')
-    r, d = under('user', [PY, os.path.join(HERE, 'torch_user_steps.py')], dict(env0, PYTHONPATH=cuda))
+    # the stand-in goes before the hook's own folder, which holds the real
+    # memtally_cuda (issue 35): memtally run leaves a PYTHONPATH that names
+    # that folder as it is
+    cuda_path = cuda + ':' + os.path.realpath(os.path.join(HERE, '..', '..', 'scripts', 'python'))
+    r, d = under('user', [PY, os.path.join(HERE, 'torch_user_steps.py')], dict(env0, PYTHONPATH=cuda_path))
     out = r.stdout.splitlines()
     want = [1, 2, 3, 4, 104, 105, 106, 107, 108]
     mt.eq(r.returncode, 0, 'exit code (%s)' % r.stderr[-300:])
@@ -120,7 +124,7 @@ if mt.case('user'):
     mt.check(len(w) == 1 and 'ZeroDivisionError' in w[0], 'its failing callback: one warning (%s)' % w)
     with open(os.path.join(cuda, 'memtally_cuda.py'), 'w') as f:
         f.write('raise RuntimeError("broken stand-in")\n')
-    r, d = under('user2', [PY, os.path.join(HERE, 'torch_user_steps.py')], dict(env0, PYTHONPATH=cuda))
+    r, d = under('user2', [PY, os.path.join(HERE, 'torch_user_steps.py')], dict(env0, PYTHONPATH=cuda_path))
     w = warnings(r.stderr)
     mt.check(r.returncode == 0 and r.stdout.startswith('seen %s' % want) and len(w) == 1 and 'broken stand-in' in w[0],
              'a memtally_cuda that fails to import: one warning, the program runs (%s)' % w)
