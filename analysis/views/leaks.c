@@ -71,14 +71,12 @@ leaks_json(struct mfile *f, struct opts *o, struct sb *j, int first, const struc
  * they went. */
 static void
 too_few(const struct mfile *f, const struct opts *o, const struct leaks *l) {
-	printf("  too few snapshots to judge growth: %zu in all, %zu in start-up (before %s), "
-	       "%zu in teardown (%s), %zu left; need 3: take snapshots with MEMTALLY_EVERY, "
-	       "MEMTALLY_INTERVAL or MEMTALLY_STEPS\n\n",
-	       f->nsnaps, l->win.warm,
-	       l->win.by_step ? "the warm-up steps end" : "the first part of the run",
+	printf("  too few snapshots to judge growth: %zu in all, %zu in start-up (the first %.0f%% "
+	       "of the %s), %zu in teardown (%s), %zu left; need 3: take snapshots with "
+	       "MEMTALLY_EVERY, MEMTALLY_INTERVAL or MEMTALLY_STEPS\n\n",
+	       f->nsnaps, l->win.warm, o->warmup * 100, l->win.by_step ? "steps" : "run",
 	       l->win.tear, l->win.by_step ? "after the last step began" : "the fall at the end",
 	       l->npts);
-	(void)o;
 }
 
 static void

@@ -38,7 +38,7 @@ d = os.path.join(OUT, 'one')
 subprocess.run([MT, 'run', '--out', d, '--', os.path.join(B, 'test', 'prog_trainer'), 'leak', '3'],
                capture_output=True)
 r = subprocess.run([MT, 'leaks', d], capture_output=True, text=True)
-mt.check('too few snapshots to judge growth: 1 in all, 0 in warm-up' in r.stdout and 'need 3' in r.stdout,
+mt.check('too few snapshots to judge growth: 1 in all, 0 in start-up' in r.stdout and 'need 3' in r.stdout,
          'one snapshot: the message says how many there were and where they went (%r)'
          % r.stdout.strip().split('\n')[-1][:200])
 # A leak that starts late in a run with few snapshots (torch_train.py leak
