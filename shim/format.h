@@ -135,6 +135,7 @@ mt_utf8_len(const unsigned char *p, size_t avail) {
 #define MT_F_HBLKHD_BYTES "hblkhd_bytes"
 #define MT_F_RESIDENT_BYTES "resident_bytes"
 #define MT_F_DEVICES "devices"
+#define MT_F_MMAP_RESERVED_BYTES "mmap_reserved_bytes"
 #define MT_F_MARKS "marks"
 #define MT_F_SHIM "shim"
 #define MT_F_MEMORY_BYTES "memory_bytes"

@@ -47,6 +47,7 @@ struct snap {
 	int nmarks;
 	int64_t dropped_stacks, dropped_live, shim_bytes;
 	int64_t coalesced;     /* snapshot requests merged into others so far */
+	int64_t reserved_bytes; /* PROT_NONE address space (in no kind) */
 	int line;              /* line number in the file */
 };
 

@@ -60,6 +60,7 @@ proc_figures(struct ctx *c, struct jv *o, struct snap *s) {
 	s->dropped_live = opt_count(c, sh, MT_F_DROPPED_LIVE, 0, INT64_MAX);
 	s->shim_bytes = opt_count(c, sh, MT_F_MEMORY_BYTES, 0, INT64_MAX);
 	s->coalesced = opt_count(c, sh, MT_F_COALESCED, 0, INT64_MAX);
+	s->reserved_bytes = opt_count(c, o, MT_F_MMAP_RESERVED_BYTES, 0, INT64_MAX);
 }
 
 static void

@@ -232,6 +232,9 @@ report_text(struct mfile *f, struct opts *o) {
 	       f->damaged     ? "; DAMAGED: read up to the damage named above"
 	       : f->truncated ? "; last line truncated"
 			      : "");
+	if (last->reserved_bytes) /* Go's arenas, a JIT's heap: not memory */
+		printf("  %s of address space reserved (PROT_NONE) at the last snapshot: in no kind\n",
+		       human(last->reserved_bytes, lab));
 	timeline_text(f);
 	sites_text(f, last, o, "at the last snapshot");
 	size_t np;

@@ -95,7 +95,7 @@ static void
 seg_map(const struct mt_map *m, void *arg) {
 	struct dump_ctx *c = arg;
 	struct mt_buf *b = c->b;
-	if (!strcmp(c->kind, "cuda"))
+	if (!strcmp(c->kind, "cuda") || m->reserved) /* a reservation holds no memory */
 		return;
 	mt_buf_printf(b, "{\"type\":\"segment\",\"kind\":\"%s\",\"address\":\"",
 		      mt_kind_names[m->kind]);

@@ -530,6 +530,9 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 	mt_devices_json(b);
 	mt_marks_json(b);
 	totals(b);
+	uint64_t reserved = mt_maptab_reserved();
+	if (reserved) /* PROT_NONE: address space, in no kind */
+		mt_buf_printf(b, "\"mmap_reserved_bytes\":%lu,", (unsigned long)reserved);
 	callsites(b, dump);
 	uint64_t pystacks = 0, pyframes = 0, pyretired = 0, pydropped = 0, pybytes = 0;
 	mt_py_stats(&pystacks, &pyframes, &pyretired, &pydropped, &pybytes);
