@@ -79,15 +79,15 @@ seg_ptr(const struct mt_ptr *e, void *arg) {
 	int cuda = !strcmp(c->kind, "cuda");
 	if (is_device_kind(e->kind) != cuda)
 		return;
-	mt_buf_printf(b, "{\"type\":\"segment\",\"kind\":\"%s\",\"%s\":\"",
-		      mt_kind_names[e->kind], e->flags & MT_PTR_HANDLE ? "handle" : "address");
+	mt_buf_printf(b, "{" MT_KEY(MT_F_TYPE) "\"" MT_R_SEGMENT "\"," MT_KEY(MT_F_KIND) "\"%s\",\"%s\":\"",
+		      mt_kind_names[e->kind], e->flags & MT_PTR_HANDLE ? MT_F_HANDLE : MT_F_ADDRESS);
 	mt_buf_hex(b, e->addr & ~MT_TAG_MASK);
-	mt_buf_printf(b, "\",\"size\":%lu,\"stack\":%u,\"time_ms\":%u%s",
+	mt_buf_printf(b, "\"," MT_KEY(MT_F_SIZE) "%lu," MT_KEY(MT_F_STACK) "%u," MT_KEY(MT_F_TIME_MS) "%u%s",
 		      (unsigned long)e->size, mt_stack_public(e->stack), e->time_ms,
-		      e->sampled ? ",\"sampled\":true" : "");
+		      e->sampled ? "," MT_KEY(MT_F_SAMPLED) "true" : "");
 	if (cuda)
-		mt_buf_printf(b, ",\"device\":%u,\"stream\":%u%s", e->device, e->stream,
-			      e->flags & MT_PTR_MAPPED ? ",\"mapped\":true" : "");
+		mt_buf_printf(b, "," MT_KEY(MT_F_DEVICE) "%u," MT_KEY(MT_F_STREAM) "%u%s", e->device, e->stream,
+			      e->flags & MT_PTR_MAPPED ? "," MT_KEY(MT_F_MAPPED) "true" : "");
 	mt_buf_puts(b, "}\n");
 }
 
@@ -97,10 +97,10 @@ seg_map(const struct mt_map *m, void *arg) {
 	struct mt_buf *b = c->b;
 	if (!strcmp(c->kind, "cuda") || m->reserved) /* a reservation holds no memory */
 		return;
-	mt_buf_printf(b, "{\"type\":\"segment\",\"kind\":\"%s\",\"address\":\"",
+	mt_buf_printf(b, "{" MT_KEY(MT_F_TYPE) "\"" MT_R_SEGMENT "\"," MT_KEY(MT_F_KIND) "\"%s\"," MT_KEY(MT_F_ADDRESS) "\"",
 		      mt_kind_names[m->kind]);
 	mt_buf_hex(b, m->start);
-	mt_buf_printf(b, "\",\"size\":%lu,\"stack\":%u,\"time_ms\":%u}\n",
+	mt_buf_printf(b, "\"," MT_KEY(MT_F_SIZE) "%lu," MT_KEY(MT_F_STACK) "%u," MT_KEY(MT_F_TIME_MS) "%u}\n",
 		      (unsigned long)(m->end - m->start), mt_stack_public(m->stack), m->time_ms);
 }
 
@@ -108,10 +108,10 @@ static void
 trace_line(const struct mt_ev *e, void *arg) {
 	struct mt_buf *b = arg;
 	static const char *const ops[] = {"?", "alloc", "free", "oom"};
-	mt_buf_printf(b, "{\"type\":\"trace\",\"op\":\"%s\",\"kind\":\"%s\",\"address\":\"",
+	mt_buf_printf(b, "{" MT_KEY(MT_F_TYPE) "\"" MT_R_TRACE "\"," MT_KEY(MT_F_OP) "\"%s\"," MT_KEY(MT_F_KIND) "\"%s\"," MT_KEY(MT_F_ADDRESS) "\"",
 		      ops[e->op & 3], mt_kind_names[e->kind % MT_NKINDS]);
 	mt_buf_hex(b, e->addr);
-	mt_buf_printf(b, "\",\"size\":%lu,\"stack\":%u,\"time_ms\":%lu}\n",
+	mt_buf_printf(b, "\"," MT_KEY(MT_F_SIZE) "%lu," MT_KEY(MT_F_STACK) "%u," MT_KEY(MT_F_TIME_MS) "%lu}\n",
 		      (unsigned long)e->size, mt_stack_public(e->stack),
 		      (unsigned long)(e->time_ns > mt_start_mono_ns
 					      ? (e->time_ns - mt_start_mono_ns) / 1000000u
@@ -126,23 +126,23 @@ trace(struct mt_buf *b) {
 static void
 body(struct mt_buf *b, void *arg) {
 	struct dump_ctx *c = arg;
-	mt_buf_printf(b, "{\"type\":\"oom\",\"kind\":\"%s\",\"api\":\"%s\","
-			 "\"requested_bytes\":%lu,\"error\":\"%s\",\"sampled\":%s",
+	mt_buf_printf(b, "{" MT_KEY(MT_F_TYPE) "\"" MT_R_OOM "\"," MT_KEY(MT_F_KIND) "\"%s\"," MT_KEY(MT_F_API) "\"%s\","
+			 MT_KEY(MT_F_REQUESTED_BYTES) "%lu," MT_KEY(MT_F_ERROR) "\"%s\"," MT_KEY(MT_F_SAMPLED) "%s",
 		      c->kind, c->api, (unsigned long)c->requested,
 		      !strcmp(c->kind, "preoom") ? "cgroup_threshold"
 		      : !strcmp(c->kind, "cuda") ? "CUDA_ERROR_OUT_OF_MEMORY"
 						   : "ENOMEM",
 		      mt_cfg.sample ? "true" : "false");
 	if (c->have_cg)
-		mt_buf_printf(b, ",\"cgroup_current_bytes\":%lu,\"cgroup_max_bytes\":%lu",
+		mt_buf_printf(b, "," MT_KEY(MT_F_CGROUP_CURRENT_BYTES) "%lu," MT_KEY(MT_F_CGROUP_MAX_BYTES) "%lu",
 			      (unsigned long)c->cg_current, (unsigned long)c->cg_max);
 	if (!strcmp(c->kind, "cuda")) {
-		mt_buf_printf(b, ",\"device\":%d", c->device);
+		mt_buf_printf(b, "," MT_KEY(MT_F_DEVICE) "%d", c->device);
 		if (c->drv_total)
-			mt_buf_printf(b, ",\"driver_free_bytes\":%lu,\"driver_total_bytes\":%lu",
+			mt_buf_printf(b, "," MT_KEY(MT_F_DRIVER_FREE_BYTES) "%lu," MT_KEY(MT_F_DRIVER_TOTAL_BYTES) "%lu",
 				      (unsigned long)c->drv_free, (unsigned long)c->drv_total);
 	}
-	mt_buf_printf(b, ",\"elapsed_ms\":%lu}\n", (unsigned long)mt_ms_since_start());
+	mt_buf_printf(b, "," MT_KEY(MT_F_ELAPSED_MS) "%lu}\n", (unsigned long)mt_ms_since_start());
 	c->b = b;
 	mt_ptrtab_each(seg_ptr, c);
 	mt_maptab_each(seg_map, c);
