@@ -1,7 +1,6 @@
 /* main.c — `memtally`: the subcommands, option parsing and usage.
  * Exit codes: 0 ok, 1 bad input (with FILE:LINE), 2 usage. */
-#include "cmd.h"
-#include "answer/sites.h"
+#include "cmd/cmd.h"
 #include "base/util.h"
 #include <errno.h>
 #include <malloc.h>
@@ -10,66 +9,103 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char usage[] =
-	"usage: memtally COMMAND [options] FILE|DIR...\n"
-	"\n"
-	"commands:\n"
-	"  run [options] -- CMD ARGS   run CMD with the shim preloaded (memtally run --help)\n"
-	"  report   per process: timeline of RSS, heap, mmap; top call sites at the end and at the peak\n"
-	"  leaks    call sites ranked by sustained growth (robust slope, fit, share of growth)\n"
-	"  functions live bytes per function, inclusive and self (--snapshot N|peak)\n"
-	"  top      a live view of a running job's files (--interval S, --once; keys: q s n p x)\n"
-	"  diff A B change per call site between two files, runs, or snapshots (FILE@SEQ)\n"
-	"  ranks    the same figures per rank side by side; outlier ranks named\n"
-	"  oom      what was live at an OOM dump, by call site and segment, and the events before it\n"
-	"  flame    flame graph SVG of a snapshot or dump (-o out.svg; --metric, --snapshot N,\n"
-	"           --folded for folded stacks: flamegraph.pl, inferno, speedscope)\n"
-	"  html     one self-contained interactive HTML page of a run (-o report.html)\n"
-	"  torch    a CUDA OOM dump as a PyTorch memory-viewer pickle (-o dump.pickle;\n"
-	"           --format 1.13 for PyTorch 1.13's _memory_viz)\n"
-	"  pprof    a snapshot as a gzipped pprof profile (-o out.pb.gz; --snapshot, --merge)\n"
-	"  cat      a file as JSONL on stdout (decompresses a .jsonl.zst)\n"
-	"\n"
-	"options:\n"
-	"  --json        machine-readable output\n"
-	"  --top N       call sites to show (default 10)\n"
-	"  --stacks      print every call site's whole stack\n"
-	"  --native      native frames only (default: Python frames where a stack ran Python)\n"
-	"  --kind K      only heap, mmap, mmap_file, cuda, ...\n"
-	"  --warmup F    leaks: ignore the first fraction F of each run (default 0.2)\n"
-	"  -o FILE       output file (flame, html, torch, pprof; flame --folded: stdout without)\n"
-	"  --metric M    flame: live (default), allocs or alloc_bytes\n"
-	"  --snapshot N  flame, pprof, functions: that snapshot (seq), `peak` or `last`\n"
-	"                (flame's default: the peak; the others': the last)\n"
-	"  --merge       pprof: one profile of every process, labelled pid, rank, host\n"
-	"\n"
-	"exit status: 0 ok, 1 bad input, 2 usage\n";
+/* Options, and the commands each applies to. */
+enum {
+	O_JSON = 1 << 0, O_TOP = 1 << 1, O_STACKS = 1 << 2, O_NATIVE = 1 << 3, O_KIND = 1 << 4,
+	O_WARMUP = 1 << 5, O_OUT = 1 << 6, O_METRIC = 1 << 7, O_SNAPSHOT = 1 << 8,
+	O_MERGE = 1 << 9, O_FOLDED = 1 << 10, O_FORMAT = 1 << 11, O_INTERVAL = 1 << 12,
+	O_ONCE = 1 << 13, O_ALL = 1 << 14,
+};
 
-int
-each_file(struct run *r, struct opts *o, const char *key,
-	  void (*fn)(struct mfile *f, struct opts *o, struct sb *j, int first)) {
-	struct sb j = {0};
-	if (o->json)
-		sb_printf(&j, "{\"%s\":[", key);
-	struct mfile f;
-	for (int first = 1; run_next(r, &f); first = 0) { /* one file at a time */
-		fn(&f, o, &j, first);
-		mfile_free(&f);
-	}
-	run_free(r);
-	if (o->json) {
-		sb_puts(&j, "]}\n");
-		fputs(j.p, stdout);
-		sb_free(&j);
-	}
-	return 0;
+static const struct option {
+	const char *name;
+	int bit, takes_value;
+	const char *help;
+} options[] = {
+	{"--json", O_JSON, 0, "machine-readable output"},
+	{"--top", O_TOP, 1, "N rows to show (default 10)"},
+	{"--stacks", O_STACKS, 0, "every call site its own row, with its whole stack"},
+	{"--native", O_NATIVE, 0, "native frames only (default: Python frames where a stack ran Python)"},
+	{"--kind", O_KIND, 1, "K: only heap, mmap, mmap_file, cuda, cuda_host, cuda_managed or cuda_vmm"},
+	{"--warmup", O_WARMUP, 1, "F: the growth window leaves out the first fraction F of the run, or of its steps (default 0.2)"},
+	{"-o", O_OUT, 1, "FILE: the output file"},
+	{"--metric", O_METRIC, 1, "M: live (default), allocs or alloc_bytes"},
+	{"--snapshot", O_SNAPSHOT, 1, "N|peak|last: that snapshot (default: the peak; FILE@N does the same per file)"},
+	{"--merge", O_MERGE, 0, "one profile of every process, labelled pid, rank, host"},
+	{"--folded", O_FOLDED, 0, "folded stacks (flamegraph.pl, inferno, speedscope) instead of an SVG"},
+	{"--format", O_FORMAT, 1, "2 (PyTorch 2's viewer, the default) or 1.13"},
+	{"--interval", O_INTERVAL, 1, "S: seconds between refreshes (0.1 to 3600; default 2)"},
+	{"--once", O_ONCE, 0, "print one frame and exit"},
+	{"--all", O_ALL, 0, "every rank's row (default from 256 ranks: a summary, outliers first)"},
+};
+
+#define SEL O_NATIVE | O_KIND
+static const struct command {
+	const char *name;
+	int (*fn)(struct opts *);
+	int opts;
+	const char *args, *what;
+} commands[] = {
+	{"report", cmd_report, O_JSON | O_TOP | O_STACKS | O_SNAPSHOT | SEL, "FILE|DIR...",
+	 "per process: timeline of RSS, heap and mmap; top rows at the last snapshot (or "
+	 "--snapshot N) and at the peak; spikes"},
+	{"leaks", cmd_leaks, O_JSON | O_TOP | O_STACKS | O_WARMUP | SEL, "FILE|DIR...",
+	 "rows ranked by sustained growth on the growth window (after start-up, before teardown, "
+	 "in steps when marked)"},
+	{"functions", cmd_functions, O_JSON | O_TOP | O_SNAPSHOT | SEL, "FILE|DIR...",
+	 "live bytes per function, inclusive and self, at the peak (--snapshot)"},
+	{"top", cmd_top, O_TOP | O_INTERVAL | O_ONCE | O_WARMUP | SEL, "DIR|FILE...",
+	 "a live view of a running job's files (keys: q s n p x)"},
+	{"diff", cmd_diff, O_JSON | O_TOP | O_STACKS | O_SNAPSHOT | SEL, "A B",
+	 "change per row between two files, runs (paired by rank, else command line and order) "
+	 "or snapshots (FILE@N, FILE@peak); at the peak by default"},
+	{"ranks", cmd_ranks, O_JSON | O_ALL | O_WARMUP, "DIR|FILE...",
+	 "the ranks side by side on one growth window and their exact peaks; the one that differs "
+	 "named"},
+	{"oom", cmd_oom, O_JSON | O_TOP | O_STACKS | O_NATIVE, "DUMP|DIR...",
+	 "what was live at an OOM dump, by row and segment, and the events before it"},
+	{"flame", cmd_flame, O_OUT | O_METRIC | O_SNAPSHOT | O_FOLDED | SEL, "FILE|DIR",
+	 "flame graph SVG at the peak (-o out.svg), or folded stacks (--folded)"},
+	{"html", cmd_html, O_OUT | O_NATIVE, "FILE|DIR",
+	 "one self-contained interactive HTML page of a run (-o report.html)"},
+	{"torch", cmd_torch, O_OUT | O_FORMAT, "DUMP|DIR",
+	 "a CUDA OOM dump as a PyTorch memory-viewer pickle (-o dump.pickle)"},
+	{"pprof", cmd_pprof, O_OUT | O_SNAPSHOT | O_MERGE | SEL, "FILE|DIR",
+	 "a snapshot (the peak by default) as a gzipped pprof profile (-o out.pb.gz)"},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void
+usage(FILE *out) {
+	fputs("usage: memtally COMMAND [options] FILE|DIR...   (memtally COMMAND --help)\n\n"
+	      "commands:\n"
+	      "  run       run a command with the shim preloaded (memtally run --help)\n", out);
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].what);
+	fputs("  cat       a file as JSONL on stdout (decompresses a .jsonl.zst)\n\n"
+	      "A file may name one snapshot: FILE@N (its seq), FILE@peak, FILE@last.\n"
+	      "exit status: 0 ok, 1 bad input, 2 usage\n", out);
 }
 
-void
-usage_exit(const char *msg) {
-	if (msg)
-		fprintf(stderr, "memtally: %s\n", msg);
-	fputs(usage, stderr);
+static void
+command_help(FILE *out, const struct command *c) {
+	fprintf(out, "usage: memtally %s [options] %s\n  %s\n\noptions:\n", c->name, c->args,
+		c->what);
+	for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
+		if (c->opts & options[i].bit)
+			fprintf(out, "  %-11s %s\n", options[i].name, options[i].help);
+	fputs("  --help      this text\n", out);
+}
+
+static void __attribute__((noreturn))
+usage_error(const struct command *c, const char *fmt, const char *arg) {
+	fputs("memtally: ", stderr);
+	fprintf(stderr, fmt, arg);
+	fputc('\n', stderr);
+	if (c)
+		command_help(stderr, c);
+	else
+		usage(stderr);
 	exit(EXIT_USAGE);
 }
 
@@ -100,6 +136,107 @@ stdout_text_safe(void) {
 	stdout = f; /* glibc: stdout is an assignable FILE * */
 }
 
+static void
+option_value(const struct command *c, struct opts *o, const char *a, const char *v) {
+	char *e;
+	if (!strcmp(a, "-o")) {
+		o->out = v;
+	} else if (!strcmp(a, "--metric")) {
+		if (strcmp(v, "live") && strcmp(v, "allocs") && strcmp(v, "alloc_bytes"))
+			usage_error(c, "--metric takes live, allocs or alloc_bytes, not '%s'", v);
+		o->metric = v;
+	} else if (!strcmp(a, "--format")) {
+		if (strcmp(v, "1.13") && strcmp(v, "2"))
+			usage_error(c, "--format takes 2 (PyTorch 2's viewer) or 1.13, not '%s'", v);
+		o->torch_version = strcmp(v, "2") ? 113 : 2;
+	} else if (!strcmp(a, "--snapshot")) {
+		if (!strcmp(v, "peak"))
+			o->snapshot = SNAP_PEAK;
+		else if (!strcmp(v, "last"))
+			o->snapshot = SNAP_LAST;
+		else if ((o->snapshot = strtol(v, &e, 10)) < 0 || *e || !*v)
+			usage_error(c, "--snapshot takes a snapshot number (seq), peak or last, not '%s'", v);
+	} else if (!strcmp(a, "--interval")) {
+		o->interval = strtod(v, &e);
+		if (*e || !*v || !(o->interval >= 0.1 && o->interval <= 3600))
+			usage_error(c, "--interval takes seconds from 0.1 to 3600, not '%s'", v);
+	} else if (!strcmp(a, "--top")) {
+		long n = strtol(v, &e, 10);
+		if (*e || !*v || n < 1 || n > 1000000)
+			usage_error(c, "--top takes a number from 1 to 1000000, not '%s'", v);
+		o->top = (int)n;
+	} else if (!strcmp(a, "--kind")) {
+		if ((o->kind = kind_parse(v)) < 0)
+			usage_error(c, "--kind takes heap, mmap, mmap_file, cuda, cuda_host, "
+				       "cuda_managed or cuda_vmm, not '%s'", v);
+	} else if (!strcmp(a, "--warmup")) {
+		o->warmup = strtod(v, &e);
+		if (*e || !*v || o->warmup < 0 || o->warmup >= 1)
+			usage_error(c, "--warmup takes a fraction in [0, 1), not '%s'", v);
+	}
+}
+
+static void
+option_flag(struct opts *o, const char *a) {
+	if (!strcmp(a, "--json"))
+		o->json = 1;
+	else if (!strcmp(a, "--stacks"))
+		o->stacks = 1;
+	else if (!strcmp(a, "--native"))
+		o->native = 1;
+	else if (!strcmp(a, "--merge"))
+		o->merge = 1;
+	else if (!strcmp(a, "--folded"))
+		o->folded = 1;
+	else if (!strcmp(a, "--once"))
+		o->once = 1;
+	else if (!strcmp(a, "--all"))
+		o->all = 1;
+}
+
+/* The command line of command c into o: an option c does not take is an
+ * error, as is one that is not an option at all. */
+static void
+parse(const struct command *c, struct opts *o, int argc, char **argv) {
+	for (int i = 2; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "--")) {
+			for (i++; i < argc; i++)
+				o->paths[o->npaths++] = argv[i];
+			break;
+		}
+		if (a[0] != '-' || !a[1]) {
+			o->paths[o->npaths++] = argv[i];
+			continue;
+		}
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			command_help(stdout, c);
+			exit(0);
+		}
+		const struct option *op = NULL;
+		for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
+			if (!strcmp(a, options[k].name))
+				op = &options[k];
+		if (!op)
+			usage_error(c, "unknown option %s", a);
+		if (!(c->opts & op->bit))
+			usage_error(c, "%s does not apply to this command", a);
+		if (op->takes_value) {
+			if (i + 1 >= argc)
+				usage_error(c, "%s needs a value", a);
+			option_value(c, o, a, argv[++i]);
+		} else {
+			option_flag(o, a);
+		}
+	}
+	if (!o->npaths)
+		usage_error(c, "no input files or directories given%s", "");
+	if ((c->opts & O_OUT) && !o->out && !o->folded)
+		usage_error(c, "%s needs -o FILE", c->name);
+	o->ask = (struct ask){.kind = o->kind, .apart = o->stacks, .snapshot = o->snapshot,
+			      .warmup = o->warmup};
+}
+
 int
 main(int argc, char **argv) {
 	/* Reading grows many arrays: keep freed memory in the process instead
@@ -109,123 +246,38 @@ main(int argc, char **argv) {
 	mallopt(M_TRIM_THRESHOLD, 512 << 20);
 	mallopt(M_TOP_PAD, 64 << 20);
 	if (argc < 2)
-		usage_exit(NULL);
+		usage_error(NULL, "name a command%s", "");
 	const char *cmd = argv[1];
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
-		fputs(usage, stdout);
+		usage(stdout);
 		return 0;
 	}
 	if (!strcmp(cmd, "run"))
 		return cmd_run(argc - 2, argv + 2);
 	if (!strcmp(cmd, "cat")) { /* raw JSONL: no escaping, no options */
+		if (argc == 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
+			puts("usage: memtally cat FILE...\n  each file as JSONL on stdout "
+			     "(a .jsonl.zst decompressed)");
+			return 0;
+		}
 		if (argc < 3)
-			usage_exit("cat: name a file");
+			usage_error(NULL, "cat: name a file%s", "");
 		for (int i = 2; i < argc; i++)
 			jsonl_cat(argv[i], 1);
 		return 0;
 	}
-	struct opts o = {.top = 10, .kind = -1, .warmup = 0.2, .metric = "live", .snapshot = SNAP_DEFAULT, .interval = 2,
-			 .torch_version = 2};
-	o.paths = xcalloc((size_t)argc, sizeof *o.paths);
-	for (int i = 2; i < argc; i++) {
-		const char *a = argv[i];
-		if (!strcmp(a, "--json"))
-			o.json = 1;
-		else if (!strcmp(a, "--stacks"))
-			o.stacks = 1;
-		else if (!strcmp(a, "--native"))
-			sites_native_only = 1;
-		else if (!strcmp(a, "--merge"))
-			o.merge = 1;
-		else if (!strcmp(a, "--folded"))
-			o.folded = 1;
-		else if (!strcmp(a, "-o") || !strcmp(a, "--metric") || !strcmp(a, "--snapshot") ||
-			 !strcmp(a, "--format")) {
-			if (i + 1 >= argc)
-				usage_exit("option needs a value");
-			const char *v = argv[++i];
-			if (!strcmp(a, "-o")) {
-				o.out = v;
-			} else if (!strcmp(a, "--metric")) {
-				if (strcmp(v, "live") && strcmp(v, "allocs") && strcmp(v, "alloc_bytes"))
-					usage_exit("--metric takes live, allocs or alloc_bytes");
-				o.metric = v;
-			} else if (!strcmp(a, "--format")) {
-				if (!strcmp(v, "1.13"))
-					o.torch_version = 113;
-				else if (!strcmp(v, "2"))
-					o.torch_version = 2;
-				else
-					usage_exit("--format takes 2 (PyTorch 2's viewer, the default) or 1.13");
-			} else if (!strcmp(v, "peak")) {
-				o.snapshot = SNAP_PEAK;
-			} else if (!strcmp(v, "last")) {
-				o.snapshot = SNAP_LAST;
-			} else {
-				char *e;
-				o.snapshot = strtol(v, &e, 10);
-				if (*e || o.snapshot < 0)
-					usage_exit("--snapshot takes a snapshot number (seq), peak or last");
-			}
-		} else if (!strcmp(a, "--once")) {
-			o.once = 1;
-		} else if (!strcmp(a, "--interval")) {
-			if (i + 1 >= argc)
-				usage_exit("option needs a value");
-			char *e;
-			o.interval = strtod(argv[++i], &e);
-			if (*e || !(o.interval >= 0.1 && o.interval <= 3600))
-				usage_exit("--interval takes seconds from 0.1 to 3600");
-		} else if (!strcmp(a, "--top") || !strcmp(a, "--kind") || !strcmp(a, "--warmup")) {
-			if (i + 1 >= argc)
-				usage_exit("option needs a value");
-			const char *v = argv[++i];
-			char *e;
-			if (!strcmp(a, "--top")) {
-				long n = strtol(v, &e, 10);
-				if (*e || n < 1 || n > 1000000)
-					usage_exit("--top takes a number from 1 to 1000000");
-				o.top = (int)n;
-			} else if (!strcmp(a, "--kind")) {
-				if ((o.kind = kind_parse(v)) < 0)
-					usage_exit("--kind takes heap, mmap, mmap_file, cuda, cuda_host, cuda_managed or cuda_vmm");
-			} else {
-				o.warmup = strtod(v, &e);
-				if (*e || o.warmup < 0 || o.warmup >= 1)
-					usage_exit("--warmup takes a fraction in [0, 1)");
-			}
-		} else if (!strcmp(a, "--")) {
-			for (i++; i < argc; i++)
-				o.paths[o.npaths++] = argv[i];
-		} else if (a[0] == '-' && a[1]) {
-			fprintf(stderr, "memtally: unknown option %s\n", a);
-			usage_exit(NULL);
-		} else {
-			o.paths[o.npaths++] = argv[i];
-		}
-	}
-	/* The commands that read files (run is dispatched before options). */
-	static const struct {
-		const char *name;
-		int (*fn)(struct opts *);
-	} commands[] = {
-		{"report", cmd_report}, {"leaks", cmd_leaks}, {"diff", cmd_diff},
-		{"ranks", cmd_ranks},   {"oom", cmd_oom},     {"torch", cmd_torch},
-		{"flame", cmd_flame},   {"html", cmd_html},   {"pprof", cmd_pprof},
-		{"functions", cmd_functions}, {"top", cmd_top},
-	};
-	int (*fn)(struct opts *) = NULL;
-	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+	const struct command *c = NULL;
+	for (size_t i = 0; i < NCOMMANDS; i++)
 		if (!strcmp(cmd, commands[i].name))
-			fn = commands[i].fn;
-	if (!fn) {
-		fprintf(stderr, "memtally: unknown command '%s'\n", cmd);
-		usage_exit(NULL);
-	}
-	if (!o.npaths)
-		usage_exit("no input files or directories given");
+			c = &commands[i];
+	if (!c)
+		usage_error(NULL, "unknown command '%s'", cmd);
+	struct opts o = {.top = 10, .kind = -1, .warmup = 0.2, .metric = "live",
+			 .snapshot = SNAP_DEFAULT, .interval = 2, .torch_version = 2};
+	o.paths = xcalloc((size_t)argc, sizeof *o.paths);
+	parse(c, &o, argc, argv);
 	if (!o.json)
 		stdout_text_safe();
-	int rc = fn(&o);
+	int rc = c->fn(&o);
 	return rc ? rc : read_status(); /* 1 when a file read was damaged */
 }

@@ -3,7 +3,7 @@
  * the files are, and exit with CMD's status.  Works with launchers
  * (torchrun, mpirun, srun) as CMD: they pass the environment to their
  * ranks, and each rank's file is named by its rank. */
-#include "cmd.h"
+#include "cmd/cmd.h"
 #include "base/util.h"
 #include "shim/platform/config.h"
 #include <dirent.h>
@@ -29,6 +29,8 @@ static const char run_usage[] =
 	"  --top N          call sites per snapshot\n"
 	"  --signal S       snapshot signal (USR1, USR2, RTMIN+n, RTMAX-n, none)\n"
 	"  --no-follow      do not track child processes\n"
+	"  --append         add to an output directory that holds an earlier run's files\n"
+	"                   (without it, such a directory is refused)\n"
 	"  --set NAME=VAL   any other MEMTALLY_NAME=VAL\n"
 	"Each is checked against the shim's option table (memtally-config): an\n"
 	"unknown name or a value out of range is a usage error (exit 2).\n";
@@ -145,7 +147,7 @@ setvar(const char *name, const char *val) {
 int
 cmd_run(int argc, char **argv) {
 	const char *out = getenv("MEMTALLY_OUT") ? getenv("MEMTALLY_OUT") : "memtally-out";
-	int i;
+	int i, append = 0;
 	for (i = 0; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "--")) {
@@ -158,6 +160,10 @@ cmd_run(int argc, char **argv) {
 		}
 		if (!strcmp(a, "--no-follow")) {
 			setvar("follow", "0");
+			continue;
+		}
+		if (!strcmp(a, "--append")) {
+			append = 1;
 			continue;
 		}
 		if (a[0] != '-')
@@ -227,6 +233,12 @@ cmd_run(int argc, char **argv) {
 		fprintf(stderr, "memtally: note: %s is statically linked: the shim cannot be "
 				"preloaded into it, so nothing will be recorded for it\n", argv[i]);
 	int before = count_files(absout);
+	/* An earlier run's files would read as more processes (a later
+	 * /bin/true showed up as another "rank"): refused unless asked. */
+	if (before > 0 && !append)
+		die(EXIT_USAGE, "%s already holds %d memtally file%s from an earlier run: name a new "
+				"--out, remove them, or add --append to add this run's files to them",
+		    absout, before, before == 1 ? "" : "s");
 	child = fork();
 	if (child < 0)
 		die(EXIT_USAGE, "fork: %s", strerror(errno));

@@ -1,46 +1,79 @@
 #!/usr/bin/env python3
-"""layers.py BUILD_DIR — the shim's layers, enforced from the objects.
+"""layers.py BUILD_DIR [shim|analysis] — the layers, enforced from the objects.
 
-Each shim object (named by its path under shim/, e.g. platform/glue) may
-call only objects of a lower layer (from `nm`: an undefined symbol in A that B defines is a call from A to B).  Two objects
-of one layer never call each other; the entry points (hooks, signals, the
-C API, CUDA wrappers) in particular never do.  Prints every call that runs
-sideways or up, with the symbols, and exits 1 if there is any.
-Adding a file to shim/: give it a layer here, or this check fails."""
+Both programs are folders stacked in levels, lowest first.  A file may call
+(from `nm`: an undefined symbol in A that B defines is a call from A to B):
+  - any file of a lower level;
+  - in its own folder, a file of an earlier step of that folder's list; the
+    files of one step never call each other;
+  - nothing in another folder of its own level (siblings: the shim's entry
+    points and the command's views and exports never call each other), and
+    nothing of a higher level.
+A folder marked APART has every file in a step of its own kind: its files
+never call each other at all.  Prints every call that runs sideways or up,
+with the symbols, and exits 1 if there is any (2: objects missing).
+Adding a source file: give it a step here, or this check fails."""
 import glob, os, subprocess, sys
 
-LAYERS = [
-    # platform: syscalls, atomics and locks, clocks, the loader, buffers
-    # and formatting, the configuration
-    ('platform', ['platform/glue', 'platform/dl']),
-    ('platform-format', ['platform/buf']),
-    ('platform-config', ['platform/config']),
-    # state: the tables and the small shared states
-    ('state-solo', ['state/solo']),
-    ('state', ['state/stacks', 'state/totals', 'state/ptrtab', 'state/events', 'state/trigger',
-               'state/marks', 'state/map64']),
-    ('state-sites', ['state/sites']),
-    ('state-derived', ['state/maptab', 'state/devices']),
-    # capture: stack walkers, Python frames, then charging
-    ('capture-cfi-parts', ['capture/ehframe', 'capture/cfitab']),
-    ('capture-cfi', ['capture/cfi']),
-    ('capture', ['capture/unwind', 'capture/pylines']),
-    ('capture-pyfind', ['capture/pyfind']),
-    ('capture-python', ['capture/python']),
-    ('capture-pyrecords', ['capture/pyrecords']),
-    ('capture-charge', ['capture/charge']),
-    # readers and writers: the output file, /proc and cgroup figures,
-    # snapshot records, dumps
-    ('output-file', ['output/file', 'output/zout']),
-    ('output-procstat', ['output/procstat']),
-    ('output-records', ['output/snapshot']),
-    ('output-dumps', ['output/oom']),
-    ('output-writer', ['output/writer']),
-    # entry points: never call each other
-    ('entry', ['entry/interpose', 'entry/signals', 'entry/api', 'entry/cuda', 'entry/identity']),
+APART = 'apart'
+
+# Each level: its folders; each folder: (name, steps) or (name, APART, files).
+# A step is a file (its path under the folder, no .c) or a tuple of files.
+SHIM = [
+    # syscalls and atomics, the loader; formatting into fixed buffers; the
+    # options
+    [('platform', [('glue', 'dl'), 'buf', 'config'])],
+    # the tables and the small shared states (state/sites.h has the table)
+    [('state', ['solo', ('stacks', 'totals', 'ptrtab', 'events', 'trigger', 'marks', 'map64'),
+                'sites', ('maptab', 'devices')])],
+    # the CFI reader and its table, the walkers, Python frames, charging
+    [('capture', [('ehframe', 'cfitab'), 'cfi', ('unwind', 'pylines'), 'pyfind', 'python',
+                  'pyrecords', 'charge'])],
+    # the file, /proc and cgroup figures, the records, dumps
+    [('output', [('file', 'zout'), 'procstat', 'snapshot', 'oom', 'writer'])],
+    # the exported entry points: never call each other
+    [('entry', APART, ['interpose', 'signals', 'api', 'cuda', 'exec', 'identity'])],
     # the lifecycle on top
-    ('lifecycle', ['life']),
+    [('', ['life'])],
 ]
+
+ANALYSIS = [
+    [('base', ['util'])],
+    [('model', ['model'])],
+    # bytes and ids, the fields, the records, lines, a file and what damage
+    # means for it, then the ways in: a directory, a growing file, `cat`
+    [('read', ['json', ('idmap', 'source', 'symbolize'), 'fields', 'snaprec', 'records', 'lines',
+               'load', ('files', 'follow', 'cat')])],
+    # the answers the commands print (stats, the growth window, call sites,
+    # growth and leaks, the moment a view reads), and the command context
+    # every command receives: neither calls the other
+    [('answer', [('stats', 'sites'), 'window', ('growth', 'moment')]),
+     ('cmd', ['cmd'])],
+    # the commands: views print, exports write files; a view never calls
+    # another view or an export, nor an export a view
+    [('views', APART, ['diff', 'functions', 'leaks', 'oom', 'ranks', 'report', 'top']),
+     ('export', [('proto/profile.pb-c', 'html_page', 'pickle'), 'flame', ('torch', 'pprof', 'html')])],
+    # the command line and its runner
+    [('', ['run', 'main'])],
+]
+
+HALVES = {'shim': ('shim', SHIM), 'analysis': ('analysis', ANALYSIS)}
+
+
+def places(levels):
+    """file -> (level, folder, step): where each named file sits."""
+    at = {}
+    for lv, folders in enumerate(levels):
+        for f in folders:
+            name, steps = f[0], f[-1]
+            for si, step in enumerate(steps):
+                for base in (step if isinstance(step, tuple) else (step,)):
+                    key = (name + '/' if name else '') + base
+                    # an APART folder: every file a step of its own, and
+                    # steps of one folder never call each other
+                    at[key] = (lv, name, si, len(f) == 3)
+    return at
+
 
 def symbols(obj):
     out = subprocess.run(['nm', obj], capture_output=True, text=True, check=True).stdout
@@ -53,31 +86,45 @@ def symbols(obj):
             undefined.add(f[1])
     return defined, undefined
 
-def main():
-    build = sys.argv[1] if len(sys.argv) > 1 else 'build'
-    root = os.path.join(build, 'shim')
+
+def verdict(a, b):
+    """None when a may call b, else 'up' or 'sideways'."""
+    la, fa, sa, apart = a
+    lb, fb, sb, _ = b
+    if lb < la:
+        return None
+    if lb > la:
+        return 'up'
+    if fa != fb:
+        return 'sideways'
+    if apart or sb >= sa:
+        return 'sideways' if apart or sb == sa else 'up'
+    return None
+
+
+def check(build, half):
+    src_dir, levels = HALVES[half]
+    root = os.path.join(build, src_dir)
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', src_dir)
     # the objects of today's sources (a stale object of a moved file is not read)
-    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'shim')
-    objs = [os.path.join(root, os.path.relpath(c, src)[:-2] + '.o')
-            for c in sorted(glob.glob(os.path.join(src, '**', '*.c'), recursive=True))]
-    missing = [o for o in objs if not os.path.exists(o)]
+    names = [os.path.relpath(c, here)[:-2]
+             for c in sorted(glob.glob(os.path.join(here, '**', '*.c'), recursive=True))]
+    missing = [n for n in names if not os.path.exists(os.path.join(root, n + '.o'))]
     if missing:
-        print('layers: no %s (make all first)' % missing[0])
-        return 2
-    rank = {n: i for i, (_, names) in enumerate(LAYERS) for n in names}
-    layer_of = {n: LAYERS[i][0] for n, i in rank.items()}
+        print('layers: %s: no %s (make all first)' % (half, os.path.join(root, missing[0] + '.o')))
+        return None
+    at = places(levels)
     defs, undefs = {}, {}
-    for o in objs:
-        n = os.path.relpath(o, root)[:-2]
-        defs[n], undefs[n] = symbols(o)
+    for n in names:
+        defs[n], undefs[n] = symbols(os.path.join(root, n + '.o'))
     bad = 0
-    for n in defs:
-        if n not in rank:
-            print('layers: shim/%s.c has no layer in scripts/layers.py' % n)
+    for n in names:
+        if n not in at:
+            print('layers: %s/%s.c has no place in scripts/layers.py' % (src_dir, n))
             bad += 1
     owner = {s: n for n, d in defs.items() for s in d}
     edges = 0
-    for a in sorted(defs):
+    for a in names:
         calls = {}
         for s in undefs[a]:
             b = owner.get(s)
@@ -85,14 +132,26 @@ def main():
                 calls.setdefault(b, []).append(s)
         for b, syms in sorted(calls.items()):
             edges += 1
-            if a in rank and b in rank and rank[b] >= rank[a]:
+            how = verdict(at[a], at[b]) if a in at and b in at else None
+            if how:
                 bad += 1
-                how = 'sideways' if rank[b] == rank[a] else 'up'
-                print('layers: %s (%s) calls %s %s (%s): %s' % (
-                    a, layer_of[a], how, b, layer_of[b], ', '.join(sorted(syms))))
-    print('layers: %d objects, %d calls between them, %d against the layers' %
-          (len(defs), edges, bad))
-    return 1 if bad else 0
+                print('layers: %s: %s calls %s %s: %s' % (half, a, how, b, ', '.join(sorted(syms))))
+    print('layers: %s: %d objects, %d calls between them, %d against the layers' %
+          (half, len(names), edges, bad))
+    return bad
+
+
+def main():
+    build = sys.argv[1] if len(sys.argv) > 1 else 'build'
+    halves = sys.argv[2:] or ['shim', 'analysis']
+    if any(h not in HALVES for h in halves):
+        print('usage: layers.py BUILD_DIR [shim|analysis]...')
+        return 2
+    results = [check(build, h) for h in halves]
+    if any(r is None for r in results):
+        return 2
+    return 1 if any(results) else 0
+
 
 if __name__ == '__main__':
     sys.exit(main())

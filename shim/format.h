@@ -158,6 +158,8 @@ mt_utf8_len(const unsigned char *p, size_t avail) {
 #define MT_F_FREE_BYTES "free_bytes"
 #define MT_F_PEAK_BYTES "peak_bytes"
 #define MT_F_AT_PEAK_BYTES "at_peak_bytes"
+#define MT_F_PEAK_MS "peak_ms"
+#define MT_F_PEAK_STEP "peak_step"
 #define MT_F_LIVE_ESTIMATED "live_estimated"
 /* oom, segment, trace */
 #define MT_F_API "api"

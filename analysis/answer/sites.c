@@ -6,8 +6,6 @@
 
 #define MAXF 160
 
-int sites_native_only;
-
 static int
 is_eval_loop(const struct frame *fr) {
 	return fr->func && !strcmp(fr->func, "_PyEval_EvalFrameDefault");
@@ -33,7 +31,7 @@ site_frames(const struct mfile *f, uint32_t stack, struct frame *out, int max) {
 	int nn = 0;
 	for (int i = 0; st->pcs && i < st->n && nn < MAXF; i++)
 		nn += sym_frames(f, st->pcs[i], nat + nn, MAXF - nn);
-	const struct pystack *ps = !sites_native_only && st->py > 0 &&
+	const struct pystack *ps = !f->native && st->py > 0 &&
 					   (size_t)st->py < f->npystacks
 				   ? &f->pystacks[st->py]
 				   : NULL;
@@ -49,7 +47,7 @@ site_frames(const struct mfile *f, uint32_t stack, struct frame *out, int max) {
 	}
 	while (ps && k < ps->n && n < max)
 		out[n++] = py_frame(&f->pyframes[ps->frames[k++]]);
-	if (!sites_native_only && st->py == 0 && f->python && n < max)
+	if (!f->native && st->py == 0 && f->python && n < max)
 		out[n++] = (struct frame){.func = "[no Python frame]", .module = "[python]",
 					  .status = SYM_OK, .python = 2};
 	return n;
@@ -340,21 +338,22 @@ cmp_row(const void *a, const void *b) {
  * loop (cut there, format 2 on) has a name made of its Python frames alone
  * (its first informative frame is the innermost Python one, and only
  * Python frames follow it), so it is named once per Python stack: a
- * PyTorch import's 178 k sites have 19 k of them.  byp: names by pystack
- * index, NULL until the first. */
-static const char *
-row_name(const struct mfile *f, uint32_t stack, char *buf, size_t n, char ***byp) {
+ * PyTorch import's 178 k sites have 19 k of them. */
+const char *
+site_group_name(const struct mfile *f, uint32_t stack, char *buf, size_t n, struct namer *nm) {
 	const struct stack *st = stack && stack < f->nstacks ? &f->stacks[stack] : NULL;
-	if (sites_native_only || !st || !st->pcs || st->n <= 0 || st->py <= 0 ||
+	if (f->native || !st || !st->pcs || st->n <= 0 || st->py <= 0 ||
 	    (size_t)st->py >= f->npystacks || f->pystacks[st->py].n <= 0)
 		return site_name(f, stack, 2, buf, n);
 	struct frame fr[32];
 	int k = sym_frames(f, st->pcs[st->n - 1], fr, 32);
 	if (k <= 0 || !is_eval_loop(&fr[k - 1]))
 		return site_name(f, stack, 2, buf, n);
-	if (!*byp)
-		*byp = xcalloc(f->npystacks, sizeof **byp);
-	char **slot = &(*byp)[st->py];
+	if (!nm->byp) {
+		nm->byp = xcalloc(f->npystacks, sizeof *nm->byp);
+		nm->n = f->npystacks;
+	}
+	char **slot = &nm->byp[st->py];
 	if (!*slot) {
 		site_name(f, stack, 2, buf, n);
 		*slot = xstrdup(buf);
@@ -363,12 +362,20 @@ row_name(const struct mfile *f, uint32_t stack, char *buf, size_t n, char ***byp
 	return buf;
 }
 
+void
+namer_free(struct namer *nm) {
+	for (size_t i = 0; nm->byp && i < nm->n; i++)
+		free(nm->byp[i]);
+	free(nm->byp);
+	nm->byp = NULL;
+}
+
 struct site_row *
 site_rows(const struct mfile *f, const struct site *v, size_t n, int kind, int apart, int limit,
 	  int at_peak, size_t *nr) {
 	struct site_row *r = NULL;
 	size_t m = 0, cap = 0;
-	char **byp = NULL;
+	struct namer nm = {0};
 	struct keyix ix = {0}; /* kind byte, name -> row index + 1 */
 	for (size_t i = 0; i < n && (apart ? (int)m < limit : 1); i++) {
 		if (kind >= 0 && v[i].kind != kind)
@@ -377,7 +384,7 @@ site_rows(const struct mfile *f, const struct site *v, size_t n, int kind, int a
 			continue;
 		char key[1025], *name = key + 1;
 		key[0] = (char)(v[i].kind + 1);
-		row_name(f, v[i].stack, name, sizeof key - 1, &byp);
+		site_group_name(f, v[i].stack, name, sizeof key - 1, &nm);
 		int fresh = 1;
 		uint64_t *slot = apart ? NULL : keyix_slot(&ix, key, 1 + strlen(name), &fresh);
 		size_t k = fresh ? m : *slot - 1;
@@ -403,9 +410,7 @@ site_rows(const struct mfile *f, const struct site *v, size_t n, int kind, int a
 		}
 	}
 	keyix_free(&ix);
-	for (size_t i = 0; byp && i < f->npystacks; i++)
-		free(byp[i]);
-	free(byp);
+	namer_free(&nm);
 	xqsort(r, m, sizeof *r, cmp_row);
 	*nr = m;
 	return r;

@@ -8,11 +8,9 @@
 #include "base/util.h"
 #include <stdio.h>
 
-/* Frames shown: 0 hybrid (Python frames where the native stack entered
- * the interpreter loop; the default), 1 native only (--native). */
-extern int sites_native_only;
 /* The frames of a stack, innermost first, inline chains expanded; hybrid
- * unless --native.  Returns the count (<= max). */
+ * (Python frames where the native stack entered the interpreter loop)
+ * unless f->native (--native).  Returns the count (<= max). */
 int site_frames(const struct mfile *f, uint32_t stack, struct frame *out, int max);
 
 /* The frame a call site is named by: the innermost Python frame when
@@ -40,6 +38,17 @@ void site_print_stack(FILE *out, const struct mfile *f, uint32_t stack, const ch
 void site_json_stack(struct sb *s, const struct mfile *f, uint32_t stack);
 /* `"function":...,"where":...,"frames":[...]` of a stack (--json rows). */
 void site_json_names(struct sb *j, const struct mfile *f, uint32_t stack);
+
+/* The name of a call site's row (site_name with two callers), computed
+ * once per Python stack for stacks made of Python frames alone; nm keeps
+ * those names (zeroed at first, namer_free after). */
+struct namer {
+	char **byp;
+	size_t n;
+};
+const char *site_group_name(const struct mfile *f, uint32_t stack, char *buf, size_t n,
+			    struct namer *nm);
+void namer_free(struct namer *nm);
 
 /* Rows that print alike are one row: sites with the same name and kind
  * (cc1's "xmalloc < et_new_tree < calculate_dominance_info", reached by

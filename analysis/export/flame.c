@@ -7,7 +7,7 @@
  * script can zoom by rescaling; labels are clipped to fit when written, so
  * the file reads the same in a viewer that runs no script. */
 #include "export/flame.h"
-#include "cmd.h"
+#include "cmd/cmd.h"
 #include "answer/sites.h"
 #include "read/symbolize.h"
 #include <errno.h>
@@ -366,9 +366,9 @@ flame_free(struct fnode *n) {
 int
 cmd_flame(struct opts *o) {
 	if (!o->out && !o->folded)
-		usage_exit("flame needs -o FILE.svg");
+		die(EXIT_USAGE, "flame needs -o FILE.svg");
 	struct run r;
-	run_load(&r, o->paths, o->npaths);
+	cmd_load(o, &r);
 	struct fnode *root = flame_new();
 	char lab[128], title[256];
 	/* No --snapshot and live bytes: the peak, exact where the file keeps

@@ -8,7 +8,7 @@
  * at most 1000 snapshots a process (evenly spaced, the first, last and
  * peak kept), the 2000 largest call sites (the rest summed), 20000
  * segments and events a dump. */
-#include "cmd.h"
+#include "cmd/cmd.h"
 #include "export/flame.h"
 #include "export/html_page.h"
 #include "answer/sites.h"
@@ -182,9 +182,10 @@ stack_json(struct sb *j, struct mfile *f, const size_t *idx, size_t m) {
 		}
 	}
 	free(all);
-	struct opts o = {.top = 10, .kind = -1, .warmup = 0.2, .metric = "live", .snapshot = SNAP_DEFAULT};
-	struct leak_row lr[10];
-	size_t nl = f->nsnaps >= 3 ? leak_suspects(f, &o, lr, 10) : 0;
+	struct ask ask = {.kind = -1, .warmup = 0.2, .snapshot = SNAP_DEFAULT};
+	struct leaks lk;
+	answer_leaks(f, &ask, &lk);
+	struct namer nm = {0};
 	/* pass 2: the series */
 	int64_t *y = xcalloc((nt + 1) * (m ? m : 1), sizeof *y);
 	for (size_t q = 0; q < m; q++) {
@@ -204,8 +205,10 @@ stack_json(struct sb *j, struct mfile *f, const size_t *idx, size_t m) {
 		if (k)
 			sb_putc(j, ',');
 		int suspect = 0;
-		for (size_t l = 0; l < nl && k < nt; l++)
-			suspect |= lr[l].stack == top[k].stack && lr[l].kind == top[k].kind;
+		if (k < nt)
+			site_group_name(f, top[k].stack, name, sizeof name, &nm);
+		for (size_t l = 0; l < lk.n && l < 10 && k < nt; l++)
+			suspect |= !strcmp(lk.v[l].r.name, name) && lk.v[l].r.kind == top[k].kind;
 		sb_puts(j, "{\"where\":");
 		sb_json_str(j, k < nt ? site_name(f, top[k].stack, 2, name, sizeof name) : "other");
 		sb_printf(j, ",\"kind\":\"%s\",\"suspect\":%s,\"frames\":[", k < nt ? kind_names[top[k].kind] : "",
@@ -224,6 +227,8 @@ stack_json(struct sb *j, struct mfile *f, const size_t *idx, size_t m) {
 	}
 	sb_puts(j, "]}");
 	free(y);
+	leaks_free(&lk);
+	namer_free(&nm);
 }
 
 static void
@@ -380,11 +385,10 @@ dump_json(struct sb *j, struct mfile *f) {
 
 int
 cmd_html(struct opts *o) {
-	if (!o->out)
-		usage_exit("html needs -o FILE.html");
 	struct run r, d;
-	run_load(&r, o->paths, o->npaths);
+	cmd_load(o, &r);
 	run_load_dumps_if_any(&d, o->paths, o->npaths);
+	cmd_native(o, &d);
 	struct sb j = {0};
 	sb_puts(&j, "{\"processes\":[");
 	for (size_t i = 0; i < r.nfiles; i++) {

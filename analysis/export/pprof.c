@@ -18,7 +18,8 @@
  * A directory of several processes gives one profile per process (-o is
  * then a name the process's label is inserted into), or with --merge one
  * profile whose samples carry the process's labels. */
-#include "cmd.h"
+#include "cmd/cmd.h"
+#include "answer/answer.h"
 #include "export/proto/profile.pb-c.h"
 #include "answer/sites.h"
 #include "read/symbolize.h"
@@ -224,11 +225,11 @@ label(struct prof *P, const char *key, const char *str, int64_t num) {
 /* Every call site --snapshot asks for of file f as samples (at the peak:
  * inuse_space only). */
 static void
-add_file(struct prof *P, struct mfile *f, long seq, int kind, int peak) {
+add_file(struct prof *P, struct mfile *f, const struct ask *ask, int kind, int peak) {
 	size_t n;
 	const struct snap *s;
 	int at_peak;
-	struct site *v = sites_for(f, seq, kind, &s, &at_peak, &n);
+	struct site *v = answer_sites(f, ask, &s, &at_peak, &n);
 	for (size_t i = 0; i < n; i++) {
 		const struct site *t = &v[i];
 		if (kind >= 0 && t->kind != kind)
@@ -373,27 +374,29 @@ per_process_name(const char *out, const struct mfile *f) {
 
 int
 cmd_pprof(struct opts *o) {
-	if (!o->out)
-		usage_exit("pprof needs -o FILE.pb.gz");
 	struct run r;
-	run_load(&r, o->paths, o->npaths);
+	cmd_load(o, &r);
+	/* at the peak (the default) a profile holds inuse_space alone */
+	int peak = 1;
+	for (size_t i = 0; i < r.nfiles; i++)
+		peak &= !strcmp(answer_moment_name(&r.files[i], &o->ask), "at the peak");
 	if (r.nfiles == 1 || o->merge) {
 		struct prof P;
-		prof_init(&P, o->snapshot == SNAP_PEAK);
+		prof_init(&P, peak);
 		for (size_t i = 0; i < r.nfiles; i++)
-			add_file(&P, &r.files[i], o->snapshot, o->kind, o->snapshot == SNAP_PEAK);
+			add_file(&P, &r.files[i], &o->ask, o->kind, peak);
 		comment(&P, "stacks start at the frame memtally names a call site by%s",
-			sites_native_only ? " (native frames only)" : "");
+			o->native ? " (native frames only)" : "");
 		prof_write(&P, o->out);
 		prof_free(&P);
 		return 0;
 	}
 	for (size_t i = 0; i < r.nfiles; i++) {
 		struct prof P;
-		prof_init(&P, o->snapshot == SNAP_PEAK);
-		add_file(&P, &r.files[i], o->snapshot, o->kind, o->snapshot == SNAP_PEAK);
+		prof_init(&P, peak);
+		add_file(&P, &r.files[i], &o->ask, o->kind, peak);
 		comment(&P, "stacks start at the frame memtally names a call site by%s",
-			sites_native_only ? " (native frames only)" : "");
+			o->native ? " (native frames only)" : "");
 		char *path = per_process_name(o->out, &r.files[i]);
 		prof_write(&P, path);
 		free(path);

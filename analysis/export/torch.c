@@ -18,7 +18,7 @@
  * --format 1.13 writes what torch.cuda.memory_snapshot() returned in 1.13:
  * the list of segments alone (1.13's `_memory_viz memory|segments` cannot
  * read the dict). */
-#include "cmd.h"
+#include "cmd/cmd.h"
 #include "export/pickle.h"
 #include "answer/sites.h"
 #include "read/symbolize.h"
@@ -259,10 +259,9 @@ write_pickle(struct mfile *f, const char *path, int v113) {
 
 int
 cmd_torch(struct opts *o) {
-	if (!o->out)
-		usage_exit("torch needs -o FILE.pickle");
 	struct run r;
 	run_load_dumps(&r, o->paths, o->npaths);
+	cmd_native(o, &r);
 	if (r.nfiles != 1)
 		die(EXIT_USAGE, "torch: %zu dumps found; name one dump file", r.nfiles);
 	write_pickle(&r.files[0], o->out, o->torch_version == 113);

@@ -17,6 +17,8 @@ struct site {
 	uint8_t kind;
 	int64_t live_bytes, live_count, allocs, alloc_bytes, frees, peak_bytes;
 	int64_t at_peak_bytes; /* live when its kind's total was at its peak; -1: not written */
+	int64_t peak_ms;       /* when peak_bytes was reached (ms from start); -1: not written */
+	double peak_step;      /* the step mark then; NAN: none or not written */
 };
 
 struct totals {
@@ -111,6 +113,9 @@ struct oominfo {
 
 struct mfile {
 	char *path;
+	int has_sel;               /* FILE@N, FILE@peak, FILE@last named it: */
+	long sel;                  /* that snapshot (a seq, SNAP_PEAK, SNAP_LAST) */
+	int native;                /* show native frames only (--native) */
 	int version;
 	int64_t pid, ppid, rank, local_rank, world_size; /* -1 when null */
 	char *host, *exe, *argv;   /* argv joined with spaces */
@@ -152,8 +157,10 @@ struct run {
 	size_t nfiles;
 	char **list;               /* run_list: the files to read */
 	unsigned char *named;      /* ... each named alone (not found in a directory) */
+	long *sels;                /* ... each one's FILE@N (path_selector), SNAP_DEFAULT */
 	size_t nlist, cap_list, next, nread;
 	int optional;
+	int native;                /* given to each file read (--native) */
 };
 
 /* Reading (read/): a file is read up to the first thing wrong in it, and
@@ -178,6 +185,12 @@ void run_list(struct run *r, char **paths, int npaths, int dumps, int optional);
 int run_next(struct run *r, struct mfile *f);
 /* run_list, and every usable file read into r->files. */
 void run_load(struct run *r, char **paths, int npaths);
+/* FILE@N, FILE@peak, FILE@last where FILE exists and the whole name does
+ * not: returns the snapshot (a seq, SNAP_PEAK, SNAP_LAST) and cuts path at
+ * the '@'; SNAP_DEFAULT when the name has none.  run_list does this for
+ * every path (mfile.sel). */
+long path_selector(char *path);
+/* The same for OOM dumps: directories contribute their *.oom<N>.jsonl. */
 void run_load_dumps(struct run *r, char **paths, int npaths);
 void run_load_dumps_if_any(struct run *r, char **paths, int npaths);
 void run_free(struct run *r);

@@ -34,16 +34,47 @@ cmp_str(const void *a, const void *b) {
 }
 
 static void
-add(struct run *r, char *path, int named) {
+add(struct run *r, char *path, int named, long sel) {
 	r->list = xgrow(r->list, r->nlist + 1, &r->cap_list, sizeof *r->list);
 	r->named = xrealloc(r->named, r->cap_list);
+	r->sels = xrealloc(r->sels, r->cap_list * sizeof *r->sels);
 	r->named[r->nlist] = (unsigned char)named;
+	r->sels[r->nlist] = sel;
 	r->list[r->nlist++] = path;
+}
+
+/* FILE@N, FILE@peak, FILE@last (a snapshot of a file or of every file
+ * of a directory) where FILE exists and FILE@... does not: the snapshot
+ * goes to *sel and the path is cut there (in place).  Else SNAP_DEFAULT. */
+long
+path_selector(char *path) {
+	char *at = strrchr(path, '@');
+	struct stat st;
+	if (!at || at == path || !stat(path, &st))
+		return SNAP_DEFAULT;
+	const char *v = at + 1;
+	long sel;
+	if (!strcmp(v, "peak"))
+		sel = SNAP_PEAK;
+	else if (!strcmp(v, "last"))
+		sel = SNAP_LAST;
+	else if (*v && strspn(v, "0123456789") == strlen(v) && strlen(v) < 16)
+		sel = atol(v);
+	else
+		die(EXIT_BAD_INPUT, "%s: no such file, and '@%s' is not a snapshot (N, peak or last)",
+		    path, v);
+	*at = 0;
+	if (stat(path, &st)) {
+		int e = errno;
+		*at = '@';
+		die(EXIT_BAD_INPUT, "%s: %s", path, strerror(e));
+	}
+	return sel;
 }
 
 /* A directory's files, sorted; returns how many. */
 static size_t
-add_dir(struct run *r, const char *dir, int dumps) {
+add_dir(struct run *r, const char *dir, int dumps, long sel) {
 	DIR *d = opendir(dir);
 	if (!d)
 		die(EXIT_BAD_INPUT, "%s: %s", dir, strerror(errno));
@@ -54,7 +85,7 @@ add_dir(struct run *r, const char *dir, int dumps) {
 			continue;
 		struct sb s = {0};
 		sb_printf(&s, "%s/%s", dir, e->d_name);
-		add(r, s.p, 0);
+		add(r, s.p, 0, sel);
 	}
 	closedir(d);
 	xqsort(r->list + before, r->nlist - before, sizeof *r->list, cmp_str);
@@ -66,13 +97,16 @@ run_list(struct run *r, char **paths, int npaths, int dumps, int optional) {
 	memset(r, 0, sizeof *r);
 	for (int i = 0; i < npaths; i++) {
 		struct stat st;
+		char *pcopy = xstrdup(paths[i]);
+		long sel = path_selector(pcopy);
+		paths[i] = pcopy; /* the command's own copy, cut at '@' */
 		if (stat(paths[i], &st))
 			die(EXIT_BAD_INPUT, "%s: %s", paths[i], strerror(errno));
 		if (!S_ISDIR(st.st_mode)) {
 			if (optional && !strstr(paths[i], ".oom"))
 				continue; /* a snapshot file named among dumps */
-			add(r, xstrdup(paths[i]), 1);
-		} else if (!add_dir(r, paths[i], dumps) && !optional) {
+			add(r, xstrdup(paths[i]), 1, sel);
+		} else if (!add_dir(r, paths[i], dumps, sel) && !optional) {
 			die(EXIT_BAD_INPUT, dumps ? "%s: no OOM dumps (memtally.*.oom*.jsonl) in this directory"
 						  : "%s: no memtally.*.jsonl[.zst] files in this directory",
 			    paths[i]);
@@ -84,8 +118,11 @@ run_list(struct run *r, char **paths, int npaths, int dumps, int optional) {
 int
 run_read(struct run *r, size_t i, struct mfile *f) {
 	struct load_why why;
-	if (!load_file(f, r->list[i], &why))
+	if (!load_file(f, r->list[i], &why)) {
+		f->sel = r->sels[i];
+		f->has_sel = f->sel != SNAP_DEFAULT;
 		return 0;
+	}
 	/* nothing usable: named alone, bad input; in a directory, left
 	 * out (a process that exec'd or died before its first line leaves
 	 * an empty file, or one cut inside its first frame) */
@@ -144,5 +181,6 @@ run_free(struct run *r) {
 	free(r->files);
 	free(r->list);
 	free(r->named);
+	free(r->sels);
 	memset(r, 0, sizeof *r);
 }

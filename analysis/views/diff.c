@@ -1,182 +1,230 @@
-/* diff.c — `memtally diff A B`: the change per call site between two
- * snapshots.  A and B are files (last snapshot), FILE@SEQ (that snapshot),
- * or directories (one file each, or files paired by rank).  Call sites are
- * matched by module and offset of every frame, so two runs of the same
- * binaries compare even though ASLR moved them. */
-#include "cmd.h"
+/* diff.c — `memtally diff A B`: the change per row between two moments.
+ * A and B are files, FILE@N / FILE@peak (that snapshot), or run
+ * directories, whose processes are paired by rank, else by command line
+ * in the order they started.  Rows are answer.h's (one per name and kind,
+ * as report prints them), matched by name, so two runs of the same
+ * program compare although ASLR moved every address.  The moment is the
+ * peak unless asked (--snapshot, FILE@N). */
+#include "cmd/cmd.h"
+#include "answer/answer.h"
 #include "answer/sites.h"
 #include "base/util.h"
 #include <stdlib.h>
 #include <string.h>
 
-struct side {
-	struct run r;
-	int64_t seq; /* -1: last */
-};
-
-static void
-load_side(struct side *s, const char *arg) {
-	char *a = xstrdup(arg), *at = strrchr(a, '@');
-	s->seq = -1;
-	if (at && at[1] && strspn(at + 1, "0123456789") == strlen(at + 1)) {
-		s->seq = atoll(at + 1);
-		*at = 0;
-	}
-	run_load(&s->r, &a, 1);
-	free(a);
-}
-
-struct row {
-	char *key;
+struct drow {
+	const char *name;
+	int kind, nsites;
 	const struct mfile *fa, *fb;
 	uint32_t sa, sb;
-	int kind;
 	int64_t live_a, live_b, count_a, count_b, allocs_a, allocs_b;
 };
 
 static int
-cmp_row(const void *x, const void *y) {
-	const struct row *a = x, *b = y;
+cmp_change(const void *x, const void *y) {
+	const struct drow *a = x, *b = y;
 	int64_t da = llabs(a->live_b - a->live_a), db = llabs(b->live_b - b->live_a);
 	if (da != db)
 		return da < db ? 1 : -1;
-	return strcmp(a->key, b->key);
+	if (a->kind != b->kind)
+		return a->kind - b->kind;
+	return strcmp(a->name, b->name);
 }
 
-static int
-cmp_key(const void *x, const void *y) {
-	return strcmp(((const struct row *)x)->key, ((const struct row *)y)->key);
+/* Both sides' rows, matched by kind and name. */
+static struct drow *
+match(struct row *ra, size_t na, struct row *rb, size_t nb, const struct mfile *fa,
+      const struct mfile *fb, size_t *nr) {
+	struct drow *d = xcalloc(na + nb + 1, sizeof *d);
+	struct keyix ix = {0};
+	size_t n = 0;
+	for (int side = 0; side < 2; side++) {
+		struct row *r = side ? rb : ra;
+		size_t m = side ? nb : na;
+		for (size_t i = 0; i < m; i++) {
+			char key[1100];
+			int kl = snprintf(key, sizeof key, "%c%s", r[i].kind + 1, r[i].name);
+			int fresh = 1;
+			uint64_t *slot = keyix_slot(&ix, key, (size_t)(kl < (int)sizeof key ? kl : (int)sizeof key - 1), &fresh);
+			struct drow *w = fresh ? &d[n] : &d[*slot - 1];
+			if (fresh) {
+				w->name = r[i].name;
+				w->kind = r[i].kind;
+				*slot = ++n;
+			}
+			if (side) {
+				w->fb = fb, w->sb = r[i].stack, w->live_b = r[i].live;
+				w->count_b = r[i].count, w->allocs_b = r[i].allocs;
+			} else {
+				w->fa = fa, w->sa = r[i].stack, w->live_a = r[i].live;
+				w->count_a = r[i].count, w->allocs_a = r[i].allocs;
+			}
+			if (r[i].nsites > w->nsites)
+				w->nsites = r[i].nsites;
+		}
+	}
+	keyix_free(&ix);
+	if (n)
+		xqsort(d, n, sizeof *d, cmp_change);
+	*nr = n;
+	return d;
 }
 
 static void
-compare(struct mfile *fa, const struct snap *a, struct mfile *fb,
-	const struct snap *b, struct opts *o, struct sb *j, int first) {
-	size_t nsa, nsb, nr = 0;
-	struct site *sa = snap_sites(fa, a, &nsa), *sb_ = snap_sites(fb, b, &nsb);
-	struct row *rows = xcalloc(nsa + nsb + 1, sizeof *rows);
-	for (size_t i = 0; i < nsa; i++) {
-		const struct site *s = &sa[i];
-		if (o->kind >= 0 && s->kind != o->kind)
-			continue;
-		struct row *r = &rows[nr++];
-		r->key = site_key(fa, s->stack, s->kind);
-		r->fa = fa, r->sa = s->stack, r->kind = s->kind;
-		r->live_a = s->live_bytes, r->count_a = s->live_count, r->allocs_a = s->allocs;
-	}
-	xqsort(rows, nr, sizeof *rows, cmp_key);
-	size_t na = nr;
-	for (size_t i = 0; i < nsb; i++) {
-		const struct site *s = &sb_[i];
-		if (o->kind >= 0 && s->kind != o->kind)
-			continue;
-		char *key = site_key(fb, s->stack, s->kind);
-		struct row probe = {.key = key};
-		struct row *r = na ? bsearch(&probe, rows, na, sizeof *rows, cmp_key) : NULL;
-		if (r) {
-			free(key);
-		} else {
-			r = &rows[nr++];
-			r->key = key;
-			r->kind = s->kind;
-		}
-		r->fb = fb, r->sb = s->stack;
-		r->live_b += s->live_bytes, r->count_b += s->live_count, r->allocs_b += s->allocs;
-	}
-	xqsort(rows, nr, sizeof *rows, cmp_row);
-	int64_t ta = 0, tb = 0;
-	for (size_t i = 0; i < nr; i++)
-		ta += rows[i].live_a, tb += rows[i].live_b;
-	char la[128], lb[128], x[16], y[16], z[16], name[512];
+pair_head(struct mfile *fa, const struct snap *a, struct mfile *fb, const struct snap *b,
+	  struct opts *o, struct sb *j, int first, int64_t ta, int64_t tb) {
+	char la[128], lb[128], x[16], y[16], z[16];
 	if (o->json) {
 		if (!first)
 			sb_putc(j, ',');
 		sb_puts(j, "{\"a\":{\"file\":");
 		sb_json_str(j, fa->path);
-		sb_printf(j, ",\"seq\":%lld},\"b\":{\"file\":", (long long)a->seq);
+		sb_printf(j, ",\"seq\":%lld,\"moment\":", (long long)a->seq);
+		sb_json_str(j, answer_moment_name(fa, &o->ask));
+		sb_puts(j, "},\"b\":{\"file\":");
 		sb_json_str(j, fb->path);
-		sb_printf(j, ",\"seq\":%lld},\"live_bytes_a\":%lld,\"live_bytes_b\":%lld,\"callsites\":[",
-			  (long long)b->seq, (long long)ta, (long long)tb);
-	} else {
-		printf("== A: %s seq %lld (%s)\n   B: %s seq %lld (%s)\n", file_label(fa, la, sizeof la),
-		       (long long)a->seq, a->reason, file_label(fb, lb, sizeof lb), (long long)b->seq,
-		       b->reason);
-		printf("  live: %s -> %s (%s)\n", human(ta, x), human(tb, y), human(tb - ta, z));
-		printf("  %11s %11s %11s %9s %-9s %s\n", "change", "A live", "B live", "B count", "kind",
-		       "where");
+		sb_printf(j, ",\"seq\":%lld,\"moment\":", (long long)b->seq);
+		sb_json_str(j, answer_moment_name(fb, &o->ask));
+		sb_printf(j, "},\"live_bytes_a\":%lld,\"live_bytes_b\":%lld,\"callsites\":[",
+			  (long long)ta, (long long)tb);
+		return;
 	}
+	printf("== A: %s %s (seq %lld, %s)\n", file_label(fa, la, sizeof la),
+	       answer_moment_name(fa, &o->ask), (long long)a->seq, a->reason);
+	printf("   B: %s %s (seq %lld, %s)\n", file_label(fb, lb, sizeof lb),
+	       answer_moment_name(fb, &o->ask), (long long)b->seq, b->reason);
+	printf("  live: %s -> %s (%s)\n", human(ta, x), human(tb, y), human(tb - ta, z));
+	printf("  %11s %11s %11s %9s %-9s %s\n", "change", "A live", "B live", "B count", "kind",
+	       "where");
+}
+
+static void
+drow_print(const struct drow *r, struct opts *o, struct sb *j, int shown) {
+	char x[16], y[16], z[16], name[1100];
+	const struct mfile *f = r->fb ? r->fb : r->fa;
+	uint32_t st = r->fb ? r->sb : r->sa;
+	if (o->json) {
+		if (shown)
+			sb_putc(j, ',');
+		sb_printf(j, "{\"kind\":\"%s\",\"change_bytes\":%lld,\"live_bytes_a\":%lld,"
+			     "\"live_bytes_b\":%lld,\"live_count_a\":%lld,\"live_count_b\":%lld,"
+			     "\"allocs_a\":%lld,\"allocs_b\":%lld,\"sites\":%d,\"new\":%s,\"gone\":%s,",
+			  kind_names[r->kind], (long long)(r->live_b - r->live_a), (long long)r->live_a,
+			  (long long)r->live_b, (long long)r->count_a, (long long)r->count_b,
+			  (long long)r->allocs_a, (long long)r->allocs_b, r->nsites,
+			  r->fa ? "false" : "true", r->fb ? "false" : "true");
+		site_json_names(j, f, st);
+		sb_putc(j, '}');
+		return;
+	}
+	site_row_name(&(struct site_row){.name = (char *)r->name, .nsites = r->nsites}, 58,
+		      o->stacks, name, sizeof name);
+	printf("  %11s %11s %11s %9lld %-9s %s%s\n", human(r->live_b - r->live_a, x),
+	       human(r->live_a, y), human(r->live_b, z), (long long)r->count_b, kind_names[r->kind],
+	       name, !r->fa ? " [new]" : !r->fb ? " [gone]" : "");
+	if (o->stacks)
+		site_print_stack(stdout, f, st, "        ");
+}
+
+static void
+compare(struct mfile *fa, struct mfile *fb, struct opts *o, struct sb *j, int first) {
+	const struct snap *a, *b;
+	int pa, pb;
+	size_t na, nb, nr;
+	struct row *ra = answer_rows_at(fa, &o->ask, &a, &pa, &na);
+	struct row *rb = answer_rows_at(fb, &o->ask, &b, &pb, &nb);
+	struct drow *rows = match(ra, na, rb, nb, fa, fb, &nr);
+	int64_t ta = 0, tb = 0;
+	for (size_t i = 0; i < nr; i++)
+		ta += rows[i].live_a, tb += rows[i].live_b;
+	pair_head(fa, a, fb, b, o, j, first, ta, tb);
 	int shown = 0;
 	for (size_t i = 0; i < nr && shown < o->top; i++) {
-		struct row *r = &rows[i];
-		if (r->live_a == r->live_b && r->allocs_a == r->allocs_b)
+		if (rows[i].live_a == rows[i].live_b && rows[i].allocs_a == rows[i].allocs_b)
 			continue;
-		const struct mfile *f = r->fb ? r->fb : r->fa;
-		uint32_t st = r->fb ? r->sb : r->sa;
-		if (o->json) {
-			if (shown)
-				sb_putc(j, ',');
-			sb_printf(j, "{\"kind\":\"%s\",\"change_bytes\":%lld,\"live_bytes_a\":%lld,"
-				     "\"live_bytes_b\":%lld,\"live_count_a\":%lld,\"live_count_b\":%lld,"
-				     "\"allocs_a\":%lld,\"allocs_b\":%lld,",
-				  kind_names[r->kind], (long long)(r->live_b - r->live_a),
-				  (long long)r->live_a, (long long)r->live_b, (long long)r->count_a,
-				  (long long)r->count_b, (long long)r->allocs_a, (long long)r->allocs_b);
-			site_json_names(j, f, st);
-			sb_putc(j, '}');
-		} else {
-			site_name(f, st, 2, name, sizeof name);
-			if (!o->stacks)
-				site_fit(name, 58);
-			printf("  %11s %11s %11s %9lld %-9s %s%s\n", human(r->live_b - r->live_a, x),
-			       human(r->live_a, y), human(r->live_b, z), (long long)r->count_b,
-			       kind_names[r->kind], name,
-			       !r->fa ? " [new]" : !r->fb ? " [gone]" : "");
-			if (o->stacks)
-				site_print_stack(stdout, f, st, "        ");
-		}
-		shown++;
+		drow_print(&rows[i], o, j, shown++);
 	}
 	if (o->json)
 		sb_puts(j, "]}");
 	else
 		printf("%s\n", shown ? "" : "  (no change)\n");
-	for (size_t i = 0; i < nr; i++)
-		free(rows[i].key);
 	free(rows);
-	free(sa);
-	free(sb_);
+	rows_free(ra, na);
+	rows_free(rb, nb);
+}
+
+static int
+cmp_start(const void *x, const void *y) {
+	const struct mfile *a = *(struct mfile *const *)x, *b = *(struct mfile *const *)y;
+	if (a->start_wall_ns != b->start_wall_ns)
+		return a->start_wall_ns < b->start_wall_ns ? -1 : 1;
+	return a->pid < b->pid ? -1 : a->pid > b->pid;
+}
+
+static struct mfile **
+by_start(struct run *r) {
+	struct mfile **v = xcalloc(r->nfiles + 1, sizeof *v);
+	for (size_t i = 0; i < r->nfiles; i++)
+		v[i] = &r->files[i];
+	if (r->nfiles)
+		xqsort(v, r->nfiles, sizeof *v, cmp_start);
+	return v;
+}
+
+/* Pairs of processes: by rank where both have one, else by command line
+ * in the order they started.  Returns how many pairs were compared. */
+static int
+pair_runs(struct run *ra, struct run *rb, struct opts *o, struct sb *j) {
+	struct mfile **a = by_start(ra), **b = by_start(rb);
+	char *used = xcalloc(rb->nfiles + 1, 1);
+	int pairs = 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < ra->nfiles; i++) {
+			if (!a[i])
+				continue;
+			for (size_t k = 0; k < rb->nfiles; k++) {
+				if (used[k])
+					continue;
+				int same = pass ? !strcmp(a[i]->argv, b[k]->argv) && b[k]->rank < 0 &&
+							  a[i]->rank < 0
+						: a[i]->rank >= 0 && a[i]->rank == b[k]->rank;
+				if (!same)
+					continue;
+				compare(a[i], b[k], o, j, pairs++ == 0);
+				used[k] = 1;
+				a[i] = NULL;
+				break;
+			}
+		}
+	for (size_t i = 0; i < ra->nfiles && !o->json; i++)
+		if (a[i])
+			printf("(A's %s has no process in B to pair with)\n", a[i]->path);
+	for (size_t k = 0; k < rb->nfiles && !o->json; k++)
+		if (!used[k])
+			printf("(B's %s has no process in A to pair with)\n", b[k]->path);
+	free(a);
+	free(b);
+	free(used);
+	return pairs;
 }
 
 int
 cmd_diff(struct opts *o) {
 	if (o->npaths != 2)
-		usage_exit("diff takes two inputs: A B (files, FILE@SEQ, or run directories)");
-	struct side a, b;
-	load_side(&a, o->paths[0]);
-	load_side(&b, o->paths[1]);
+		die(EXIT_USAGE, "diff takes two inputs: A B (files, FILE@N, FILE@peak, or run "
+				"directories); %d given", o->npaths);
+	struct run a, b;
+	cmd_load_paths(o, &a, &o->paths[0], 1);
+	cmd_load_paths(o, &b, &o->paths[1], 1);
 	struct sb j = {0};
 	if (o->json)
 		sb_puts(&j, "{\"pairs\":[");
-	int pairs = 0;
-	if (a.r.nfiles == 1 && b.r.nfiles == 1) {
-		compare(&a.r.files[0], pick_snapshot(&a.r.files[0], a.seq, o->kind), &b.r.files[0],
-			pick_snapshot(&b.r.files[0], b.seq, o->kind), o, &j, 1);
-		pairs = 1;
-	} else {
-		for (size_t i = 0; i < a.r.nfiles; i++) {
-			struct mfile *fa = &a.r.files[i];
-			for (size_t k = 0; k < b.r.nfiles; k++) {
-				struct mfile *fb = &b.r.files[k];
-				if (fa->rank < 0 || fa->rank != fb->rank)
-					continue;
-				compare(fa, pick_snapshot(fa, a.seq, o->kind), fb, pick_snapshot(fb, b.seq, o->kind), o, &j,
-					pairs == 0);
-				pairs++;
-			}
-		}
-		if (!pairs)
-			die(EXIT_BAD_INPUT, "diff: %s and %s hold several processes and no ranks match; "
-					    "name one file on each side", o->paths[0], o->paths[1]);
-	}
+	if (a.nfiles == 1 && b.nfiles == 1)
+		compare(&a.files[0], &b.files[0], o, &j, 1);
+	else if (!pair_runs(&a, &b, o, &j))
+		die(EXIT_BAD_INPUT, "diff: no process of %s pairs with one of %s (by rank, or by "
+				    "command line); name one file on each side",
+		    o->paths[0], o->paths[1]);
 	if (o->json) {
 		sb_puts(&j, "]}\n");
 		fputs(j.p, stdout);

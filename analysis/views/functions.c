@@ -10,7 +10,7 @@
  * --native.  A call site named by a frame without a symbol counts, as its
  * self, under that frame's module ("[python3.11]"); unnamed frames are
  * not summed inclusively (the interpreter's own would top every list). */
-#include "cmd.h"
+#include "cmd/cmd.h"
 #include "answer/sites.h"
 #include "read/symbolize.h"
 #include "base/util.h"
@@ -86,7 +86,7 @@ one_file(struct mfile *f, struct opts *o, struct sb *j, int first) {
 	const struct snap *s;
 	size_t n;
 	int at_peak;
-	struct site *v = sites_for(f, o->snapshot, o->kind, &s, &at_peak, &n);
+	struct site *v = answer_sites(f, &o->ask, &s, &at_peak, &n);
 	struct fntab t = {0};
 	int64_t total = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -171,6 +171,6 @@ one_file(struct mfile *f, struct opts *o, struct sb *j, int first) {
 int
 cmd_functions(struct opts *o) {
 	struct run r;
-	run_list(&r, o->paths, o->npaths, 0, 0);
+	cmd_list(o, &r, 0); /* read one at a time */
 	return each_file(&r, o, "processes", one_file);
 }

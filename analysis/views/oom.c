@@ -1,7 +1,7 @@
 /* oom.c — `memtally oom`: what was live at an OOM dump (host, CUDA or
  * pre-OOM), by call site and by segment, with the last events before it.
  * Takes dump files or run directories (their *.oom<N>.jsonl). */
-#include "cmd.h"
+#include "cmd/cmd.h"
 #include "answer/sites.h"
 #include "base/util.h"
 #include <stdlib.h>
@@ -155,6 +155,6 @@ one(struct mfile *f, struct opts *o, struct sb *j, int first) {
 int
 cmd_oom(struct opts *o) {
 	struct run r;
-	run_list(&r, o->paths, o->npaths, 1, 0);
+	cmd_list(o, &r, 1); /* read one at a time */
 	return each_file(&r, o, "dumps", one);
 }

@@ -1,9 +1,11 @@
 /* report.c — `memtally report`: per process, a timeline of RSS and live
  * bytes by kind, then the top call sites at the last snapshot and at the
  * peak.  Text fits 100 columns; --json carries the same figures. */
-#include "cmd.h"
+#include "cmd/cmd.h"
+#include "answer/answer.h"
 #include "answer/sites.h"
 #include "base/util.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -164,6 +166,69 @@ at_peak_json(struct sb *j, struct mfile *f, const struct snap *s, const struct s
 	sb_puts(j, "]}");
 }
 
+/* Spikes (answer_spikes): call sites whose own high-water mark is far
+ * above what they held at the process peak, so the peak tables miss them
+ * (a transient 128 MiB buffer freed at once). */
+#define MAX_SPIKES 64
+
+static const char *
+spike_when(const struct spike *t, char *buf, size_t n) {
+	char a[16];
+	if (t->peak_ms < 0)
+		snprintf(buf, n, "?");
+	else if (!isnan(t->step))
+		snprintf(buf, n, "step %.0f (%s)", t->step, human_ms(t->peak_ms, a));
+	else
+		snprintf(buf, n, "%s", human_ms(t->peak_ms, a));
+	return buf;
+}
+
+static void
+spikes_text(struct mfile *f, struct opts *o) {
+	struct spike v[MAX_SPIKES];
+	size_t n = answer_spikes(f, &o->ask, v, o->top < MAX_SPIKES ? (size_t)o->top : MAX_SPIKES);
+	if (!n)
+		return;
+	char a[16], b[16], w[48], name[1100];
+	printf("  spikes (a call site's own high-water mark, far above what it held at the peak):\n");
+	printf("  %11s %11s %-22s %-9s %s\n", "own peak", "at peak", "when", "kind", "where");
+	for (size_t i = 0; i < n; i++) {
+		site_row_name(&(struct site_row){.name = v[i].r.name, .nsites = 1}, 60, o->stacks,
+			      name, sizeof name);
+		printf("  %11s %11s %-22s %-9s %s\n", human(v[i].r.peak, a), human(v[i].r.live, b),
+		       spike_when(&v[i], w, sizeof w), kind_names[v[i].r.kind], name);
+		if (o->stacks)
+			site_print_stack(stdout, f, v[i].r.stack, "        ");
+	}
+	spikes_free(v, n);
+}
+
+static void
+spikes_json(struct sb *j, struct mfile *f, struct opts *o) {
+	struct spike v[MAX_SPIKES];
+	size_t n = answer_spikes(f, &o->ask, v, o->top < MAX_SPIKES ? (size_t)o->top : MAX_SPIKES);
+	sb_puts(j, ",\"spikes\":[");
+	for (size_t i = 0; i < n; i++) {
+		sb_printf(j, "%s{\"stack\":%lld,\"kind\":\"%s\",\"peak_bytes\":%lld,\"at_peak_bytes\":%lld,"
+			     "\"peak_ms\":",
+			  i ? "," : "", stack_file_id(f, v[i].r.stack), kind_names[v[i].r.kind],
+			  (long long)v[i].r.peak, (long long)v[i].r.live);
+		if (v[i].peak_ms >= 0)
+			sb_printf(j, "%lld", (long long)v[i].peak_ms);
+		else
+			sb_puts(j, "null");
+		sb_puts(j, ",\"step\":");
+		sb_json_num(j, "%.0f", v[i].step);
+		sb_puts(j, ",");
+		site_json_names(j, f, v[i].r.stack);
+		sb_puts(j, ",\"row\":");
+		sb_json_str(j, v[i].r.name);
+		sb_putc(j, '}');
+	}
+	sb_putc(j, ']');
+	spikes_free(v, n);
+}
+
 /* One process as a JSON object, into j. */
 static void
 report_json(struct mfile *f, struct opts *o, struct sb *j, int first) {
@@ -205,28 +270,23 @@ report_json(struct mfile *f, struct opts *o, struct sb *j, int first) {
 		if (vp)
 			at_peak_json(j, f, last, vp, np, o);
 		free(vp);
+		spikes_json(j, f, o);
 	}
 	sb_putc(j, '}');
 }
 
-/* One process as text, on stdout. */
+/* The line under the title: snapshots, time, mode, the shim's memory,
+ * and what the figures lack (tables full, a file cut or damaged,
+ * requests merged, address space reserved apart). */
 static void
-report_text(struct mfile *f, struct opts *o) {
-	char lab[128], a[16];
-	file_title(f);
-	if (!f->nsnaps) {
-		printf("  no snapshots (the process wrote only its header)\n\n");
-		return;
-	}
-	const struct snap *last = &f->snaps[f->nsnaps - 1];
+summary_text(const struct mfile *f, const struct snap *last) {
+	char lab[128], a[16], merged[64] = "";
 	int64_t dropped = last->dropped_live + last->dropped_stacks;
-	char merged[64] = "";
 	if (last->coalesced) /* asked while one was pending: one snapshot for both */
 		snprintf(merged, sizeof merged, " (and %lld asked for while one was pending)",
 			 (long long)last->coalesced);
 	printf("  %zu snapshot%s%s over %s; %s; shim memory %s%s%s\n", f->nsnaps,
-	       f->nsnaps == 1 ? "" : "s", merged,
-	       human_ms(last->elapsed_ms, a),
+	       f->nsnaps == 1 ? "" : "s", merged, human_ms(last->elapsed_ms, a),
 	       f->sample_bytes > 0 ? "heap sampled" : "heap exact", human(last->shim_bytes, lab),
 	       dropped ? "; DROPPED: tables full, figures incomplete" : "",
 	       f->damaged     ? "; DAMAGED: read up to the damage named above"
@@ -235,8 +295,27 @@ report_text(struct mfile *f, struct opts *o) {
 	if (last->reserved_bytes) /* Go's arenas, a JIT's heap: not memory */
 		printf("  %s of address space reserved (PROT_NONE) at the last snapshot: in no kind\n",
 		       human(last->reserved_bytes, lab));
+}
+
+/* One process as text, on stdout. */
+static void
+report_text(struct mfile *f, struct opts *o) {
+	file_title(f);
+	if (!f->nsnaps) {
+		printf("  no snapshots (the process wrote only its header)\n\n");
+		return;
+	}
+	const struct snap *last = &f->snaps[f->nsnaps - 1];
+	summary_text(f, last);
 	timeline_text(f);
-	sites_text(f, last, o, "at the last snapshot");
+	long sel = f->has_sel ? f->sel : o->snapshot;
+	if (sel >= 0) {
+		char t[48];
+		snprintf(t, sizeof t, "at snapshot %ld", sel);
+		sites_text(f, pick_snapshot(f, sel, o->kind), o, t);
+	} else if (sel != SNAP_PEAK) { /* the peak's table follows anyway */
+		sites_text(f, last, o, "at the last snapshot");
+	}
 	size_t np;
 	struct site *vp = at_peak_sites(f, last, &np);
 	const struct snap *pk = file_peak(f, o->kind);
@@ -245,6 +324,7 @@ report_text(struct mfile *f, struct opts *o) {
 	else if (pk != last) /* older files: the snapshot that held most */
 		sites_text(f, pk, o, "at the peak");
 	free(vp);
+	spikes_text(f, o);
 	printf("\n");
 }
 
@@ -259,6 +339,6 @@ report_one(struct mfile *f, struct opts *o, struct sb *j, int first) {
 int
 cmd_report(struct opts *o) {
 	struct run r;
-	run_list(&r, o->paths, o->npaths, 0, 0); /* read one at a time */
+	cmd_list(o, &r, 0); /* read one at a time: memory bounded by the largest file */
 	return each_file(&r, o, "processes", report_one);
 }

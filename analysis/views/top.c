@@ -15,7 +15,7 @@
  * previous process, x the top call site's stack.  Plain ANSI (clear and
  * home), so it works over SSH without a terminfo database.  With --once,
  * or when stdout is not a terminal, one frame is printed and it exits. */
-#include "cmd.h"
+#include "cmd/cmd.h"
 #include "answer/sites.h"
 #include "base/util.h"
 #include <dirent.h>
@@ -38,8 +38,7 @@ struct proc {
 	struct follow *w;
 	long lines;
 	/* the leak suspects, computed again only when the file has grown */
-	struct leak_row sus[5];
-	size_t nsus;
+	struct leaks sus;
 	long sus_lines; /* lines when computed, -1: never */
 };
 
@@ -49,7 +48,7 @@ struct view {
 	char **dumps;
 	size_t ndumps, capd;
 	size_t sel;
-	int by_growth, show_stack;
+	int by_growth, show_stack, native;
 	uint64_t polled_bytes;
 };
 
@@ -68,6 +67,7 @@ add_file(struct view *v, const char *path) {
 	struct follow *w = follow_open(path);
 	if (!w)
 		return;
+	follow_file(w)->native = v->native;
 	v->p = xgrow(v->p, v->n + 1, &v->cap, sizeof *v->p);
 	v->p[v->n++] = (struct proc){.path = xstrdup(path), .w = w, .sus_lines = -1};
 }
@@ -174,7 +174,7 @@ opt_bytes(int64_t v, char *buf) {
 }
 
 struct grow {
-	struct site s;
+	struct row *r;
 	int64_t growth;
 };
 
@@ -183,64 +183,100 @@ cmp_grow(const void *a, const void *b) {
 	const struct grow *x = a, *y = b;
 	if (x->growth != y->growth)
 		return x->growth < y->growth ? 1 : -1;
-	return (x->s.stack > y->s.stack) - (x->s.stack < y->s.stack);
+	return strcmp(x->r->name, y->r->name);
 }
 
 static int
 cmp_live(const void *a, const void *b) {
 	const struct grow *x = a, *y = b;
-	if (x->s.live_bytes != y->s.live_bytes)
-		return x->s.live_bytes < y->s.live_bytes ? 1 : -1;
-	return (x->s.stack > y->s.stack) - (x->s.stack < y->s.stack);
+	if (x->r->live != y->r->live)
+		return x->r->live < y->r->live ? 1 : -1;
+	return strcmp(x->r->name, y->r->name);
 }
 
-static int
-cmp_key(const void *a, const void *b) {
-	const struct site *x = a, *y = b;
-	if (x->stack != y->stack)
-		return x->stack < y->stack ? -1 : 1;
-	return (x->kind > y->kind) - (x->kind < y->kind);
+/* Rows now and a minute ago, each now-row with its growth since. */
+static struct grow *
+rows_growth(struct mfile *f, const struct ask *ask, const struct snap *last,
+	    const struct snap *ago, struct row **rn, size_t *n, struct row **rt, size_t *nt) {
+	size_t ns;
+	struct site *v = snap_sites(f, ago, &ns);
+	*rt = answer_rows(f, ask, v, ns, 0, nt);
+	free(v);
+	v = snap_sites(f, last, &ns);
+	*rn = answer_rows(f, ask, v, ns, 0, n);
+	free(v);
+	struct keyix ix = {0};
+	for (size_t i = 0; i < *nt; i++) {
+		char key[1100];
+		int kl = snprintf(key, sizeof key, "%c%s", (*rt)[i].kind + 1, (*rt)[i].name);
+		int fresh;
+		*keyix_slot(&ix, key, (size_t)(kl < (int)sizeof key ? kl : (int)sizeof key - 1), &fresh) = i + 1;
+	}
+	struct grow *g = xmalloc((*n ? *n : 1) * sizeof *g);
+	for (size_t i = 0; i < *n; i++) {
+		char key[1100];
+		int kl = snprintf(key, sizeof key, "%c%s", (*rn)[i].kind + 1, (*rn)[i].name);
+		int fresh;
+		uint64_t *slot = keyix_slot(&ix, key, (size_t)(kl < (int)sizeof key ? kl : (int)sizeof key - 1), &fresh);
+		int64_t was = fresh ? 0 : (*rt)[*slot - 1].live;
+		g[i] = (struct grow){&(*rn)[i], (*rn)[i].live - was};
+	}
+	keyix_free(&ix);
+	return g;
 }
 
-/* The selected process's call sites, by live bytes or by growth over the
- * last minute. */
+static void
+suspects_frame(struct sb *o, struct proc *pr, struct mfile *f, struct opts *op, int width) {
+	char b[16], name[1100];
+	if (pr->sus_lines != pr->lines) {
+		leaks_free(&pr->sus);
+		answer_leaks(f, &op->ask, &pr->sus);
+		pr->sus_lines = pr->lines;
+	}
+	const struct leaks *l = &pr->sus;
+	sb_puts(o, "\n  leak suspects (as `memtally leaks` ranks them):\n");
+	for (size_t i = 0; i < l->n && i < 5; i++) {
+		const struct leak *t = &l->v[i];
+		site_row_name(&(struct site_row){.name = t->r.name, .nsites = t->r.nsites}, 40, !width,
+			      name, sizeof name);
+		char r[48];
+		rate_text(t->per_hour, t->per_step, l->pts[l->npts - 1]->elapsed_ms - t->from_ms, 1, r,
+			  sizeof r);
+		sb_printf(o, "  %2zu %18s %10s %s\n", i + 1, r, human(t->r.live, b), name);
+	}
+	if (!l->n)
+		sb_printf(o, "  (none%s)\n", l->npts < 3 ? ": fewer than 3 snapshots in the growth window yet" : "");
+}
+
+/* The selected process's rows, by live bytes or by growth over the last
+ * minute, grouped as report groups them. */
 static void
 sites_frame(struct sb *o, struct proc *pr, struct view *v, struct opts *op, int width) {
 	struct mfile *f = follow_file(pr->w);
 	const struct snap *last = &f->snaps[f->nsnaps - 1], *ago = minute_ago(f);
-	size_t n, na;
-	struct site *now = snap_sites(f, last, &n);
-	struct site *then = snap_sites(f, ago, &na);
-	/* each site's bytes then, by (stack, kind): sorted once and searched
-	 * (a PyTorch process has hundreds of thousands of sites) */
-	xqsort(then, na, sizeof *then, cmp_key);
-	struct grow *g = xmalloc((n ? n : 1) * sizeof *g);
-	for (size_t i = 0; i < n; i++) {
-		const struct site *was = na ? bsearch(&now[i], then, na, sizeof *then, cmp_key) : NULL;
-		g[i] = (struct grow){now[i], now[i].live_bytes - (was ? was->live_bytes : 0)};
-	}
-	xqsort(g, n, sizeof *g, v->by_growth ? cmp_grow : cmp_live);
-	char a[16], b[16], t[16], name[1024];
+	size_t n, nt;
+	struct row *rn, *rt;
+	struct grow *g = rows_growth(f, &op->ask, last, ago, &rn, &n, &rt, &nt);
+	if (n)
+		xqsort(g, n, sizeof *g, v->by_growth ? cmp_grow : cmp_live);
+	char a[16], b[16], t[16], name[1100];
 	sb_printf(o, "\n  top call sites by %s (growth over the last %s)   [s] sort  [x] stack\n",
 		  v->by_growth ? "growth" : "live bytes", human_ms(last->elapsed_ms - ago->elapsed_ms, t));
 	sb_printf(o, "  %11s %11s %-9s %s\n", "live", "growth", "kind", "where");
 	int shown = 0;
 	for (size_t i = 0; i < n && shown < op->top; i++) {
-		if (op->kind >= 0 && g[i].s.kind != op->kind)
+		if (!g[i].r->live && !g[i].growth)
 			continue;
-		if (!g[i].s.live_bytes && !g[i].growth)
-			continue;
-		site_name(f, g[i].s.stack, 2, name, sizeof name);
-		if (width)
-			site_fit(name, 37);
+		site_row_name(&(struct site_row){.name = g[i].r->name, .nsites = g[i].r->nsites}, 37,
+			      !width, name, sizeof name);
 		char gr[24];
 		snprintf(gr, sizeof gr, "%s%s", g[i].growth < 0 ? "-" : g[i].growth ? "+" : "",
 			 human(llabs(g[i].growth), b));
-		sb_printf(o, "  %11s %11s %-9s %s\n", human(g[i].s.live_bytes, a), gr,
-			  kind_names[g[i].s.kind], name);
+		sb_printf(o, "  %11s %11s %-9s %s\n", human(g[i].r->live, a), gr,
+			  kind_names[g[i].r->kind], name);
 		if (v->show_stack && !shown) {
 			struct frame fr[256];
-			int nf = site_frames(f, g[i].s.stack, fr, 256);
+			int nf = site_frames(f, g[i].r->stack, fr, 256);
 			for (int k = 0; k < nf; k++)
 				sb_printf(o, "        %s\n", sym_text(&fr[k], name, sizeof name, 0));
 		}
@@ -249,26 +285,9 @@ sites_frame(struct sb *o, struct proc *pr, struct view *v, struct opts *op, int 
 	if (!shown)
 		sb_puts(o, "  (no call sites yet)\n");
 	free(g);
-	free(now);
-	free(then);
-	/* the leak suspects, ranked as `leaks` ranks them */
-	if (pr->sus_lines != pr->lines) {
-		pr->nsus = f->nsnaps >= 3 ? leak_suspects(f, op, pr->sus, 5) : 0;
-		pr->sus_lines = pr->lines;
-	}
-	struct leak_row *lr = pr->sus;
-	size_t ns = pr->nsus;
-	sb_puts(o, "\n  leak suspects (as `memtally leaks` ranks them):\n");
-	for (size_t i = 0; i < ns; i++) {
-		site_name(f, lr[i].stack, 2, name, sizeof name);
-		if (width)
-			site_fit(name, 40);
-		char r[48];
-		rate_text(lr[i].per_hour, lr[i].per_step, lr[i].window_ms, 1, r, sizeof r);
-		sb_printf(o, "  %2zu %18s %10s %s\n", i + 1, r, human(lr[i].live, b), name);
-	}
-	if (!ns)
-		sb_printf(o, "  (none%s)\n", f->nsnaps < 3 ? ": fewer than 3 snapshots yet" : "");
+	rows_free(rn, n);
+	rows_free(rt, nt);
+	suspects_frame(o, pr, f, op, width);
 }
 
 static int
@@ -427,7 +446,12 @@ show(struct sb *s, int clear) {
 
 int
 cmd_top(struct opts *o) {
-	struct view v = {0};
+	struct view v = {.native = o->native};
+	for (int i = 0; i < o->npaths; i++) {
+		struct stat st;
+		if (stat(o->paths[i], &st))
+			die(EXIT_BAD_INPUT, "%s: %s", o->paths[i], strerror(errno));
+	}
 	int live = !o->once && isatty(1);
 	int width = live ? term_width() : 0;
 	uint64_t budget = (uint64_t)(o->interval * 700); /* ms of a refresh for reading */

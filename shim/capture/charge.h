@@ -1,6 +1,22 @@
 /*
  * charge.h — the hot path between the entry points (interpose.c, cuda.c)
  * and the tables: whether to record, sampling, stack capture, charging.
+ *
+ * THE CAPTURE LAYER (capture/): from an allocation to the call site it is
+ * charged to.  Calls the platform and state layers, and within the folder
+ * only down this list:
+ *   ehframe.c, cfitab.c   the CFI reader (bytes -> rule) and rule table
+ *   cfi.c                 the CFI stack walker
+ *   unwind.c, pylines.c   the walkers behind MEMTALLY_UNWIND; Python line
+ *                         tables
+ *   pyfind.c              finding the interpreter
+ *   python.c              Python frames -> pystack id
+ *   pyrecords.c           the python, pyframe and pystack records
+ *   charge.c              this header: record or not, sample, capture,
+ *                         intern, charge
+ * Called by the entry points (the hooks), the output layer (records) and
+ * the lifecycle.
+ *
  * Rules: never calls malloc; may run inside malloc, in any thread, before
  * main.  Hooks call these with the re-entry guard held.
  */

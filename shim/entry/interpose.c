@@ -1,6 +1,6 @@
 /*
  * interpose.c — the exported allocation entry points.  Each hook forwards
- * to the real function and makes one core call (shim.c); nothing else
+ * to the real function and makes one core call (charge.h); nothing else
  * lives here but finding the real functions and the bootstrap pool.
  *
  * Safe from the first instruction: a hook can run before our constructor

@@ -14,7 +14,6 @@
 #include "output/procstat.h"
 #include "platform/buf.h"
 #include "platform/config.h"
-#include "output/snapshot.h"
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <malloc.h>
@@ -352,4 +351,32 @@ mt_procstat_json(struct mt_buf *b, char *scratch, size_t n) {
 	if (mt_cfg.cgroup)
 		cgroup_json(b, scratch, n);
 	allocator_json(b);
+}
+
+/* The hex mask after "<key>:" in /proc/self/status text, or 0. */
+static uint64_t
+status_mask(const char *text, const char *key) {
+	const char *p = strstr(text, key);
+	uint64_t v = 0;
+	if (!p)
+		return 0;
+	for (p += strlen(key); *p == ':' || *p == '\t' || *p == ' '; p++)
+		;
+	for (;; p++) {
+		int d = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
+		if (d < 0)
+			return v;
+		v = v << 4 | (uint64_t)d;
+	}
+}
+
+int
+mt_signal_pending(int sig) {
+	char buf[4096];
+	long n = mt_read_file("/proc/self/status", buf, sizeof buf - 1);
+	if (n <= 0 || sig < 1 || sig > 64)
+		return 0;
+	buf[n] = 0;
+	uint64_t bit = 1ull << (sig - 1);
+	return ((status_mask(buf, "\nShdPnd") | status_mask(buf, "\nSigPnd")) & bit) != 0;
 }

@@ -402,6 +402,14 @@ site_json(struct mt_buf *b, uint32_t id, int kind, const struct mt_site *s,
 	mt_buf_i64(b, s->peak_bytes);
 	mt_buf_lit(b, "," MT_KEY(MT_F_AT_PEAK_BYTES));
 	mt_buf_i64(b, mt_site_at_peak(s, kind));
+	if (s->peak_ms) { /* stamped: when the peak was reached, and the step */
+		mt_buf_lit(b, "," MT_KEY(MT_F_PEAK_MS));
+		mt_buf_u64(b, s->peak_ms - 1);
+		if (s->peak_step > 0) {
+			mt_buf_lit(b, "," MT_KEY(MT_F_PEAK_STEP));
+			mt_buf_i64(b, s->peak_step - 1);
+		}
+	}
 	mt_buf_putc(b, '}');
 	return 1;
 }

@@ -1,6 +1,17 @@
 /*
  * snapshot.h — the per-process JSONL file: header, maps, stack and snapshot
  * records (doc/FORMAT.md), each line written whole with write(2).
+ *
+ * THE OUTPUT LAYER (output/): what leaves the process.  Calls the
+ * platform, state and capture layers, and within the folder only down
+ * this list:
+ *   file.c, zout.c   the output file (name, descriptor, re-opening) and
+ *                    its zstd frames
+ *   procstat.c       /proc and cgroup figures
+ *   snapshot.c       this header: the records (doc/FORMAT.md)
+ *   oom.c            OOM and pre-OOM dumps
+ * Called by the entry points (exit, exec, OOM) and the lifecycle.
+ *
  * Rules: never calls malloc; may run in any thread.  Every function that
  * writes takes the writer lock; it is called from the writer thread, or
  * from exit(), never from a hook or a signal handler.
@@ -18,15 +29,13 @@ void mt_snapshot_write(const char *reason, const char *label);
  * process still has the identity it started with; a drop to another user
  * before the first snapshot then still finds its file open. */
 void mt_snapshot_open_early(void);
-/* Label for the next "request" snapshot (copied). */
 /* Refuse further writes (after the exit snapshot).  Takes the writer lock. */
 void mt_snapshot_close(void);
 /* MEMTALLY_VERBOSE: the effective configuration and file path on stderr. */
 void mt_snapshot_describe(void);
 /* OOM dumps (oom.c, which opens the file with mt_file_dump_open): write
- * its content
- * through a streaming buffer b: header, maps, every stack, body(), then a
- * complete snapshot with this reason.  Does not take the writer lock and
+ * its content through a streaming buffer b: header, maps, every stack,
+ * body(), then a complete snapshot with this reason.  Does not take the writer lock and
  * touches none of the main file's state.  Returns 0 or an errno value.
  * Never allocates. */
 struct mt_buf;

@@ -11,6 +11,24 @@
  *      forked child, or while the program is exiting.
  * Contracts end with a tag: "Never allocates.", "Async-signal-safe." or
  * "Takes <lock>."
+ *
+ * THE LAYERS (scripts/layers.py checks them from the objects: a file calls
+ * only files of a lower layer, or earlier ones of its own folder in the
+ * order listed there; entry points never call each other):
+ *   platform/  this header (syscalls, mappings, atomics, locks, clocks), dl
+ *              (the loader, the real dlsym), buf (formatting into fixed
+ *              buffers, warnings), config (the options).  Calls no other
+ *              layer.
+ *   state/     what the shim knows: stack ids, call-site figures, live
+ *              blocks and mappings, events, requests (sites.h has the table).
+ *   capture/   from an allocation to a call site: stack walkers, Python
+ *              frames, sampling and charging (charge.h).
+ *   output/    what leaves the process: the file, its records, dumps, the
+ *              /proc and cgroup figures (snapshot.h).
+ *   entry/     the exported symbols the program calls into (interpose.h).
+ *   life.c     constructor, writer thread, fork, exit: the modules' hooks.
+ * format.h (shared with the command) and memtally.h (the public C API)
+ * stay at the top of shim/.
  */
 #ifndef MT_GLUE_H
 #define MT_GLUE_H
@@ -189,6 +207,9 @@ uint64_t mt_wall_ns(void);
  * fork child (mt_clock_start), read by every record's times. */
 extern uint64_t mt_start_mono_ns, mt_start_wall_ns;
 void mt_clock_start(void);
+/* The value of the "step" mark (marks.c writes it, call-site peaks read
+ * it); -1 before the first. */
+extern int32_t mt_step_now;
 /* Milliseconds since the start, from the coarse clock through the vDSO
  * (~8 ns; inline: the hot path stamps every tracked block with it). */
 static inline uint64_t

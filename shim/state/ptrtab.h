@@ -6,8 +6,8 @@
  * shard is chosen by the address's 64 MiB region and hash (mt_ptr_shard).
  * Rules: never calls malloc; may run inside malloc, in any thread, before
  * main.  Every function takes one shard lock for a probe (but the solo
- * thread's plain put and take: solo.h), never across a
- * call out of the shim.
+ * thread's plain put and take: solo.h), never across a call out of the
+ * shim.
  */
 #ifndef MT_PTRTAB_H
 #define MT_PTRTAB_H

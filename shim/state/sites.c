@@ -58,9 +58,11 @@ keep_at_peak(struct mt_site *s, int kind) {
  *
  * What a split costs: a site's peak_bytes.  Once a second array is
  * charged (sites_split), no thread sees a site's whole live bytes, so
- * none raises its peak; the writer raises it to the summed live bytes
- * and at-peak bytes it reads (doc/FORMAT.md: exact while one thread charges
- * the figures; then the highest the snapshots saw).  at_peak_bytes
+ * small allocations raise no peak; an allocation of MT_SITE_BIG or more
+ * is charged to the shared figures and raises the peak to the sum of
+ * every share (charge_big: a spike's size is exact whichever thread made
+ * it), and the writer raises it to the summed live bytes and at-peak
+ * bytes it reads (doc/FORMAT.md).  at_peak_bytes
  * keeps its meaning: each array saves its own share at its first change
  * after the peak moved, and the shares add up. */
 static struct mt_chunked *tsites[MT_TSLOTS]; /* [slot]; NULL: none yet */
@@ -120,6 +122,17 @@ mine_now(uint32_t id) {
 	return c ? mt_chunk_at(c, id) : NULL;
 }
 
+/* The site's peak was raised from `was` to `live` by an allocation of
+ * `bytes`: stamp when (and at which step) if the raise is worth it. */
+static inline void
+peak_stamp(struct mt_site *s, int64_t was, int64_t live, int64_t bytes) {
+	if (MT_LIKELY(live - was < (live >> 4) && bytes < MT_SITE_BIG))
+		return;
+	__atomic_store_n(&s->peak_ms, (uint32_t)mt_ms_since_start() + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->peak_step, __atomic_load_n(&mt_step_now, __ATOMIC_RELAXED) + 1,
+			 __ATOMIC_RELAXED);
+}
+
 /* A charge to a site's figures: an allocation (alloc 1: live bytes up,
  * allocs and allocated bytes) or a free (live bytes down, frees). */
 static inline __attribute__((always_inline)) void
@@ -140,8 +153,10 @@ shared_charge(uint32_t id, int kind, int64_t bytes, int64_t count, int plain, in
 	keep_at_peak(s, kind);
 	int64_t live = mt_addp(plain, &s->live_bytes, alloc ? bytes : -bytes);
 	if (alloc) {
-		if (!__atomic_load_n(&sites_split, __ATOMIC_RELAXED))
-			mt_raise_peakp(plain, &s->peak_bytes, live);
+		int64_t was = __atomic_load_n(&s->peak_bytes, __ATOMIC_RELAXED);
+		if (!__atomic_load_n(&sites_split, __ATOMIC_RELAXED) &&
+		    mt_raise_peakp(plain, &s->peak_bytes, live))
+			peak_stamp(s, was, live, bytes);
 		mt_addp(plain, &s->allocs, (uint64_t)count);
 		mt_addp(plain, &s->alloc_bytes, (uint64_t)bytes);
 	} else {
@@ -158,9 +173,47 @@ charge_slow(uint32_t id, int kind, int64_t bytes, int64_t count, int plain, int 
 		shared_charge(id, kind, bytes, count, plain, alloc);
 }
 
+/* A site's live bytes now: the shared figures and every share summed
+ * (racy reads of other threads' plain stores, each whole). */
+static int64_t
+summed_live(uint32_t id, const struct mt_site *g) {
+	int64_t live = __atomic_load_n(&g->live_bytes, __ATOMIC_RELAXED);
+	uint32_t hi = __atomic_load_n(&tsites_hi, __ATOMIC_ACQUIRE);
+	for (uint32_t t = 1; t < hi; t++) {
+		struct mt_chunked *c = __atomic_load_n(&tsites[t], __ATOMIC_ACQUIRE);
+		const struct mt_site *d = c ? mt_chunk_at(c, id) : NULL;
+		if (d)
+			live += __atomic_load_n(&d->live_bytes, __ATOMIC_RELAXED);
+	}
+	return live;
+}
+
+/* A large allocation once threads charge shares of their own: charged to
+ * the shared figures, atomically, and the site's peak raised to the sum
+ * of every share, so a transient buffer (a spike) leaves its exact size
+ * in peak_bytes whichever thread allocates it.  Rare (MT_SITE_BIG and
+ * up), so it may walk the shares. */
+static __attribute__((noinline)) void
+charge_big(uint32_t id, int kind, int64_t bytes, int64_t count) {
+	struct mt_site *g = mt_site_get(id, kind);
+	keep_at_peak(g, kind);
+	mt_add(&g->live_bytes, bytes);
+	mt_add(&g->allocs, (uint64_t)count);
+	mt_add(&g->alloc_bytes, (uint64_t)bytes);
+	int64_t was = __atomic_load_n(&g->peak_bytes, __ATOMIC_RELAXED);
+	int64_t live = summed_live(id, g);
+	if (mt_raise_peak(&g->peak_bytes, live))
+		peak_stamp(g, was, live, bytes);
+}
+
 static inline __attribute__((always_inline)) void
 charge(uint32_t id, int kind, int64_t bytes, int64_t count, int plain, int alloc) {
 	struct mt_site *s = mine_now(id);
+	if (MT_UNLIKELY(alloc && bytes >= MT_SITE_BIG) &&
+	    __atomic_load_n(&sites_split, __ATOMIC_RELAXED)) {
+		charge_big(id, kind, bytes, count);
+		return;
+	}
 	if (MT_LIKELY(s))
 		own_charge(s, kind, bytes, count, alloc);
 	else if (MT_UNLIKELY(my_slot))
@@ -226,8 +279,10 @@ mt_site_read(uint32_t id, int kind, struct mt_site *out) {
 	if (shares) { /* the highest the writer has seen (see above) */
 		int64_t p = out->live_bytes > at ? out->live_bytes : at;
 		if (p > out->peak_bytes) {
+			int64_t was = out->peak_bytes;
 			out->peak_bytes = p;
-			mt_raise_peak(&g->peak_bytes, p);
+			if (mt_raise_peak(&g->peak_bytes, p))
+				peak_stamp(g, was, p, 0);
 		}
 	}
 	return out->allocs != 0;

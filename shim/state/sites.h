@@ -10,6 +10,31 @@
  *                                               plain stores (one writer)
  *
  * A site's figures are the sum over the arrays (mt_site_read).
+ *
+ * THE STATE LAYER (state/): one table a file, each calling only the
+ * platform and the tables above it in this list; written by the capture
+ * and entry layers, read by the output layer and the lifecycle.
+ *
+ *   file       key -> what it holds                  locking
+ *   solo.h     (one flag) may the one recording      membarrier handshake
+ *              thread update plainly
+ *   chunks.h   id -> element, arrays mapped a        lock-free reads
+ *              chunk of 1024 ids at a time
+ *   map64.c    u64 -> u32, for a caller's own table  the caller's lock
+ *   stacks.h   (frames, kind, Python stack) -> id    lock-free; a new id
+ *                                                    under the stack lock
+ *   totals.h   kind -> exact process totals;         atomic adds
+ *              thread slot -> heap counts
+ *   sites.h    stack id -> call-site figures         atomic adds, or plain
+ *                                                    (solo, or own copy)
+ *   ptrtab.h   live block address -> site, size      a shard lock (or solo)
+ *   maptab.h   mapped range -> site                  map_lock
+ *   events.h   ring of recent events for dumps       lock-free
+ *   trigger.h  pending snapshot reasons, requests    futex words; a short
+ *                                                    request lock
+ *   marks.h    C API step marks                      lock-free
+ *   devices.h  CUDA device -> figures                atomic counters
+ *
  * Rules: never calls malloc; may run inside malloc, in any thread, before
  * main.  Charging is lock-free.
  */
@@ -20,7 +45,7 @@
 #include "state/solo.h"
 #include "state/totals.h"
 
-/* 56 bytes: the live count is allocs - frees (every charge moves them
+/* 64 bytes: the live count is allocs - frees (every charge moves them
  * together), so it costs no atomic of its own on the hot path and no
  * 8 bytes in each of a PyTorch process's 700 k sites. */
 struct mt_site {
@@ -35,7 +60,17 @@ struct mt_site {
 	 * changed since, its figure at the peak is live_bytes itself. */
 	int64_t atpeak_bytes;
 	uint32_t atpeak_epoch;
+	/* When peak_bytes was reached, to within 1/16 of it: stamped (ms
+	 * since start + 1, and the "step" mark then + 1; 0: none) at a raise by
+	 * 1/16 or more, or by an allocation of MT_SITE_BIG or more, so a
+	 * site that grows in small steps reads the clock a few hundred times
+	 * in all.  Shared figures only. */
+	uint32_t peak_ms;
+	int32_t peak_step;
 };
+/* An allocation this large raises its site's peak exactly however many
+ * threads charge the site (sites.c: charge_big). */
+#define MT_SITE_BIG (256 << 10)
 /* A site's live bytes at its kind's peak (see atpeak_bytes). */
 static inline int64_t
 mt_site_at_peak(const struct mt_site *s, int kind) {

@@ -19,7 +19,7 @@
  *                 MT_FUZZ_EMIT=DIR the two files are kept there, for
  *                 run.sh to check with Python's own json, XML and pickle.
  * Built and run for a bounded time by test/fuzz/run.sh (`make check`). */
-#include "cmd.h"
+#include "cmd/cmd.h"
 #include "base/util.h"
 #include "read/json.h"
 #include "shim/format.h"

@@ -25,6 +25,16 @@ r, known = traced('known', [os.path.join(T, 'prog_known')])
 mt.eq(r.returncode, 0, 'run: exit code of the command')
 mt.check('1 new file in %s; see: memtally report %s' % (known, known) in r.stderr,
          'run: says where the files are: %r' % r.stderr.strip())
+# a directory holding an earlier run's files is refused (its files would
+# read as more processes), unless --append
+r = subprocess.run([MT, 'run', '--out', known, '--', '/bin/true'], capture_output=True, text=True)
+mt.check(r.returncode == 2 and 'already holds 1 memtally file' in r.stderr and '--append' in r.stderr,
+         'run: an output directory with an earlier run\'s files is refused: %d %r' % (r.returncode, r.stderr.strip()))
+mt.eq(len([p for p in os.listdir(known) if p.startswith('memtally.')]), 1, 'run: ... and nothing ran into it')
+r = subprocess.run([MT, 'run', '--append', '--out', known, '--', os.path.join(T, 'prog_known')], capture_output=True, text=True)
+mt.check(r.returncode == 0 and '1 new file in' in r.stderr, 'run --append: adds its file: %r' % r.stderr.strip())
+r = subprocess.run([MT, 'report', '--json', known], capture_output=True, text=True)
+mt.eq(len(json.loads(r.stdout)['processes']) if r.returncode == 0 else None, 2, 'run --append: both runs read back')
 r, _ = traced('znow', [os.path.join(T, 'prog_znow')])
 mt.eq(r.returncode, 7, 'run: non-zero exit code passed through')
 r = subprocess.run([MT, 'run', '--out', os.path.join(OUT, 'nx'), '--', '/nonexistent/cmd'],
@@ -93,10 +103,19 @@ r = memtally('leaks', noleak)
 mt.check('no leak suspects' in r.stdout, 'leaks: text says there is none')
 
 # diff: the two trainer runs differ by the leak (ASLR-independent matching)
-r = memtally('diff', '--json', noleak, leak)
+r = memtally('diff', '--json', noleak + '@last', leak + '@last')
 pairs = json.loads(r.stdout)['pairs']
 top = pairs[0]['callsites'][0]
-mt.eq((top['function'], top['change_bytes']), ('leak_history', 200 * 10240), 'diff: the leak is the change')
+mt.eq((top['function'], top['change_bytes']), ('leak_history', 200 * 10240), 'diff @last: the leak is the change at exit')
+# with no selector diff compares the peaks (what held memory): the leak's
+# row there holds what the leaking run's peak snapshot says it held
+r = memtally('diff', '--json', noleak, leak)
+pair = json.loads(r.stdout)['pairs'][0]
+mt.eq(pair['b']['moment'], 'at the peak', 'diff: compares the peaks by default')
+lk = [c for c in pair['callsites'] if c['function'] == 'leak_history']
+rep = json.loads(memtally('report', '--json', leak).stdout)['processes'][0]
+at_peak = sum(c['at_peak_bytes'] for c in rep['at_peak']['callsites'] if c['function'] == 'leak_history')
+mt.eq(lk and lk[0]['live_bytes_b'], at_peak, 'diff at the peak: the leak row holds its bytes at the peak, as report says')
 f = mt.files(leak)[0]
 # the requested snapshots of steps 105 and 155, by their step mark (rise
 # snapshots may fall between them, so not by seq)
@@ -161,4 +180,28 @@ mt.check(len(top) >= 2 and top[0].split()[:2] == ['1.43', 'MiB'] and '0x90000 [n
 mt.eq(memtally('report').returncode, 2, 'usage: no input exits 2')
 mt.eq(memtally('frobnicate', known).returncode, 2, 'usage: unknown command exits 2')
 mt.eq(memtally('report', '--top', 'x', known).returncode, 2, 'usage: bad option value exits 2')
+# --help on every command: its own usage on stdout, exit 0
+for cmd in ('run', 'report', 'leaks', 'functions', 'top', 'diff', 'ranks', 'oom', 'flame', 'html', 'torch',
+            'pprof', 'cat'):
+    r = memtally(cmd, '--help')
+    mt.check(r.returncode == 0 and r.stdout.startswith('usage: memtally %s' % cmd),
+             'usage: %s --help prints its usage: %d %r' % (cmd, r.returncode, r.stdout[:60]))
+# an option that does not apply is an error, named
+for args in (('report', '-o', 'x.txt'), ('diff', '--metric', 'allocs'), ('ranks', '--stacks'),
+             ('leaks', '--snapshot', 'peak'), ('torch', '--kind', 'heap')):
+    r = memtally(*(args + (known,)))
+    mt.check(r.returncode == 2 and 'does not apply' in r.stderr,
+             'usage: %s is refused: %d %r' % (' '.join(args), r.returncode, r.stderr[:80]))
+# FILE@N, FILE@peak, FILE@last wherever a file is taken
+f = [os.path.join(known, p) for p in os.listdir(known) if p.startswith('memtally.')][0]
+peak = json.loads(memtally('functions', '--json', f).stdout)['processes'][0]['total_bytes']
+mt.eq(json.loads(memtally('functions', '--json', f + '@peak').stdout)['processes'][0]['total_bytes'], peak,
+      'FILE@peak: functions at the peak, as with no selector')
+last = json.loads(memtally('functions', '--json', '--snapshot', 'last', f).stdout)['processes'][0]['total_bytes']
+mt.eq(json.loads(memtally('functions', '--json', f + '@last').stdout)['processes'][0]['total_bytes'], last,
+      'FILE@last = --snapshot last')
+r = memtally('report', f + '@nope')
+mt.check(r.returncode == 1 and "'@nope' is not a snapshot" in r.stderr, 'FILE@nope: a clear error: %r' % r.stderr.strip())
+r = memtally('top', '--once', '/nonexistent')
+mt.check(r.returncode == 1 and '/nonexistent' in r.stderr, 'top --once /nonexistent: exit 1, named: %r' % r.stderr.strip())
 mt.done()

@@ -94,13 +94,23 @@ if mt.case('pprof'):
     for name, src, kind in (('C program', cfile, None), ('Python process', pyfile, None),
                             ('OOM dump', dump, None), ('OOM dump, cuda', dump, 'cuda')):
         pb = os.path.join(OUT, re.sub(r'\W+', '_', name) + '.pb.gz')
-        r = sh([MT, 'pprof', src, '-o', pb] + (['--kind', kind] if kind else []))
+        r = sh([MT, 'pprof', '--snapshot', 'last', src, '-o', pb] + (['--kind', kind] if kind else []))
         got, total = pprof_top('-sample_index=inuse_space', pb)
         want = report_by_function(src, kind=kind)
         mt.check(r.returncode == 0 and got == want and total == sum(want.values()) and want,
                  'pprof %s: go tool pprof -top per function = memtally report (%d functions, %s bytes; '
                  'pprof %s)' % (name, len(want), sum(want.values()),
                                 sorted(got.items())[:4] if got != want else 'same'))
+    # with no --snapshot, the peak: per function what report says was live then
+    pb = os.path.join(OUT, 'Python_peak.pb.gz')
+    r = sh([MT, 'pprof', pyfile, '-o', pb])
+    got, total = pprof_top('-sample_index=inuse_space', pb)
+    rp = json.loads(sh([MT, 'report', '--json', '--top', '1000000', pyfile]).stdout)['processes'][0]
+    want = collections.Counter()
+    for c in rp['at_peak']['callsites']:
+        want[c['function']] += c['at_peak_bytes']
+    mt.check(r.returncode == 0 and got == dict(want) and want,
+             'pprof with no --snapshot: the peak, per function as report\'s at-peak table (%d functions)' % len(want))
     # the Python process: Python frames as functions with file and line
     pb = os.path.join(OUT, 'Python_process.pb.gz')
     r = sh([GO, 'tool', 'pprof', '-traces', '-lines', pb])
@@ -125,9 +135,9 @@ if mt.case('pprof'):
     a_seq = snaps[len(snaps) // 2]
     pa, pb = os.path.join(OUT, 'a.pb.gz'), os.path.join(OUT, 'b.pb.gz')
     sh([MT, 'pprof', '--snapshot', str(a_seq), cfile, '-o', pa])
-    sh([MT, 'pprof', cfile, '-o', pb])
+    sh([MT, 'pprof', '--snapshot', 'last', cfile, '-o', pb])
     got, _ = pprof_top('-sample_index=inuse_space', '-base', pa, pb)
-    r = sh([MT, 'diff', '--json', '--top', '1000000', '%s@%d' % (cfile, a_seq), cfile])
+    r = sh([MT, 'diff', '--json', '--top', '1000000', '%s@%d' % (cfile, a_seq), cfile + '@last'])
     want = collections.Counter()
     for pair in json.loads(r.stdout)['pairs']:
         for s in pair['callsites']:
@@ -140,7 +150,7 @@ if mt.case('pprof'):
     # --merge and -tagfocus rank=1: the golden run's two ranks
     gold = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'golden', 'in')
     merged = os.path.join(OUT, 'ranks.pb.gz')
-    r = sh([MT, 'pprof', '--merge', gold, '-o', merged])
+    r = sh([MT, 'pprof', '--merge', '--snapshot', 'last', gold, '-o', merged])
     _, t1 = pprof_top('-sample_index=inuse_space', '-tagfocus', 'rank=1', merged)
     _, tall = pprof_top('-sample_index=inuse_space', merged)
     rk = json.loads(sh([MT, 'report', '--json', gold]).stdout)['processes']
@@ -186,7 +196,7 @@ if mt.case('pprof'):
 if mt.case('functions'):
     for name, src in (('C program', cfile), ('Python process', pyfile)):
         peak = name == 'Python process'  # (at exit the interpreter freed the script's data)
-        d = json.loads(sh([MT, 'functions', '--json', '--top', '1000000'] + (['--snapshot', 'peak'] if peak else [])
+        d = json.loads(sh([MT, 'functions', '--json', '--top', '1000000'] + ([] if peak else ['--snapshot', 'last'])
                           + [src]).stdout)['processes'][0]
         self_by = {}
         for fn in d['functions']:

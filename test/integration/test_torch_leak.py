@@ -31,7 +31,7 @@ def trainer_leaks(mode):
     r = subprocess.run([MT, 'leaks', '--json', '--top', '1000', '--warmup', '0.4', d], capture_output=True, text=True)
     mt.eq(r.returncode, 0, '%s: leaks exit code' % mode)
     ps = json.loads(r.stdout)['processes']
-    return max(ps, key=lambda p: p['sites_examined'])  # the trainer, not its 2 workers
+    return max(ps, key=lambda p: p['rows_examined'])  # the trainer, not its 2 workers
 
 p = trainer_leaks('leak')
 sus = p['suspects']

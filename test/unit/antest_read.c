@@ -6,7 +6,7 @@
  * followed file keeps a bounded number of snapshots that read as the
  * whole file does. */
 #include "../test.h"
-#include "cmd.h"
+#include "cmd/cmd.h"
 #include "model/model.h"
 #include "base/util.h"
 #include <stdint.h>

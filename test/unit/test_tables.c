@@ -418,6 +418,19 @@ share_worker(void *arg) {
 	return NULL;
 }
 
+/* a third thread (slot 3, its own share): three big blocks at site 0,
+ * then freed */
+static void *
+big_worker(void *arg) {
+	(void)arg;
+	mt_sites_thread(3);
+	for (int i = 0; i < 3; i++)
+		mt_site_alloc(share_id[0], MT_HEAP, MT_SITE_BIG, 1, 0);
+	for (int i = 0; i < 3; i++)
+		mt_site_free(share_id[0], MT_HEAP, MT_SITE_BIG, 1, 0);
+	return NULL;
+}
+
 static void
 share_run(long t) {
 	pthread_t th;
@@ -448,12 +461,27 @@ TEST(thread_shares) {
 	EXPECT(c.allocs == 500 && c.frees == 300 && c.live_bytes == 200 * 16);
 	mt_sites_memory(&x, &after);
 	EXPECT(after > before); /* the threads' arrays are counted */
-	/* the shared array's peak: only the reader raises it now */
-	mt_site_alloc(share_id[0], MT_HEAP, 1 << 20, 1, 0);
+	/* the shared array's peak once threads have shares: a small
+	 * allocation raises none (the writer's read does), an allocation of
+	 * MT_SITE_BIG or more raises it at once to the sum of every share */
+	int64_t live0 = 100 + 200 * 16;
+	mt_site_alloc(share_id[0], MT_HEAP, 4096, 1, 0);
 	EXPECT(mt_site_get(share_id[0], MT_HEAP)->peak_bytes == 100 + 500 * 16);
-	EXPECT(mt_site_read(share_id[0], MT_HEAP, &c) && c.peak_bytes == c.live_bytes &&
-	       c.live_bytes == 100 + 200 * 16 + (1 << 20));
-	EXPECT(mt_site_get(share_id[0], MT_HEAP)->peak_bytes == c.peak_bytes);
+	mt_site_free(share_id[0], MT_HEAP, 4096, 1, 0);
+	mt_site_alloc(share_id[0], MT_HEAP, MT_SITE_BIG, 1, 0);
+	EXPECT(mt_site_get(share_id[0], MT_HEAP)->peak_bytes == live0 + MT_SITE_BIG);
+	EXPECT(mt_site_get(share_id[0], MT_HEAP)->peak_ms != 0); /* stamped */
+	mt_site_free(share_id[0], MT_HEAP, MT_SITE_BIG, 1, 0);
+	EXPECT(mt_site_read(share_id[0], MT_HEAP, &c) && c.live_bytes == live0 &&
+	       c.peak_bytes == live0 + MT_SITE_BIG);
+	/* a big one from a thread with a share of its own: the same */
+	struct mt_site *g = mt_site_get(share_id[0], MT_HEAP);
+	int64_t was = g->peak_bytes;
+	pthread_t th;
+	pthread_create(&th, NULL, big_worker, NULL);
+	pthread_join(th, NULL);
+	EXPECT(g->peak_bytes == live0 + 3 * (int64_t)MT_SITE_BIG && g->peak_bytes > was);
+	EXPECT(mt_site_read(share_id[0], MT_HEAP, &c) && c.live_bytes == live0);
 }
 
 int main(void) {

@@ -1,0 +1,138 @@
+/* answer.h — the answers every view prints, computed here once, so that
+ * `report`, `leaks`, `top`, `ranks`, `diff`, `functions`, `flame`,
+ * `pprof` and the HTML page cannot disagree.  A view asks (struct ask),
+ * an answer comes back as plain rows, and the view only prints them.
+ *
+ *   question             answer              default
+ *   -------------------  ------------------  ---------------------------------
+ *   what held memory     answer_rows()       the process peak: each call site's
+ *                                            bytes when its kind's total was at
+ *                                            its high-water mark (exact; the
+ *                                            shim keeps it), else the snapshot
+ *                                            with the most live bytes
+ *   grouped how          a row               the call site's name: its innermost
+ *                                            user frame (the Python line, or the
+ *                                            first native frame outside the
+ *                                            allocator and runtimes) and two
+ *                                            callers; sites that print alike are
+ *                                            one row.  --native: native frames;
+ *                                            --stacks: every site its own row
+ *   over which window    answer_window()     after start-up and before teardown,
+ *                                            in steps when a step mark exists
+ *   what grows           answer_leaks()      rows ranked by sustained growth on
+ *                                            that window (Theil-Sen, Kendall)
+ *   what spiked          answer_spikes()     call sites whose own high-water
+ *                                            mark is at least twice, and 4 MiB
+ *                                            over, their bytes at the process
+ *                                            peak and at the growth window's
+ *                                            end, with the time and step
+ */
+#ifndef MTA_ANSWER_H
+#define MTA_ANSWER_H
+#include "model/model.h"
+#include <stddef.h>
+#include <stdint.h>
+
+/* What a view asks. */
+struct ask {
+	int kind;        /* one kind, or -1 for all */
+	int apart;       /* every call site its own row (--stacks) */
+	long snapshot;   /* SNAP_DEFAULT (the peak), SNAP_PEAK, SNAP_LAST or a seq;
+			  * a file's own FILE@N / FILE@peak (mfile.sel) wins */
+	double warmup;   /* the fraction of a run (or of its steps) left out
+			  * at the start of the growth window */
+};
+
+/* ---- the moment: which figures a view shows ---- */
+
+/* The call sites of f at the asked moment, and what that moment is:
+ * *at_peak set when the figures are the exact peak (each site's bytes at
+ * its kind's high-water mark; live_bytes holds them, live_count 0),
+ * *s the snapshot they come from.  Caller frees. */
+struct site *answer_sites(struct mfile *f, const struct ask *a, const struct snap **s,
+			  int *at_peak, size_t *n);
+/* The moment in words: "at the peak", "at the last snapshot", "at
+ * snapshot 12". */
+const char *answer_moment_name(const struct mfile *f, const struct ask *a);
+
+/* A row: the call sites that print alike (one name, one kind). */
+struct row {
+	char *name;      /* as report prints it, callers included */
+	int kind, nsites;
+	uint32_t stack;  /* its largest site's stack (--stacks, frames) */
+	int64_t live;    /* at the moment asked (at the peak: bytes then) */
+	int64_t live_now, count, allocs, alloc_bytes, frees;
+	int64_t peak;    /* the largest own peak of its sites */
+	int64_t top;     /* its largest site's live (whose stack it shows) */
+};
+/* The rows of sites v[0..n) (live_bytes as answer_sites gives them),
+ * largest first; live_now from the last snapshot when at_peak. */
+struct row *answer_rows(struct mfile *f, const struct ask *a, const struct site *v, size_t n,
+			int at_peak, size_t *nr);
+/* Rows of f at the asked moment (answer_sites, then answer_rows). */
+struct row *answer_rows_at(struct mfile *f, const struct ask *a, const struct snap **s,
+			   int *at_peak, size_t *nr);
+void rows_free(struct row *r, size_t n);
+/* The group key of a stack: kind byte then name (what makes two sites
+ * one row), for matching rows across files (diff). */
+const char *row_key(struct mfile *f, const struct ask *a, uint32_t stack, int kind, char *buf,
+		    size_t n);
+
+/* ---- the window: where growth is measured ---- */
+
+struct window {
+	size_t lo, end;      /* the snapshots [lo, end) */
+	size_t warm, tear;   /* how many were left out before and after */
+	const char *mark;    /* the step mark it is counted in, or NULL */
+	double step_lo, step_hi; /* that mark's values at lo and end - 1 */
+	int by_step;         /* lo was chosen on steps, not time */
+};
+/* The growth window of f: with a step mark (a counter that never falls;
+ * "step" first), from the warm-up fraction of the steps on and up to the
+ * first snapshot of the last step; without, from the warm-up fraction of
+ * the time and up to the teardown (a fall to the end). */
+void answer_window(const struct mfile *f, double warmup, struct window *w);
+/* The same window cut to the steps [from, to] (ranks: the steps every
+ * rank has); returns 0 when none of f's snapshots lie there. */
+int answer_window_steps(const struct mfile *f, const struct window *w, double from, double to,
+			struct window *out);
+/* The step mark's value at snapshot s, NAN when it has none. */
+double snap_step(const struct snap *s, const char *mark);
+
+/* ---- growth ---- */
+
+#define LEAK_MAXPTS 80
+struct leak {
+	struct row r;        /* the row that grows (live: at the last point) */
+	double per_hour, per_step, tau, growth, share;
+	int64_t from_ms;     /* the window where it grows starts here */
+	size_t w0;           /* ... at this point */
+};
+struct leaks {
+	struct window win;
+	const struct snap *pts[LEAK_MAXPTS];
+	size_t npts, examined;  /* points used; rows examined */
+	const char *mark;       /* per step: the mark, or NULL */
+	struct leak *v;         /* ranked, fastest first */
+	size_t n;
+	/* the process over the top suspect's window */
+	double sus_h, tracked_h, heap_h, rss_h, foot_h; /* bytes per hour (NAN: unknown) */
+	int64_t win_ms;
+};
+void answer_leaks(struct mfile *f, const struct ask *a, struct leaks *out);
+void leaks_free(struct leaks *l);
+
+/* ---- spikes ---- */
+
+struct spike {
+	struct row r;        /* r.peak: the site's own high-water mark;
+			      * r.live: its bytes at the process peak */
+	int64_t peak_ms;     /* when its high-water mark was reached, -1: unknown */
+	double step;         /* the step then, NAN: no step mark or unknown */
+};
+/* Spikes of f, largest excess first (up to max); the process peak's
+ * snapshot is f's last. */
+size_t answer_spikes(struct mfile *f, const struct ask *a, struct spike *out, size_t max);
+void spikes_free(struct spike *v, size_t n);
+
+#endif

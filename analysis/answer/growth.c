@@ -1,0 +1,187 @@
+/* growth.c — what grows (answer.h), the computation `leaks`, `top` and
+ * the HTML page print.
+ *
+ * Method: on the growth window (window.c), up to 80 evenly spaced
+ * snapshots.  Call sites are summed into rows as report names them (a
+ * Python line's native variants are one row), and each row's live bytes
+ * over time get a Theil-Sen slope (the median of pairwise slopes: robust
+ * to a few odd snapshots) and Kendall's tau (how consistently it rises):
+ * leak_fit (stats.h) says whether it is a suspect, on the whole window,
+ * its second half or its last quarter, so a leak that starts after a long
+ * start-up is judged where it grows.  Suspects are ranked by bytes per
+ * hour; with a step mark, growth per step too. */
+#include "answer/answer.h"
+#include "answer/sites.h"
+#include "answer/stats.h"
+#include "base/util.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MIN_GROWTH (64 << 10)
+
+/* A row's live bytes at each point. */
+struct ser {
+	struct row r;
+	double y[LEAK_MAXPTS];
+};
+
+/* Rows by key (kind, name), and each stack's row index per kind. */
+struct series {
+	struct ser *v;
+	size_t n, cap;
+	struct keyix ix;
+	uint32_t *of;       /* (stack * NKINDS + kind) -> index + 1 */
+	struct namer nm;
+};
+
+static struct ser *
+series_of(struct mfile *f, const struct ask *a, struct series *m, const struct site *s) {
+	size_t slot = (size_t)s->stack * NKINDS + s->kind;
+	if (s->stack < f->nstacks && m->of[slot])
+		return &m->v[m->of[slot] - 1];
+	char name[1024], key[1100];
+	if (a->apart)
+		site_name(f, s->stack, 2, name, sizeof name);
+	else
+		site_group_name(f, s->stack, name, sizeof name, &m->nm);
+	int klen = snprintf(key, sizeof key, "%c%s%c%u", s->kind + 1, name, 1,
+			    a->apart ? s->stack : 0);
+	if (klen >= (int)sizeof key)
+		klen = (int)sizeof key - 1;
+	int fresh = 1;
+	uint64_t *ix = keyix_slot(&m->ix, key, (size_t)klen, &fresh);
+	if (fresh) {
+		m->v = xgrow(m->v, m->n + 1, &m->cap, sizeof *m->v);
+		struct ser *t = &m->v[m->n];
+		memset(t, 0, sizeof *t);
+		t->r.name = xstrdup(name);
+		t->r.kind = s->kind;
+		t->r.stack = s->stack;
+		*ix = ++m->n;
+	}
+	m->v[*ix - 1].r.nsites++; /* a stack (and kind) new to the row */
+	if (s->stack < f->nstacks)
+		m->of[slot] = (uint32_t)*ix;
+	return &m->v[*ix - 1];
+}
+
+static int
+cmp_leak(const void *a, const void *b) {
+	const struct leak *x = a, *y = b;
+	if (x->per_hour != y->per_hour)
+		return x->per_hour < y->per_hour ? 1 : -1;
+	return strcmp(x->r.name, y->r.name);
+}
+
+/* The window's points: up to LEAK_MAXPTS snapshots evenly spaced. */
+static void
+pick_points(struct mfile *f, struct leaks *l) {
+	size_t cnt = l->win.end - l->win.lo;
+	for (size_t i = 0; i < cnt && l->npts < LEAK_MAXPTS; i++) {
+		size_t k = cnt <= LEAK_MAXPTS ? i : i * (cnt - 1) / (LEAK_MAXPTS - 1);
+		l->pts[l->npts++] = &f->snaps[l->win.lo + k];
+	}
+}
+
+/* The process over the top suspect's window: the suspects' growth beside
+ * the tracked total's, the heap's, the allocator's footprint and RSS
+ * (Theil-Sen), to tell how much of the process's growth they explain. */
+static void
+process_rates(const struct ask *a, struct leaks *l, const double *x) {
+	l->rss_h = l->tracked_h = l->foot_h = l->heap_h = NAN;
+	l->sus_h = 0;
+	if (!l->n)
+		return;
+	size_t w0 = l->v[0].w0, n = l->npts - w0;
+	double yr[LEAK_MAXPTS], yt[LEAK_MAXPTS], yf[LEAK_MAXPTS], yh[LEAK_MAXPTS];
+	int have_rss = 1, have_foot = 1;
+	for (size_t i = 0; i < n; i++) {
+		const struct snap *p = l->pts[w0 + i];
+		yr[i] = (double)p->rss_bytes;
+		have_rss &= p->rss_bytes >= 0;
+		yf[i] = (double)p->alloc_footprint;
+		have_foot &= p->alloc_footprint >= 0;
+		yt[i] = 0;
+		yh[i] = (double)p->tot[K_HEAP].live_bytes;
+		for (int k = 0; k < NKINDS; k++)
+			if (a->kind < 0 || a->kind == k)
+				yt[i] += (double)p->tot[k].live_bytes;
+	}
+	if (have_rss)
+		l->rss_h = theil_sen(x + w0, yr, n);
+	if (have_foot)
+		l->foot_h = theil_sen(x + w0, yf, n);
+	l->tracked_h = theil_sen(x + w0, yt, n);
+	l->heap_h = theil_sen(x + w0, yh, n);
+	for (size_t i = 0; i < l->n; i++)
+		if (l->v[i].w0 == w0)
+			l->sus_h += l->v[i].per_hour;
+	l->win_ms = l->pts[l->npts - 1]->elapsed_ms - l->pts[w0]->elapsed_ms;
+}
+
+void
+answer_leaks(struct mfile *f, const struct ask *a, struct leaks *l) {
+	memset(l, 0, sizeof *l);
+	answer_window(f, a->warmup, &l->win);
+	pick_points(f, l);
+	if (l->npts < 3)
+		return;
+	double x[LEAK_MAXPTS], steps[LEAK_MAXPTS];
+	int marked = l->win.mark != NULL;
+	for (size_t i = 0; i < l->npts; i++) {
+		x[i] = (double)l->pts[i]->elapsed_ms / 3.6e6; /* hours */
+		steps[i] = snap_step(l->pts[i], l->win.mark);
+		marked &= !isnan(steps[i]);
+	}
+	l->mark = marked && steps[l->npts - 1] > steps[0] ? l->win.mark : NULL;
+	struct series m = {0};
+	m.of = xcalloc(f->nstacks * NKINDS + 1, sizeof *m.of);
+	for (size_t i = 0; i < l->npts; i++) {
+		size_t nv;
+		struct site *v = snap_sites(f, l->pts[i], &nv);
+		for (size_t k = 0; k < nv; k++)
+			if (a->kind < 0 || v[k].kind == a->kind)
+				series_of(f, a, &m, &v[k])->y[i] += (double)v[k].live_bytes;
+		free(v);
+	}
+	l->examined = m.n;
+	double total_growth = 0; /* all growth over the window, for shares */
+	for (size_t i = 0; i < m.n; i++)
+		if (m.v[i].y[l->npts - 1] > m.v[i].y[0])
+			total_growth += m.v[i].y[l->npts - 1] - m.v[i].y[0];
+	size_t cap = 0;
+	for (size_t i = 0; i < m.n; i++) {
+		struct ser *s = &m.v[i];
+		struct leak_fit fit;
+		if (!leak_fit(x, s->y, l->npts, MIN_GROWTH, &fit)) {
+			free(s->r.name);
+			continue;
+		}
+		size_t w0 = fit.w0, n = l->npts - w0;
+		l->v = xgrow(l->v, l->n + 1, &cap, sizeof *l->v);
+		struct leak *t = &l->v[l->n++];
+		*t = (struct leak){
+			.r = s->r, .per_hour = fit.slope, .tau = fit.tau, .growth = fit.growth,
+			.share = total_growth > 0 ? fmin(1, fit.growth / total_growth) : 0,
+			.per_step = l->mark ? theil_sen(steps + w0, s->y + w0, n) : NAN,
+			.from_ms = l->pts[w0]->elapsed_ms, .w0 = w0};
+		t->r.live = t->r.live_now = (int64_t)s->y[l->npts - 1];
+	}
+	free(m.v);
+	free(m.of);
+	keyix_free(&m.ix);
+	namer_free(&m.nm);
+	if (l->n)
+		xqsort(l->v, l->n, sizeof *l->v, cmp_leak);
+	process_rates(a, l, x);
+}
+
+void
+leaks_free(struct leaks *l) {
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i].r.name);
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
