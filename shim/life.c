@@ -37,6 +37,7 @@
 #include "output/writer.h"
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <sys/auxv.h>
 #include <signal.h>
@@ -129,6 +130,50 @@ postfork_child(void) {
 	mt_self.guard--;
 }
 
+/* ---- Go -------------------------------------------------------------- */
+
+/* Whether the program is Go's: its executable carries a "Go" build-id
+ * note (PT_NOTE).  The first object dl_iterate_phdr reports is it. */
+static int
+go_note(struct dl_phdr_info *info, size_t size, void *arg) {
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_NOTE)
+			continue;
+		const char *p = (const char *)(info->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
+		while (p + sizeof(ElfW(Nhdr)) <= end) {
+			const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+			const char *name = p + sizeof *nh;
+			if ((nh->n_namesz == 3 || nh->n_namesz == 4) && name + 3 <= end &&
+			    !memcmp(name, "Go", 3))
+				*(int *)arg = 1;
+			p = name + ((nh->n_namesz + 3) & ~3u) + ((nh->n_descsz + 3) & ~3u);
+		}
+	}
+	return 1; /* the program only */
+}
+
+/* A Go program leaves through the exit_group system call, past exit()
+ * and every destructor: no exit snapshot can be written.  Said once;
+ * without MEMTALLY_INTERVAL, snapshots every second keep its last state
+ * within a second of its end. */
+static void
+go_check(void) {
+	int go = 0;
+	dl_iterate_phdr(go_note, &go);
+	if (!go)
+		return;
+	if (mt_cfg.interval > 0) {
+		mt_warn("a Go program ends through exit_group, past the exit snapshot: its last "
+			"snapshot is the last MEMTALLY_INTERVAL one");
+		return;
+	}
+	mt_cfg.interval = 1;
+	mt_warn("a Go program ends through exit_group, past the exit snapshot: taking a snapshot "
+		"every second (MEMTALLY_INTERVAL=1) so its last state is kept");
+}
+
 /* ---- start and exit --------------------------------------------------- */
 
 /* MEMTALLY_FOLLOW=0: take the shim out of LD_PRELOAD in place (the string
@@ -199,6 +244,7 @@ mt_init(int argc, char **argv, char **envp) {
 	}
 	pthread_atfork(prefork, postfork_parent, postfork_child);
 	mt_signal_init();
+	go_check();
 	mt_writer_init(); /* the thread starts now only for periodic work */
 	mt_snapshot_open_early(); /* a privileged process: before it drops */
 	if (mt_cfg.verbose)
@@ -212,7 +258,5 @@ mt_init(int argc, char **argv, char **envp) {
 /* exit() and a return from main; _exit and exec are entry/exec.c's. */
 __attribute__((destructor(101))) static void
 mt_fini(void) {
-	if (__atomic_load_n(&mt_active, __ATOMIC_ACQUIRE))
-		mt_signal_check_blocked(); /* said once, if the program blocked it */
 	mt_exit_snapshot();
 }

@@ -22,13 +22,9 @@ cmd_load(struct opts *o, struct run *r) {
 }
 
 void
-cmd_list(struct opts *o, struct run *r) {
-	run_list(r, o->paths, o->npaths, 0, 0);
-}
-
-void
-cmd_list_dumps(struct opts *o, struct run *r) {
-	run_list(r, o->paths, o->npaths, 1, 0);
+cmd_list(struct opts *o, struct run *r, int dumps) {
+	run_list(r, o->paths, o->npaths, dumps, 0);
+	r->native = o->native;
 }
 
 int
@@ -37,20 +33,18 @@ each_file(struct run *r, struct opts *o, const char *key,
 	struct sb j = {0};
 	if (o->json)
 		sb_printf(&j, "{\"%s\":[", key);
-	if (r->files) { /* loaded */
-		for (size_t i = 0; i < r->nfiles; i++) {
-			r->files[i].native = o->native;
+	if (r->files) { /* loaded (cmd_load) */
+		for (size_t i = 0; i < r->nfiles; i++)
 			fn(&r->files[i], o, &j, i == 0);
-		}
-	} else { /* listed: one file at a time */
+	} else { /* listed (cmd_list): one at a time, each freed after fn */
 		struct mfile f;
 		for (int first = 1; run_next(r, &f); first = 0) {
-			f.native = o->native;
+			f.native = r->native;
 			fn(&f, o, &j, first);
 			mfile_free(&f);
 		}
+		run_free(r);
 	}
-	run_free(r);
 	if (o->json) {
 		sb_puts(&j, "]}\n");
 		fputs(j.p, stdout);

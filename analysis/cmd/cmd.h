@@ -43,18 +43,16 @@ int cmd_run(int argc, char **argv);
 
 /* Read o's paths into r (run_load) and apply the context (--native). */
 void cmd_load(struct opts *o, struct run *r);
-/* List o's paths into r (run_list), to be read one at a time by
- * each_file (memory bounded by the largest file, not the directory). */
-void cmd_list(struct opts *o, struct run *r);
-/* The same for OOM dumps (directories give their *.oom<N>.jsonl). */
-void cmd_list_dumps(struct opts *o, struct run *r);
+/* List o's paths into r (run_list, dumps: the OOM dumps), to be read one
+ * at a time by each_file: memory bounded by the largest file. */
+void cmd_list(struct opts *o, struct run *r, int dumps);
 /* Apply the context to files loaded another way (OOM dumps). */
 void cmd_native(struct opts *o, struct run *r);
 /* The same for one more file or directory (diff's two sides). */
 void cmd_load_paths(struct opts *o, struct run *r, char **paths, int npaths);
-/* Run fn on every file of r (listed: read one at a time, each freed after
- * fn; loaded: each in turn), with the context applied; with --json, their
- * objects go out as {"<key>":[...]} on stdout.  Frees r.  Returns 0. */
+/* Run fn on every file of r (loaded, or listed: then each read before fn
+ * and freed after it); with --json, their objects go out as {"<key>":[...]}
+ * on stdout.  Returns 0. */
 struct sb;
 int each_file(struct run *r, struct opts *o, const char *key,
 	      void (*fn)(struct mfile *f, struct opts *o, struct sb *j, int first));

@@ -51,6 +51,7 @@ struct snap {
 	int nmarks;
 	int64_t dropped_stacks, dropped_live, shim_bytes;
 	int64_t coalesced;     /* snapshot requests merged into others so far */
+	int64_t reserved_bytes; /* PROT_NONE address space (in no kind) */
 	int line;              /* line number in the file */
 };
 
@@ -172,9 +173,10 @@ struct run {
 	size_t nfiles;
 	char **list;               /* run_list: the files to read */
 	unsigned char *named;      /* ... each named alone (not found in a directory) */
-	long *sel;                 /* ... the snapshot FILE@N named (SNAP_DEFAULT: none) */
+	long *sels;                /* ... each one's FILE@N (path_selector), SNAP_DEFAULT */
 	size_t nlist, cap_list, next, nread;
 	int optional;
+	int native;                /* given to each file read (--native) */
 };
 
 /* Reading (read/): a file is read up to the first thing wrong in it, and
@@ -201,9 +203,10 @@ int run_next(struct run *r, struct mfile *f);
 void run_load(struct run *r, char **paths, int npaths);
 /* FILE@N, FILE@peak, FILE@last where FILE exists and the whole name does
  * not: returns the snapshot (a seq, SNAP_PEAK, SNAP_LAST) and cuts path at
- * the '@'; SNAP_DEFAULT when the name has none.  run_load does this for
+ * the '@'; SNAP_DEFAULT when the name has none.  run_list does this for
  * every path (mfile.sel). */
 long path_selector(char *path);
+/* The same for OOM dumps: directories contribute their *.oom<N>.jsonl. */
 void run_load_dumps(struct run *r, char **paths, int npaths);
 void run_load_dumps_if_any(struct run *r, char **paths, int npaths);
 void run_free(struct run *r);

@@ -1,7 +1,7 @@
-/* fields.c — the field access every record parser uses (reader.h): the
- * kinds by name, a field's value with its type and range checked (bad()
- * refuses the record, naming the file and line, before the model
- * changes), and a stack reference resolved. */
+/* fields.c — a record's fields as the parsers take them (reader.h): each
+ * accessor refuses, with bad(), what a record must not say (a missing
+ * field, the wrong type, a negative size or time, a value out of range),
+ * so a parser never sees it.  And the kinds' names. */
 #include "read/reader.h"
 #include "read/idmap.h"
 #include "base/util.h"
@@ -130,3 +130,4 @@ stack_ref(const struct mfile *f, int64_t id, int *missing) {
 		*missing = 1;
 	return ix && f->stacks[ix].pcs ? ix : 0;
 }
+

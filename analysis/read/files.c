@@ -40,15 +40,15 @@ static void
 add(struct run *r, char *path, int named, long sel) {
 	r->list = xgrow(r->list, r->nlist + 1, &r->cap_list, sizeof *r->list);
 	r->named = xrealloc(r->named, r->cap_list);
-	r->sel = xrealloc(r->sel, r->cap_list * sizeof *r->sel);
+	r->sels = xrealloc(r->sels, r->cap_list * sizeof *r->sels);
 	r->named[r->nlist] = (unsigned char)named;
-	r->sel[r->nlist] = sel;
+	r->sels[r->nlist] = sel;
 	r->list[r->nlist++] = path;
 }
 
 /* FILE@N, FILE@peak, FILE@last (a snapshot of a file or of every file
  * of a directory) where FILE exists and FILE@... does not: the snapshot
- * is returned and the path cut at the '@' (in place).  Else SNAP_DEFAULT. */
+ * goes to *sel and the path is cut there (in place).  Else SNAP_DEFAULT. */
 long
 path_selector(char *path) {
 	char *at = strrchr(path, '@');
@@ -105,11 +105,10 @@ run_list(struct run *r, char **paths, int npaths, int dumps, int optional) {
 		if (stat(path, &st))
 			die(EXIT_BAD_INPUT, "%s: %s", path, strerror(errno));
 		if (!S_ISDIR(st.st_mode)) {
-			if (optional && !strstr(path, ".oom")) {
-				free(path);
-				continue; /* a snapshot file named among dumps */
-			}
-			add(r, path, 1, sel);
+			if (optional && !strstr(path, ".oom"))
+				free(path); /* a snapshot file named among dumps */
+			else
+				add(r, path, 1, sel);
 			continue;
 		}
 		if (!add_dir(r, path, dumps, sel) && !optional)
@@ -125,8 +124,8 @@ int
 run_read(struct run *r, size_t i, struct mfile *f) {
 	struct load_why why;
 	if (!load_file(f, r->list[i], &why)) {
-		f->has_sel = r->sel[i] != SNAP_DEFAULT;
-		f->sel = r->sel[i];
+		f->sel = r->sels[i];
+		f->has_sel = f->sel != SNAP_DEFAULT;
 		return 0;
 	}
 	/* nothing usable: named alone, bad input; in a directory, left
@@ -187,6 +186,6 @@ run_free(struct run *r) {
 	free(r->files);
 	free(r->list);
 	free(r->named);
-	free(r->sel);
+	free(r->sels);
 	memset(r, 0, sizeof *r);
 }

@@ -1,14 +1,13 @@
 /* records.c — one JSONL line into the model: the record's type picks its
  * parser; this file holds the parsers of the records that name things
  * (header, maps, stacks, Python frames).  The records that hold figures
- * are snaprec.c's, the field access every parser uses fields.c's.  Unknown
+ * are snaprec.c's; the field access both use is fields.c's.  Unknown
  * record types and fields are ignored (a newer shim's); a field of the
  * wrong type or out of range is refused with bad(), before the model
  * changes. */
 #include "read/reader.h"
 #include "read/idmap.h"
 #include "base/util.h"
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

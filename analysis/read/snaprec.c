@@ -6,6 +6,7 @@
  * computed from them fits. */
 #include "read/reader.h"
 #include "base/util.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <math.h>
@@ -80,6 +81,7 @@ proc_figures(struct ctx *c, struct jv *o, struct snap *s) {
 	s->dropped_live = opt_count(c, sh, MT_F_DROPPED_LIVE, 0, INT64_MAX);
 	s->shim_bytes = opt_count(c, sh, MT_F_MEMORY_BYTES, 0, INT64_MAX);
 	s->coalesced = opt_count(c, sh, MT_F_COALESCED, 0, INT64_MAX);
+	s->reserved_bytes = opt_count(c, o, MT_F_MMAP_RESERVED_BYTES, 0, INT64_MAX);
 }
 
 static void
@@ -94,8 +96,8 @@ marks(struct ctx *c, struct jv *o, struct snap *s) {
 }
 
 /* A call site's row: one pass over its members (the reader's hot loop). */
-enum { SK_STACK, SK_LIVE, SK_COUNT, SK_ALLOCS, SK_ABYTES, SK_FREES, SK_PEAK, SK_PEAKMS, SK_PEAKSTEP,
-       SK_ATPEAK, SK_N };
+enum { SK_STACK, SK_LIVE, SK_COUNT, SK_ALLOCS, SK_ABYTES, SK_FREES, SK_PEAK, SK_ATPEAK, SK_PEAKMS,
+       SK_N };
 #define SK(k) {k, sizeof k - 1}
 static const struct {
 	const char *k;
@@ -105,7 +107,7 @@ static const struct {
 	[SK_COUNT] = SK(MT_F_LIVE_COUNT),  [SK_ALLOCS] = SK(MT_F_ALLOCS),
 	[SK_ABYTES] = SK(MT_F_ALLOC_BYTES), [SK_FREES] = SK(MT_F_FREES),
 	[SK_PEAK] = SK(MT_F_PEAK_BYTES),   [SK_ATPEAK] = SK(MT_F_AT_PEAK_BYTES),
-	[SK_PEAKMS] = SK(MT_F_PEAK_MS),    [SK_PEAKSTEP] = SK(MT_F_PEAK_STEP),
+	[SK_PEAKMS] = SK(MT_F_PEAK_MS),
 };
 #undef SK
 
@@ -114,14 +116,20 @@ static int
 site(struct ctx *c, struct jv *x, struct site *t) {
 	if (x->type != J_OBJ)
 		bad(c, "a call site is not an object");
-	/* -1: files before at_peak_bytes, a site's peak never stamped */
-	int64_t v[SK_N] = {[SK_ATPEAK] = -1, [SK_PEAKMS] = -1, [SK_PEAKSTEP] = -1};
+	/* -1: files before at_peak_bytes, before peak_ms */
+	int64_t v[SK_N] = {[SK_ATPEAK] = -1, [SK_PEAKMS] = -1};
+	double peak_step = NAN; /* none, or files before it */
 	unsigned have = 0;
 	int kind = -2;
 	for (struct jv *m = json_child(c->d, x); m; m = json_next(c->d, m)) {
 		if (m->type == J_STR && m->keylen == sizeof MT_F_KIND - 1 &&
 		    !memcmp(m->key, MT_F_KIND, sizeof MT_F_KIND - 1)) {
 			kind = kind_parse(m->s);
+			continue;
+		}
+		if (m->type == J_NUM && m->keylen == sizeof MT_F_PEAK_STEP - 1 &&
+		    !memcmp(m->key, MT_F_PEAK_STEP, sizeof MT_F_PEAK_STEP - 1)) {
+			peak_step = m->d;
 			continue;
 		}
 		for (int k = 0; k < SK_N; k++)
@@ -139,9 +147,12 @@ site(struct ctx *c, struct jv *x, struct site *t) {
 		bad(c, "call site without an integer \"live_bytes\"");
 	if (kind == -2)
 		bad(c, "call site without a \"kind\"");
-	for (int k = SK_ALLOCS; k <= SK_PEAKSTEP; k++)
-		if (v[k] < 0 && (k <= SK_PEAK || have & 1u << k))
+	for (int k = SK_ALLOCS; k <= SK_PEAK; k++)
+		if (v[k] < 0)
 			bad(c, "call site: field \"%s\" is negative (%lld)", site_keys[k].k, (long long)v[k]);
+	if (v[SK_PEAKMS] < -1 || v[SK_PEAKMS] > RD_MAX_MS || (have & 1u << SK_PEAKMS && v[SK_PEAKMS] < 0))
+		bad(c, "call site: field \"%s\" is %lld, outside 0 .. %lld", MT_F_PEAK_MS,
+		    (long long)v[SK_PEAKMS], RD_MAX_MS);
 	int missing = 0;
 	uint32_t ix = stack_ref(c->f, v[SK_STACK], &missing);
 	if (missing)
@@ -152,8 +163,7 @@ site(struct ctx *c, struct jv *x, struct site *t) {
 	*t = (struct site){.stack = ix, .kind = (uint8_t)kind, .live_bytes = v[SK_LIVE],
 			   .live_count = v[SK_COUNT], .allocs = v[SK_ALLOCS], .alloc_bytes = v[SK_ABYTES],
 			   .frees = v[SK_FREES], .peak_bytes = v[SK_PEAK], .at_peak_bytes = v[SK_ATPEAK],
-			   .peak_ms = v[SK_PEAKMS],
-			   .peak_step = v[SK_PEAKSTEP] >= 0 ? (double)v[SK_PEAKSTEP] : NAN};
+			   .peak_ms = v[SK_PEAKMS], .peak_step = peak_step};
 	return 1;
 }
 

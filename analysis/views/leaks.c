@@ -170,6 +170,6 @@ one_file(struct mfile *f, struct opts *o, struct sb *j, int first) {
 int
 cmd_leaks(struct opts *o) {
 	struct run r;
-	cmd_list(o, &r);
+	cmd_list(o, &r, 0); /* read one at a time */
 	return each_file(&r, o, "processes", one_file);
 }

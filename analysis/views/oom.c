@@ -371,6 +371,6 @@ one(struct mfile *f, struct opts *o, struct sb *j, int first) {
 int
 cmd_oom(struct opts *o) {
 	struct run r;
-	cmd_list_dumps(o, &r);
+	cmd_list(o, &r, 1); /* read one at a time */
 	return each_file(&r, o, "dumps", one);
 }

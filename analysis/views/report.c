@@ -294,29 +294,38 @@ report_json(struct mfile *f, struct opts *o, struct sb *j, int first) {
 	sb_putc(j, '}');
 }
 
+/* The line under the title: snapshots, time, mode, the shim's memory,
+ * and what the figures lack (tables full, a file cut or damaged,
+ * requests merged, address space reserved apart). */
+static void
+summary_text(const struct mfile *f, const struct snap *last) {
+	char lab[128], a[16], merged[64] = "";
+	int64_t dropped = last->dropped_live + last->dropped_stacks;
+	if (last->coalesced) /* asked while one was pending: one snapshot for both */
+		snprintf(merged, sizeof merged, " (and %lld asked for while one was pending)",
+			 (long long)last->coalesced);
+	printf("  %zu snapshot%s%s over %s; %s; shim memory %s%s%s\n", f->nsnaps,
+	       f->nsnaps == 1 ? "" : "s", merged, human_ms(last->elapsed_ms, a),
+	       f->sample_bytes > 0 ? "heap sampled" : "heap exact", human(last->shim_bytes, lab),
+	       dropped ? "; DROPPED: tables full, figures incomplete" : "",
+	       f->damaged     ? "; DAMAGED: read up to the damage named above"
+	       : f->truncated ? "; last line truncated"
+			      : "");
+	if (last->reserved_bytes) /* Go's arenas, a JIT's heap: not memory */
+		printf("  %s of address space reserved (PROT_NONE) at the last snapshot: in no kind\n",
+		       human(last->reserved_bytes, lab));
+}
+
 /* One process as text, on stdout. */
 static void
 report_text(struct mfile *f, struct opts *o) {
-	char lab[128], a[16];
 	file_title(f);
 	if (!f->nsnaps) {
 		printf("  no snapshots (the process wrote only its header)\n\n");
 		return;
 	}
 	const struct snap *last = &f->snaps[f->nsnaps - 1];
-	int64_t dropped = last->dropped_live + last->dropped_stacks;
-	char merged[64] = "";
-	if (last->coalesced) /* asked while one was pending: one snapshot for both */
-		snprintf(merged, sizeof merged, " (and %lld asked for while one was pending)",
-			 (long long)last->coalesced);
-	printf("  %zu snapshot%s%s over %s; %s; shim memory %s%s%s\n", f->nsnaps,
-	       f->nsnaps == 1 ? "" : "s", merged,
-	       human_ms(last->elapsed_ms, a),
-	       f->sample_bytes > 0 ? "heap sampled" : "heap exact", human(last->shim_bytes, lab),
-	       dropped ? "; DROPPED: tables full, figures incomplete" : "",
-	       f->damaged     ? "; DAMAGED: read up to the damage named above"
-	       : f->truncated ? "; last line truncated"
-			      : "");
+	summary_text(f, last);
 	timeline_text(f);
 	torch_text(f);
 	long sel = f->has_sel ? f->sel : o->snapshot;
@@ -350,6 +359,6 @@ report_one(struct mfile *f, struct opts *o, struct sb *j, int first) {
 int
 cmd_report(struct opts *o) {
 	struct run r;
-	cmd_list(o, &r); /* read one at a time */
+	cmd_list(o, &r, 0); /* read one at a time: memory bounded by the largest file */
 	return each_file(&r, o, "processes", report_one);
 }

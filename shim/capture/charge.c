@@ -337,6 +337,32 @@ mt_map_add(void *p, size_t len, int file, uint32_t stack) {
 }
 
 void
+mt_map_reserve(void *p, size_t len) {
+	struct mt_map m = {.start = (uintptr_t)p,
+			   .end = (uintptr_t)p + ((len + 4095) & ~(size_t)4095),
+			   .stack = capture(MT_MMAP, 0), .kind = MT_MMAP, .counted = 1, .reserved = 1,
+			   .time_ms = (uint32_t)mt_ms_since_start()};
+	if (mt_maptab_add(&m))
+		mt_add(&mt_dropped_live, 1);
+}
+
+void
+mt_map_protect(void *p, size_t len, int accessible) {
+	uintptr_t s = (uintptr_t)p & ~(uintptr_t)4095;
+	uintptr_t e = ((uintptr_t)p + len + 4095) & ~(uintptr_t)4095;
+	struct mt_map was;
+	if (!mt_maptab_find(s, e, &was) || was.kind != MT_MMAP || was.reserved != accessible)
+		return; /* nothing tracked, or no change between memory and address space */
+	mt_maptab_release(s, e, NULL);
+	struct mt_map m = {.start = s, .end = e, .stack = was.stack, .kind = MT_MMAP, .counted = 1,
+			   .reserved = !accessible, .time_ms = (uint32_t)mt_ms_since_start()};
+	if (mt_maptab_add(&m))
+		mt_add(&mt_dropped_live, 1);
+	else if (accessible)
+		mt_event(MT_EV_ALLOC, MT_MMAP, s, e - s, m.stack);
+}
+
+void
 mt_map_release(void *p, size_t len, struct mt_map *first) {
 	uintptr_t s = (uintptr_t)p & ~(uintptr_t)4095;
 	uintptr_t e = ((uintptr_t)p + len + 4095) & ~(uintptr_t)4095;

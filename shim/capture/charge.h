@@ -157,6 +157,13 @@ uint32_t mt_capture(int kind);
 void mt_map_add(void *p, size_t len, int file, uint32_t stack);
 /* munmap, or the old range of mremap. */
 void mt_map_release(void *p, size_t len, struct mt_map *first);
+/* An anonymous PROT_NONE mapping: a reservation of address space, not
+ * memory (maptab.h); its stack is kept for when it is made accessible. */
+void mt_map_reserve(void *p, size_t len);
+/* After mprotect: a reservation made accessible is charged as a mapping
+ * from then on, an anonymous mapping made PROT_NONE is a reservation.
+ * (The first tracked piece of the range says which it was.) */
+void mt_map_protect(void *p, size_t len, int accessible);
 
 /* fork child: the allocation count and drops start over. */
 void mt_charge_postfork_child(int follow);

@@ -21,32 +21,32 @@ static void
 frame_line(struct mt_buf *b, uint32_t id) {
 	struct pyframe *p = mt_chunk_at(&mt_pyt.frame, id);
 	struct pycode *c = mt_chunk_at(&mt_pyt.code, p->code);
-	mt_buf_printf(b, "{\"type\":\"pyframe\",\"id\":%u,\"file\":", id);
+	mt_buf_printf(b, "{" MT_KEY(MT_F_TYPE) "\"" MT_R_PYFRAME "\"," MT_KEY(MT_F_ID) "%u," MT_KEY(MT_F_FILE), id);
 	mt_buf_jstr(b, c->file);
-	mt_buf_puts(b, ",\"func\":");
+	mt_buf_puts(b, "," MT_KEY(MT_F_FUNC));
 	mt_buf_jstr(b, c->name);
-	mt_buf_printf(b, ",\"line\":%d}\n", p->line);
+	mt_buf_printf(b, "," MT_KEY(MT_F_LINE) "%d}\n", p->line);
 }
 
 static void
 python_line(struct mt_buf *b) {
-	mt_buf_printf(b, "{\"type\":\"python\",\"version\":\"%d.%d.%d\",\"hex\":\"",
+	mt_buf_printf(b, "{" MT_KEY(MT_F_TYPE) "\"" MT_R_PYTHON "\"," MT_KEY(MT_F_VERSION) "\"%d.%d.%d\"," MT_KEY(MT_F_HEX) "\"",
 		      (int)(mt_pyi.hex >> 24), (int)(mt_pyi.hex >> 16 & 255), (int)(mt_pyi.hex >> 8 & 255));
 	mt_buf_hex(b, mt_pyi.hex);
-	mt_buf_printf(b, "\",\"offsets\":\"%s\",\"depth\":%lu}\n", mt_pyi.L.how,
+	mt_buf_printf(b, "\"," MT_KEY(MT_F_OFFSETS) "\"%s\"," MT_KEY(MT_F_DEPTH) "%lu}\n", mt_pyi.L.how,
 		      (unsigned long)mt_cfg.pydepth);
 }
 
 static void
 stack_line(struct mt_buf *b, uint32_t id) {
 	struct pystack *s = mt_chunk_at(&mt_pyt.stack, id);
-	mt_buf_printf(b, "{\"type\":\"pystack\",\"id\":%u,\"frames\":[", id);
+	mt_buf_printf(b, "{" MT_KEY(MT_F_TYPE) "\"" MT_R_PYSTACK "\"," MT_KEY(MT_F_ID) "%u," MT_KEY(MT_F_FRAMES) "[", id);
 	for (int i = 0; i < s->n; i++)
 		mt_buf_printf(b, "%s%u", i ? "," : "", s->frames[i]);
-	mt_buf_puts(b, "],\"entry\":[");
+	mt_buf_puts(b, "]," MT_KEY(MT_F_ENTRY) "[");
 	for (int i = 0; i < s->n; i++)
 		mt_buf_printf(b, "%s%d", i ? "," : "", (int)(s->entry >> i & 1));
-	mt_buf_printf(b, "]%s}\n", s->truncated ? ",\"truncated\":true" : "");
+	mt_buf_printf(b, "]%s}\n", s->truncated ? "," MT_KEY(MT_F_TRUNCATED) "true" : "");
 }
 
 void

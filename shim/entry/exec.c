@@ -4,11 +4,13 @@
 #include "platform/glue.h"
 #include "platform/config.h"
 #include "platform/dl.h"
+#include "platform/buf.h"
 #include "capture/charge.h"
 #include "capture/python.h"
 #include "output/file.h"
 #include "output/oom.h"
 #include "output/snapshot.h"
+#include "output/procstat.h"
 #include "entry/exec.h"
 #include <dlfcn.h>
 #include <errno.h>
@@ -33,6 +35,10 @@ mt_exit_snapshot(void) {
 		return;
 	mt_self.guard++;
 	mt_py_exit_hold(); /* Python 3.10's daemon threads */
+	if (mt_cfg.signal && mt_signal_pending(mt_cfg.signal))
+		mt_warn("the snapshot signal (%d) was sent while the program blocked it: no "
+			"snapshot was taken for it (MEMTALLY_SIGNAL names another signal; "
+			"memtally_snapshot() asks from inside the program)", mt_cfg.signal);
 	mt_snapshot_write("exit", NULL);
 	mt_snapshot_close(); /* later writes are refused */
 	if (mt_cfg.oom_render)

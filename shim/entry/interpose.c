@@ -43,6 +43,7 @@ static struct {
 	void *(*mmap64)(void *, size_t, int, int, int, off_t);
 	int (*munmap)(void *, size_t);
 	void *(*mremap)(void *, size_t, size_t, int, ...);
+	int (*mprotect)(void *, size_t, int);
 } real;
 static int resolving;
 
@@ -94,6 +95,7 @@ resolve(void) {
 	R(mmap64);
 	R(munmap);
 	R(mremap);
+	R(mprotect);
 #undef R
 	if (!real.malloc || !real.free || !real.calloc || !real.realloc) {
 		/* Nothing sensible can run without an allocator. */
@@ -534,7 +536,10 @@ mmap_common(void *(*fn)(void *, size_t, int, int, int, off_t), void *a,
 	void *p = fn(a, len, prot, flags, fd, off);
 	if (p != MAP_FAILED) {
 		int e = errno;
-		mt_map_add(p, len, !(flags & MAP_ANONYMOUS), 0);
+		if (prot == PROT_NONE && (flags & MAP_ANONYMOUS))
+			mt_map_reserve(p, len); /* address space, not memory */
+		else
+			mt_map_add(p, len, !(flags & MAP_ANONYMOUS), 0);
 		errno = e;
 	} else {
 		OOM("mmap", len);
@@ -576,6 +581,29 @@ munmap(void *a, size_t len) {
 	mt_map_release(a, len, NULL);
 	errno = e;
 	int r = real.munmap(a, len);
+	mt_self.guard = 0;
+	return r;
+}
+
+/* A reservation made accessible is charged from then on (to the stack
+ * that reserved it), and an anonymous mapping made PROT_NONE is a
+ * reservation again: a JIT or a runtime that commits with mprotect. */
+MT_EXPORT int
+mprotect(void *a, size_t len, int prot) {
+	if (MT_UNLIKELY(!real.mprotect) && !resolving)
+		resolve();
+	if (!real.mprotect) {
+		long r = mt_sys(SYS_mprotect, a, len, prot, 0, 0, 0);
+		return r < 0 ? (errno = (int)-r, -1) : 0;
+	}
+	if (!RECORDING())
+		return real.mprotect(a, len, prot);
+	mt_self.guard = 1;
+	int r = real.mprotect(a, len, prot);
+	int e = errno;
+	if (r == 0)
+		mt_map_protect(a, len, prot != PROT_NONE);
+	errno = e;
 	mt_self.guard = 0;
 	return r;
 }

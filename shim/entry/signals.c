@@ -112,35 +112,3 @@ signal(int sig, sighandler_t h) {
 	return o;
 }
 
-/* The hex mask after "<key>:\t" in /proc/self/status text, or 0. */
-static uint64_t
-status_mask(const char *text, const char *key) {
-	const char *p = strstr(text, key);
-	uint64_t v = 0;
-	if (!p)
-		return 0;
-	for (p += strlen(key); *p == ':' || *p == '\t' || *p == ' '; p++)
-		;
-	for (;; p++) {
-		int d = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
-		if (d < 0)
-			return v;
-		v = v << 4 | (uint64_t)d;
-	}
-}
-
-void
-mt_signal_check_blocked(void) {
-	if (!owned)
-		return;
-	char buf[4096];
-	long n = mt_read_file("/proc/self/status", buf, sizeof buf - 1);
-	if (n <= 0)
-		return;
-	buf[n] = 0;
-	uint64_t bit = 1ull << (mt_cfg.signal - 1);
-	if ((status_mask(buf, "\nShdPnd") | status_mask(buf, "\nSigPnd")) & bit)
-		mt_warn("the snapshot signal (%d) was sent while the program blocked it: no "
-			"snapshot was taken for it (MEMTALLY_SIGNAL names another signal; "
-			"memtally_snapshot() asks from inside the program)", mt_cfg.signal);
-}

@@ -9,8 +9,4 @@
 /* The constructor's part: install the handler.  Never allocates. */
 void mt_signal_init(void);
 
-/* At exit: the snapshot signal still pending means the program blocked
- * it (every thread): its requests were never taken.  Said once. */
-void mt_signal_check_blocked(void);
-
 #endif

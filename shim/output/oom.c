@@ -104,15 +104,15 @@ seg_ptr(const struct mt_ptr *e, void *arg) {
 	int cuda = !strcmp(c->kind, "cuda");
 	if (is_device_kind(e->kind) != cuda)
 		return;
-	mt_buf_printf(b, "{\"type\":\"segment\",\"kind\":\"%s\",\"%s\":\"",
-		      mt_kind_names[e->kind], e->flags & MT_PTR_HANDLE ? "handle" : "address");
+	mt_buf_printf(b, "{" MT_KEY(MT_F_TYPE) "\"" MT_R_SEGMENT "\"," MT_KEY(MT_F_KIND) "\"%s\",\"%s\":\"",
+		      mt_kind_names[e->kind], e->flags & MT_PTR_HANDLE ? MT_F_HANDLE : MT_F_ADDRESS);
 	mt_buf_hex(b, e->addr & ~MT_TAG_MASK);
-	mt_buf_printf(b, "\",\"size\":%lu,\"stack\":%u,\"time_ms\":%u%s",
+	mt_buf_printf(b, "\"," MT_KEY(MT_F_SIZE) "%lu," MT_KEY(MT_F_STACK) "%u," MT_KEY(MT_F_TIME_MS) "%u%s",
 		      (unsigned long)e->size, mt_stack_public(e->stack), e->time_ms,
-		      e->sampled ? ",\"sampled\":true" : "");
+		      e->sampled ? "," MT_KEY(MT_F_SAMPLED) "true" : "");
 	if (cuda)
-		mt_buf_printf(b, ",\"device\":%u,\"stream\":%u%s", e->device, e->stream,
-			      e->flags & MT_PTR_MAPPED ? ",\"mapped\":true" : "");
+		mt_buf_printf(b, "," MT_KEY(MT_F_DEVICE) "%u," MT_KEY(MT_F_STREAM) "%u%s", e->device, e->stream,
+			      e->flags & MT_PTR_MAPPED ? "," MT_KEY(MT_F_MAPPED) "true" : "");
 	mt_buf_puts(b, "}\n");
 }
 
@@ -120,12 +120,12 @@ static void
 seg_map(const struct mt_map *m, void *arg) {
 	struct dump_ctx *c = arg;
 	struct mt_buf *b = c->b;
-	if (!strcmp(c->kind, "cuda"))
+	if (!strcmp(c->kind, "cuda") || m->reserved) /* a reservation holds no memory */
 		return;
-	mt_buf_printf(b, "{\"type\":\"segment\",\"kind\":\"%s\",\"address\":\"",
+	mt_buf_printf(b, "{" MT_KEY(MT_F_TYPE) "\"" MT_R_SEGMENT "\"," MT_KEY(MT_F_KIND) "\"%s\"," MT_KEY(MT_F_ADDRESS) "\"",
 		      mt_kind_names[m->kind]);
 	mt_buf_hex(b, m->start);
-	mt_buf_printf(b, "\",\"size\":%lu,\"stack\":%u,\"time_ms\":%u}\n",
+	mt_buf_printf(b, "\"," MT_KEY(MT_F_SIZE) "%lu," MT_KEY(MT_F_STACK) "%u," MT_KEY(MT_F_TIME_MS) "%u}\n",
 		      (unsigned long)(m->end - m->start), mt_stack_public(m->stack), m->time_ms);
 }
 
@@ -133,10 +133,10 @@ static void
 trace_line(const struct mt_ev *e, void *arg) {
 	struct mt_buf *b = arg;
 	static const char *const ops[] = {"?", "alloc", "free", "oom"};
-	mt_buf_printf(b, "{\"type\":\"trace\",\"op\":\"%s\",\"kind\":\"%s\",\"address\":\"",
+	mt_buf_printf(b, "{" MT_KEY(MT_F_TYPE) "\"" MT_R_TRACE "\"," MT_KEY(MT_F_OP) "\"%s\"," MT_KEY(MT_F_KIND) "\"%s\"," MT_KEY(MT_F_ADDRESS) "\"",
 		      ops[e->op & 3], mt_kind_names[e->kind % MT_NKINDS]);
 	mt_buf_hex(b, e->addr);
-	mt_buf_printf(b, "\",\"size\":%lu,\"stack\":%u,\"time_ms\":%lu}\n",
+	mt_buf_printf(b, "\"," MT_KEY(MT_F_SIZE) "%lu," MT_KEY(MT_F_STACK) "%u," MT_KEY(MT_F_TIME_MS) "%lu}\n",
 		      (unsigned long)e->size, mt_stack_public(e->stack),
 		      (unsigned long)(e->time_ns > mt_start_mono_ns
 					      ? (e->time_ns - mt_start_mono_ns) / 1000000u
@@ -151,8 +151,8 @@ trace(struct mt_buf *b) {
 static void
 body(struct mt_buf *b, void *arg) {
 	struct dump_ctx *c = arg;
-	mt_buf_printf(b, "{\"type\":\"oom\",\"kind\":\"%s\",\"api\":\"%s\","
-			 "\"requested_bytes\":%lu,\"error\":\"%s\",\"sampled\":%s",
+	mt_buf_printf(b, "{" MT_KEY(MT_F_TYPE) "\"" MT_R_OOM "\"," MT_KEY(MT_F_KIND) "\"%s\"," MT_KEY(MT_F_API) "\"%s\","
+			 MT_KEY(MT_F_REQUESTED_BYTES) "%lu," MT_KEY(MT_F_ERROR) "\"%s\"," MT_KEY(MT_F_SAMPLED) "%s",
 		      c->kind, c->api, (unsigned long)c->requested,
 		      c->error                     ? c->error
 		      : !strcmp(c->kind, "preoom") ? "cgroup_threshold"
@@ -160,15 +160,15 @@ body(struct mt_buf *b, void *arg) {
 						   : "ENOMEM",
 		      mt_cfg.sample ? "true" : "false");
 	if (c->have_cg)
-		mt_buf_printf(b, ",\"cgroup_current_bytes\":%lu,\"cgroup_max_bytes\":%lu",
+		mt_buf_printf(b, "," MT_KEY(MT_F_CGROUP_CURRENT_BYTES) "%lu," MT_KEY(MT_F_CGROUP_MAX_BYTES) "%lu",
 			      (unsigned long)c->cg_current, (unsigned long)c->cg_max);
 	if (!strcmp(c->kind, "cuda")) {
-		mt_buf_printf(b, ",\"device\":%d", c->device);
+		mt_buf_printf(b, "," MT_KEY(MT_F_DEVICE) "%d", c->device);
 		if (c->drv_total)
-			mt_buf_printf(b, ",\"driver_free_bytes\":%lu,\"driver_total_bytes\":%lu",
+			mt_buf_printf(b, "," MT_KEY(MT_F_DRIVER_FREE_BYTES) "%lu," MT_KEY(MT_F_DRIVER_TOTAL_BYTES) "%lu",
 				      (unsigned long)c->drv_free, (unsigned long)c->drv_total);
 	}
-	mt_buf_printf(b, ",\"elapsed_ms\":%lu}\n", (unsigned long)mt_ms_since_start());
+	mt_buf_printf(b, "," MT_KEY(MT_F_ELAPSED_MS) "%lu}\n", (unsigned long)mt_ms_since_start());
 	c->b = b;
 	mt_ptrtab_each(seg_ptr, c);
 	mt_maptab_each(seg_map, c);
@@ -244,8 +244,9 @@ settle_locked(int d, const char *outcome, const uint64_t *torch, char *stem, siz
 	struct mt_dev *v = &mt_devs[d];
 	struct mt_buf b;
 	mt_buf_fixed(&b, outcome_line, sizeof outcome_line - 1);
-	mt_buf_printf(&b, "{\"type\":\"outcome\",\"outcome\":\"%s\",\"device\":%d,\"time_ms\":%lu,"
-			  "\"frees\":%lu,\"freed_bytes\":%lu",
+	mt_buf_printf(&b, "{" MT_KEY(MT_F_TYPE) "\"" MT_R_OUTCOME "\"," MT_KEY(MT_F_OUTCOME) "\"%s\","
+			  MT_KEY(MT_F_DEVICE) "%d," MT_KEY(MT_F_TIME_MS) "%lu," MT_KEY(MT_F_FREES) "%lu,"
+			  MT_KEY(MT_F_FREED_BYTES) "%lu",
 		      outcome, d, (unsigned long)mt_ms_since_start(),
 		      (unsigned long)(v->frees - q->frees),
 		      (unsigned long)(v->free_bytes - q->free_bytes));
@@ -257,8 +258,9 @@ settle_locked(int d, const char *outcome, const uint64_t *torch, char *stem, siz
 		for (const char *p = q->path; p < q->path + plen; p++)
 			if (*p == '/')
 				base = p + 1;
-		mt_buf_printf(&b, ",\"by\":\"torch\",\"torch_size\":%lu,\"torch_limit_bytes\":%lu,"
-				  "\"torch_free_bytes\":%lu,\"torch_snapshot\":",
+		mt_buf_printf(&b, "," MT_KEY(MT_F_BY) "\"torch\"," MT_KEY(MT_F_TORCH_SIZE) "%lu,"
+				  MT_KEY(MT_F_TORCH_LIMIT_BYTES) "%lu," MT_KEY(MT_F_TORCH_FREE_BYTES) "%lu,"
+				  MT_KEY(MT_F_TORCH_SNAPSHOT),
 			      (unsigned long)torch[0], (unsigned long)torch[1], (unsigned long)torch[2]);
 		char name[1300];
 		size_t bl = (size_t)(q->path + plen - base);

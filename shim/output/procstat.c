@@ -205,27 +205,27 @@ static void
 proc_json(struct mt_buf *b, char *buf, size_t cap) {
 	int first = 1;
 	uint64_t v;
-	mt_buf_puts(b, "\"proc\":{");
+	mt_buf_puts(b, MT_KEY(MT_F_PROC) "{");
 	if (mt_read_file("/proc/self/status", buf, cap) > 0) {
-		static const char *const keys[][2] = {{"VmRSS:", "rss_bytes"},
-			{"VmSize:", "vms_bytes"}, {"VmHWM:", "hwm_bytes"},
-			{"VmSwap:", "swap_bytes"}};
+		static const char *const keys[][2] = {{"VmRSS:", MT_F_RSS_BYTES},
+			{"VmSize:", MT_F_VMS_BYTES}, {"VmHWM:", MT_F_HWM_BYTES},
+			{"VmSwap:", MT_F_SWAP_BYTES}};
 		for (int i = 0; i < 4; i++)
 			if (!field(buf, keys[i][0], &v))
 				kv(b, &first, keys[i][1], v * 1024);
 		if (!field(buf, "Threads:", &v))
-			kv(b, &first, "threads", v);
+			kv(b, &first, MT_F_THREADS, v);
 	}
 	if (mt_cfg.smaps && mt_read_file("/proc/self/smaps_rollup", buf, cap) > 0) {
 		uint64_t pc = 0, pd = 0, sc = 0, sd = 0;
 		if (!field(buf, "Pss:", &v))
-			kv(b, &first, "pss_bytes", v * 1024);
+			kv(b, &first, MT_F_PSS_BYTES, v * 1024);
 		if (!field(buf, "Private_Clean:", &pc) && !field(buf, "Private_Dirty:", &pd))
-			kv(b, &first, "uss_bytes", (pc + pd) * 1024);
+			kv(b, &first, MT_F_USS_BYTES, (pc + pd) * 1024);
 		if (!field(buf, "Shared_Clean:", &sc) && !field(buf, "Shared_Dirty:", &sd))
-			kv(b, &first, "shared_bytes", (sc + sd) * 1024);
-		static const char *const keys[][2] = {{"Pss_Anon:", "pss_anon_bytes"},
-			{"Pss_File:", "pss_file_bytes"}, {"Pss_Shmem:", "pss_shmem_bytes"}};
+			kv(b, &first, MT_F_SHARED_BYTES, (sc + sd) * 1024);
+		static const char *const keys[][2] = {{"Pss_Anon:", MT_F_PSS_ANON_BYTES},
+			{"Pss_File:", MT_F_PSS_FILE_BYTES}, {"Pss_Shmem:", MT_F_PSS_SHMEM_BYTES}};
 		for (int i = 0; i < 3; i++)
 			if (!field(buf, keys[i][0], &v))
 				kv(b, &first, keys[i][1], v * 1024);
@@ -252,7 +252,7 @@ proc_json(struct mt_buf *b, char *buf, size_t cap) {
 			}
 		}
 		mt_sys(SYS_close, dfd, 0, 0, 0, 0, 0);
-		kv(b, &first, "fds", n);
+		kv(b, &first, MT_F_FDS, n);
 	}
 	mt_buf_puts(b, "},");
 }
@@ -263,41 +263,41 @@ cgroup_json(struct mt_buf *b, char *buf, size_t cap) {
 		return;
 	int first = 1, v2 = cg_version == 2;
 	uint64_t v;
-	mt_buf_printf(b, "\"cgroup\":{\"version\":%d,\"path\":", cg_version);
+	mt_buf_printf(b, MT_KEY(MT_F_CGROUP) "{" MT_KEY(MT_F_VERSION) "%d," MT_KEY(MT_F_PATH), cg_version);
 	mt_buf_jstr(b, cg_dir);
 	first = 0;
 	if (!cg_read(v2 ? "/memory.current" : "/memory.usage_in_bytes", &v, buf, cap))
-		kv(b, &first, "current_bytes", v);
+		kv(b, &first, MT_F_CURRENT_BYTES, v);
 	if (!cg_read(v2 ? "/memory.max" : "/memory.limit_in_bytes", &v, buf, cap)) {
 		if (v >= (1ull << 62))
-			mt_buf_puts(b, ",\"max_bytes\":null"); /* no limit */
+			mt_buf_puts(b, "," MT_KEY(MT_F_MAX_BYTES) "null"); /* no limit */
 		else
-			kv(b, &first, "max_bytes", v);
+			kv(b, &first, MT_F_MAX_BYTES, v);
 	}
 	if (!cg_read(v2 ? "/memory.peak" : "/memory.max_usage_in_bytes", &v, buf, cap))
-		kv(b, &first, "peak_bytes", v);
+		kv(b, &first, MT_F_PEAK_BYTES, v);
 	char path[700];
 	path_join(path, sizeof path, cg_dir, "/memory.stat");
 	if (mt_read_file(path, buf, cap) > 0) {
-		static const char *const k2[][2] = {{"anon ", "anon_bytes"},
-			{"file ", "file_bytes"}, {"shmem ", "shmem_bytes"},
-			{"slab ", "slab_bytes"}, {"sock ", "sock_bytes"},
-			{"kernel_stack ", "kernel_stack_bytes"}};
-		static const char *const k1[][2] = {{"total_rss ", "anon_bytes"},
-			{"total_cache ", "file_bytes"}, {"total_shmem ", "shmem_bytes"},
-			{"total_mapped_file ", "mapped_file_bytes"}};
+		static const char *const k2[][2] = {{"anon ", MT_F_ANON_BYTES},
+			{"file ", MT_F_FILE_BYTES}, {"shmem ", MT_F_SHMEM_BYTES},
+			{"slab ", MT_F_SLAB_BYTES}, {"sock ", MT_F_SOCK_BYTES},
+			{"kernel_stack ", MT_F_KERNEL_STACK_BYTES}};
+		static const char *const k1[][2] = {{"total_rss ", MT_F_ANON_BYTES},
+			{"total_cache ", MT_F_FILE_BYTES}, {"total_shmem ", MT_F_SHMEM_BYTES},
+			{"total_mapped_file ", MT_F_MAPPED_FILE_BYTES}};
 		int nk = v2 ? 6 : 4;
 		for (int i = 0; i < nk; i++)
 			if (!field(buf, v2 ? k2[i][0] : k1[i][0], &v))
 				kv(b, &first, v2 ? k2[i][1] : k1[i][1], v);
 	}
 	int efirst = 1;
-	mt_buf_puts(b, ",\"events\":{");
+	mt_buf_puts(b, "," MT_KEY(MT_F_EVENTS) "{");
 	if (v2) {
 		path_join(path, sizeof path, cg_dir, "/memory.events");
 		if (mt_read_file(path, buf, cap) > 0) {
-			static const char *const ke[][2] = {{"oom ", "oom"},
-				{"oom_kill ", "oom_kill"}, {"max ", "max"}};
+			static const char *const ke[][2] = {{"oom ", MT_F_OOM},
+				{"oom_kill ", MT_F_OOM_KILL}, {"max ", MT_F_MAX}};
 			for (int i = 0; i < 3; i++)
 				if (!field(buf, ke[i][0], &v))
 					kv(b, &efirst, ke[i][1], v);
@@ -305,9 +305,9 @@ cgroup_json(struct mt_buf *b, char *buf, size_t cap) {
 	} else {
 		path_join(path, sizeof path, cg_dir, "/memory.oom_control");
 		if (mt_read_file(path, buf, cap) > 0 && !field(buf, "oom_kill ", &v))
-			kv(b, &efirst, "oom_kill", v);
+			kv(b, &efirst, MT_F_OOM_KILL, v);
 		if (!cg_read("/memory.failcnt", &v, buf, cap))
-			kv(b, &efirst, "max", v);
+			kv(b, &efirst, MT_F_MAX, v);
 	}
 	mt_buf_puts(b, "}},");
 }
@@ -319,12 +319,12 @@ allocator_json(struct mt_buf *b) {
 		uint64_t epoch = 1;
 		size_t sz = sizeof epoch;
 		je_mallctl("epoch", &epoch, &sz, &epoch, sz); /* refresh stats */
-		mt_buf_puts(b, "\"allocator\":{\"name\":\"jemalloc\"");
+		mt_buf_puts(b, MT_KEY(MT_F_ALLOCATOR) "{" MT_KEY(MT_F_NAME) "\"jemalloc\"");
 		first = 0;
-		static const char *const keys[][2] = {{"stats.allocated", "allocated_bytes"},
-			{"stats.active", "active_bytes"}, {"stats.resident", "resident_bytes"},
-			{"stats.mapped", "mapped_bytes"}, {"stats.retained", "retained_bytes"},
-			{"stats.metadata", "metadata_bytes"}};
+		static const char *const keys[][2] = {{"stats.allocated", MT_F_ALLOCATED_BYTES},
+			{"stats.active", MT_F_ACTIVE_BYTES}, {"stats.resident", MT_F_RESIDENT_BYTES},
+			{"stats.mapped", MT_F_MAPPED_BYTES}, {"stats.retained", MT_F_RETAINED_BYTES},
+			{"stats.metadata", MT_F_METADATA_BYTES}};
 		for (int i = 0; i < 6; i++) {
 			size_t v = 0, vs = sizeof v;
 			if (!je_mallctl(keys[i][0], &v, &vs, NULL, 0))
@@ -335,9 +335,9 @@ allocator_json(struct mt_buf *b) {
 		/* mallinfo2 walks glibc's arenas under their locks: called from
 		 * the writer thread or an OOM dump, never holding ours. */
 		struct mallinfo2 m = glibc_mallinfo2();
-		mt_buf_printf(b, "\"allocator\":{\"name\":\"glibc\",\"arena_bytes\":%lu,"
-				 "\"ordblks\":%lu,\"hblkhd_bytes\":%lu,\"uordblks_bytes\":%lu,"
-				 "\"fordblks_bytes\":%lu,\"keepcost_bytes\":%lu},",
+		mt_buf_printf(b, MT_KEY(MT_F_ALLOCATOR) "{" MT_KEY(MT_F_NAME) "\"glibc\"," MT_KEY(MT_F_ARENA_BYTES) "%lu,"
+				 MT_KEY(MT_F_ORDBLKS) "%lu," MT_KEY(MT_F_HBLKHD_BYTES) "%lu," MT_KEY(MT_F_UORDBLKS_BYTES) "%lu,"
+				 MT_KEY(MT_F_FORDBLKS_BYTES) "%lu," MT_KEY(MT_F_KEEPCOST_BYTES) "%lu},",
 			      (unsigned long)m.arena, (unsigned long)m.ordblks,
 			      (unsigned long)m.hblkhd, (unsigned long)m.uordblks,
 			      (unsigned long)m.fordblks, (unsigned long)m.keepcost);
@@ -351,4 +351,32 @@ mt_procstat_json(struct mt_buf *b, char *scratch, size_t n) {
 	if (mt_cfg.cgroup)
 		cgroup_json(b, scratch, n);
 	allocator_json(b);
+}
+
+/* The hex mask after "<key>:" in /proc/self/status text, or 0. */
+static uint64_t
+status_mask(const char *text, const char *key) {
+	const char *p = strstr(text, key);
+	uint64_t v = 0;
+	if (!p)
+		return 0;
+	for (p += strlen(key); *p == ':' || *p == '\t' || *p == ' '; p++)
+		;
+	for (;; p++) {
+		int d = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
+		if (d < 0)
+			return v;
+		v = v << 4 | (uint64_t)d;
+	}
+}
+
+int
+mt_signal_pending(int sig) {
+	char buf[4096];
+	long n = mt_read_file("/proc/self/status", buf, sizeof buf - 1);
+	if (n <= 0 || sig < 1 || sig > 64)
+		return 0;
+	buf[n] = 0;
+	uint64_t bit = 1ull << (sig - 1);
+	return ((status_mask(buf, "\nShdPnd") | status_mask(buf, "\nSigPnd")) & bit) != 0;
 }

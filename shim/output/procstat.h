@@ -22,4 +22,9 @@ void mt_procstat_json(struct mt_buf *b, char *scratch, size_t n);
  * cgroup memory limit.  Never allocates. */
 int mt_cgroup_usage(uint64_t *current, uint64_t *max, char *scratch, size_t n);
 
+/* Whether sig is pending for the process or this thread (/proc/self/
+ * status ShdPnd, SigPnd): at exit, the snapshot signal pending means the
+ * program blocked it everywhere.  Never allocates. */
+int mt_signal_pending(int sig);
+
 #endif

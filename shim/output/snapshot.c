@@ -121,13 +121,13 @@ mt_snapshot_init(char **argv, char **envp) {
 
 static void
 header(struct mt_buf *b) {
-	mt_buf_printf(b, "{\"type\":\"header\",\"version\":%d,\"tool\":"
-			 "\"memtally\",\"tool_version\":\"%s\",\"pid\":%ld,"
-			 "\"ppid\":%ld,",
+	mt_buf_printf(b, "{" MT_KEY(MT_F_TYPE) "\"" MT_R_HEADER "\"," MT_KEY(MT_F_VERSION) "%d," MT_KEY(MT_F_TOOL)
+			 "\"memtally\"," MT_KEY(MT_F_TOOL_VERSION) "\"%s\"," MT_KEY(MT_F_PID) "%ld,"
+			 MT_KEY(MT_F_PPID) "%ld,",
 		      MT_FORMAT_VERSION, MT_TOOL_VERSION,
 		      mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0),
 		      mt_sys(SYS_getppid, 0, 0, 0, 0, 0, 0));
-	static const char *const names[] = {"rank", "local_rank", "world_size"};
+	static const char *const names[] = {MT_F_RANK, MT_F_LOCAL_RANK, MT_F_WORLD_SIZE};
 	long vals[] = {mt_cfg.rank, mt_cfg.local_rank, mt_cfg.world_size};
 	for (int i = 0; i < 3; i++) {
 		mt_buf_printf(b, "\"%s\":", names[i]);
@@ -137,11 +137,11 @@ header(struct mt_buf *b) {
 			mt_buf_puts(b, "null");
 		mt_buf_putc(b, ',');
 	}
-	mt_buf_puts(b, "\"host\":");
+	mt_buf_puts(b, MT_KEY(MT_F_HOST));
 	mt_buf_jstr(b, mt_file_host());
-	mt_buf_puts(b, ",\"exe\":");
+	mt_buf_puts(b, "," MT_KEY(MT_F_EXE));
 	mt_buf_jstr(b, W.exe);
-	mt_buf_puts(b, ",\"argv\":[");
+	mt_buf_puts(b, "," MT_KEY(MT_F_ARGV) "[");
 	for (size_t i = 0; i < W.cmdline_len;) {
 		size_t n = strnlen(W.cmdline + i, W.cmdline_len - i);
 		if (i)
@@ -149,9 +149,9 @@ header(struct mt_buf *b) {
 		mt_buf_jstrn(b, W.cmdline + i, n);
 		i += n + 1;
 	}
-	mt_buf_printf(b, "],\"start_wall_ns\":%lu,\"start_mono_ns\":%lu,"
-			 "\"sample_bytes\":%lu,\"exact_above_bytes\":%lu,"
-			 "\"page_bytes\":4096,\"config\":",
+	mt_buf_printf(b, "]," MT_KEY(MT_F_START_WALL_NS) "%lu," MT_KEY(MT_F_START_MONO_NS) "%lu,"
+			 MT_KEY(MT_F_SAMPLE_BYTES) "%lu," MT_KEY(MT_F_EXACT_ABOVE_BYTES) "%lu,"
+			 MT_KEY(MT_F_PAGE_BYTES) "4096," MT_KEY(MT_F_CONFIG),
 		      (unsigned long)mt_start_wall_ns,
 		      (unsigned long)mt_start_mono_ns,
 		      (unsigned long)mt_cfg.sample,
@@ -239,7 +239,7 @@ build_id(struct mt_buf *b, const struct dl_phdr_info *info) {
 				break;
 			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
 			    !memcmp(name, "GNU", 4)) {
-				mt_buf_puts(b, ",\"build_id\":\"");
+				mt_buf_puts(b, "," MT_KEY(MT_F_BUILD_ID) "\"");
 				for (unsigned k = 0; k < nh->n_descsz; k++) {
 					mt_buf_putc(b, "0123456789abcdef"[desc[k] >> 4]);
 					mt_buf_putc(b, "0123456789abcdef"[desc[k] & 15]);
@@ -268,15 +268,15 @@ maps_cb(struct dl_phdr_info *info, size_t size, void *arg) {
 		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
 		if (c->n++)
 			mt_buf_putc(c->b, ',');
-		mt_buf_puts(c->b, "{\"path\":");
+		mt_buf_puts(c->b, "{" MT_KEY(MT_F_PATH));
 		mt_buf_jstr(c->b, name);
-		mt_buf_puts(c->b, ",\"base\":\"");
+		mt_buf_puts(c->b, "," MT_KEY(MT_F_BASE) "\"");
 		mt_buf_hex(c->b, info->dlpi_addr);
-		mt_buf_puts(c->b, "\",\"start\":\"");
+		mt_buf_puts(c->b, "\"," MT_KEY(MT_F_START) "\"");
 		mt_buf_hex(c->b, lo);
-		mt_buf_puts(c->b, "\",\"end\":\"");
+		mt_buf_puts(c->b, "\"," MT_KEY(MT_F_END) "\"");
 		mt_buf_hex(c->b, lo + ph->p_memsz);
-		mt_buf_puts(c->b, "\",\"offset\":\"");
+		mt_buf_puts(c->b, "\"," MT_KEY(MT_F_OFFSET) "\"");
 		mt_buf_hex(c->b, ph->p_offset);
 		mt_buf_putc(c->b, '"');
 		build_id(c->b, info);
@@ -291,7 +291,7 @@ maps_if_changed(struct mt_buf *b, int always) {
 	 * only formats into our buffer: no allocation, no other lock. */
 	size_t mark = b->len;
 	struct maps_ctx c = {b, 0, 0, 0};
-	mt_buf_puts(b, "{\"type\":\"maps\",\"modules\":[");
+	mt_buf_puts(b, "{" MT_KEY(MT_F_TYPE) "\"" MT_R_MAPS "\"," MT_KEY(MT_F_MODULES) "[");
 	dl_iterate_phdr(maps_cb, &c);
 	if (always) {
 		mt_buf_puts(b, "]}\n");
@@ -319,19 +319,19 @@ stack_line(struct mt_buf *b, uint32_t id, int mark) {
 	/* written piece by piece, not through mt_buf_printf: a snapshot
 	 * writes hundreds of thousands of these (and of site_json's rows),
 	 * and parsing the format each time was a third of its instructions */
-	mt_buf_lit(b, "{\"type\":\"stack\",\"id\":");
+	mt_buf_lit(b, "{" MT_KEY(MT_F_TYPE) "\"" MT_R_STACK "\"," MT_KEY(MT_F_ID));
 	mt_buf_u64(b, id);
 	if (mt_py_on) {
-		mt_buf_lit(b, ",\"py\":");
+		mt_buf_lit(b, "," MT_KEY(MT_F_PY));
 		mt_buf_u64(b, py);
 	}
 	if (up) {
-		mt_buf_lit(b, ",\"up\":");
+		mt_buf_lit(b, "," MT_KEY(MT_F_UP));
 		mt_buf_u64(b, up);
-		mt_buf_lit(b, ",\"keep\":");
+		mt_buf_lit(b, "," MT_KEY(MT_F_KEEP));
 		mt_buf_i64(b, keep);
 	}
-	mt_buf_lit(b, ",\"pcs\":[");
+	mt_buf_lit(b, "," MT_KEY(MT_F_PCS) "[");
 	for (int i = 0; i < n; i++) {
 		if (i)
 			mt_buf_putc(b, ',');
@@ -384,29 +384,29 @@ site_json(struct mt_buf *b, uint32_t id, int kind, const struct mt_site *s,
 	if (!*first)
 		mt_buf_putc(b, ',');
 	*first = 0;
-	mt_buf_lit(b, "{\"stack\":"); /* piece by piece: see stack_line */
+	mt_buf_lit(b, "{" MT_KEY(MT_F_STACK)); /* piece by piece: see stack_line */
 	mt_buf_u64(b, mt_stack_public(id));
-	mt_buf_lit(b, ",\"kind\":\"");
+	mt_buf_lit(b, "," MT_KEY(MT_F_KIND) "\"");
 	mt_buf_puts(b, mt_kind_names[kind]);
-	mt_buf_lit(b, "\",\"live_bytes\":");
+	mt_buf_lit(b, "\"," MT_KEY(MT_F_LIVE_BYTES));
 	mt_buf_i64(b, s->live_bytes);
-	mt_buf_lit(b, ",\"live_count\":");
+	mt_buf_lit(b, "," MT_KEY(MT_F_LIVE_COUNT));
 	mt_buf_i64(b, mt_site_live_count(s));
-	mt_buf_lit(b, ",\"allocs\":");
+	mt_buf_lit(b, "," MT_KEY(MT_F_ALLOCS));
 	mt_buf_u64(b, s->allocs);
-	mt_buf_lit(b, ",\"alloc_bytes\":");
+	mt_buf_lit(b, "," MT_KEY(MT_F_ALLOC_BYTES));
 	mt_buf_u64(b, s->alloc_bytes);
-	mt_buf_lit(b, ",\"frees\":");
+	mt_buf_lit(b, "," MT_KEY(MT_F_FREES));
 	mt_buf_u64(b, s->frees);
-	mt_buf_lit(b, ",\"peak_bytes\":");
+	mt_buf_lit(b, "," MT_KEY(MT_F_PEAK_BYTES));
 	mt_buf_i64(b, s->peak_bytes);
-	mt_buf_lit(b, ",\"at_peak_bytes\":");
+	mt_buf_lit(b, "," MT_KEY(MT_F_AT_PEAK_BYTES));
 	mt_buf_i64(b, mt_site_at_peak(s, kind));
 	if (s->peak_ms) { /* stamped: when the peak was reached, and the step */
-		mt_buf_lit(b, ",\"peak_ms\":");
+		mt_buf_lit(b, "," MT_KEY(MT_F_PEAK_MS));
 		mt_buf_u64(b, s->peak_ms - 1);
 		if (s->peak_step > 0) {
-			mt_buf_lit(b, ",\"peak_step\":");
+			mt_buf_lit(b, "," MT_KEY(MT_F_PEAK_STEP));
 			mt_buf_i64(b, s->peak_step - 1);
 		}
 	}
@@ -456,8 +456,8 @@ callsites(struct mt_buf *b, int dump) {
 		W.topcap = mt_cfg.top;
 		W.topv = mt_sys_mmap(W.topcap * sizeof *W.topv);
 	}
-	mt_buf_printf(b, "\"callsites_mode\":\"%s\",\"callsites\":[",
-		      tv ? "top" : full ? "full" : "delta");
+	mt_buf_printf(b, MT_KEY(MT_F_CALLSITES_MODE) "\"%s\"," MT_KEY(MT_F_CALLSITES) "[",
+		      tv ? MT_MODE_TOP : full ? MT_MODE_FULL : MT_MODE_DELTA);
 	uint64_t nt = 0;
 	for (uint32_t id = 0; id < n; id++) {
 		{
@@ -503,16 +503,16 @@ totals(struct mt_buf *b) {
 		if (!t->allocs && !t->frees)
 			continue;
 		mt_buf_printf(b,
-			      "\"%s\":{\"live_bytes\":%ld,\"live_count\":%ld,"
-			      "\"allocs\":%lu,\"alloc_bytes\":%lu,\"frees\":%lu,"
-			      "\"free_bytes\":%lu,\"peak_bytes\":%ld",
+			      "\"%s\":{" MT_KEY(MT_F_LIVE_BYTES) "%ld," MT_KEY(MT_F_LIVE_COUNT) "%ld,"
+			      MT_KEY(MT_F_ALLOCS) "%lu," MT_KEY(MT_F_ALLOC_BYTES) "%lu," MT_KEY(MT_F_FREES) "%lu,"
+			      MT_KEY(MT_F_FREE_BYTES) "%lu," MT_KEY(MT_F_PEAK_BYTES) "%ld",
 			      mt_kind_names[k], (long)t->live_bytes,
 			      (long)t->live_count, (unsigned long)t->allocs,
 			      (unsigned long)t->alloc_bytes,
 			      (unsigned long)t->frees,
 			      (unsigned long)t->free_bytes, (long)t->peak_bytes);
 		if (k == MT_HEAP && mt_cfg.sample)
-			mt_buf_puts(b, ",\"live_estimated\":true");
+			mt_buf_puts(b, "," MT_KEY(MT_F_LIVE_ESTIMATED) "true");
 		mt_buf_puts(b, "},");
 	}
 }
@@ -523,21 +523,24 @@ totals(struct mt_buf *b) {
 static void
 snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 		const char *lab, int dump, char *scr, size_t nscr) {
-	mt_buf_printf(b, "{\"type\":\"snapshot\",\"seq\":%lu,\"reason\":\"%s\",",
+	mt_buf_printf(b, "{" MT_KEY(MT_F_TYPE) "\"" MT_R_SNAPSHOT "\"," MT_KEY(MT_F_SEQ) "%lu," MT_KEY(MT_F_REASON) "\"%s\",",
 		      (unsigned long)sq, reason);
 	if (lab) {
-		mt_buf_puts(b, "\"label\":");
+		mt_buf_puts(b, MT_KEY(MT_F_LABEL));
 		mt_buf_jstr(b, lab);
 		mt_buf_putc(b, ',');
 	}
 	uint64_t mono = mt_now_ns();
-	mt_buf_printf(b, "\"wall_ns\":%lu,\"mono_ns\":%lu,\"elapsed_ms\":%lu,",
+	mt_buf_printf(b, MT_KEY(MT_F_WALL_NS) "%lu," MT_KEY(MT_F_MONO_NS) "%lu," MT_KEY(MT_F_ELAPSED_MS) "%lu,",
 		      (unsigned long)mt_wall_ns(), (unsigned long)mono,
 		      (unsigned long)((mono - mt_start_mono_ns) / 1000000u));
 	mt_procstat_json(b, scr, nscr);
 	mt_devices_json(b);
 	mt_marks_json(b);
 	totals(b);
+	uint64_t reserved = mt_maptab_reserved();
+	if (reserved) /* PROT_NONE: address space, in no kind */
+		mt_buf_printf(b, MT_KEY(MT_F_MMAP_RESERVED_BYTES) "%lu,", (unsigned long)reserved);
 	callsites(b, dump);
 	uint64_t pystacks = 0, pyframes = 0, pyretired = 0, pydropped = 0, pybytes = 0;
 	mt_py_stats(&pystacks, &pyframes, &pyretired, &pydropped, &pybytes);
@@ -548,13 +551,13 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 	uint64_t live_mem = mt_ptrtab_memory() + mt_maptab_memory();
 	uint64_t writer_mem = W.out.cap + W.lines.cap + W.track.mapped + mt_zout_memory();
 	mt_buf_printf(b,
-		      ",\"shim\":{\"memory_bytes\":%lu,\"memory\":{\"stacks\":%lu,"
-		      "\"sites\":%lu,\"live\":%lu,\"writer\":%lu,\"python\":%lu},"
-		      "\"stacks\":%u,"
-		      "\"live_entries\":%lu,\"live_maps\":%lu,"
-		      "\"dropped_stacks\":%lu,\"dropped_live\":%lu,"
-		      "\"oom_dumps\":%lu,\"dropped_snapshots\":%lu,\"last_write_ns\":%lu,"
-		      "\"unwind_fallbacks\":%lu,\"solo\":%d,\"coalesced\":%lu",
+		      "," MT_KEY(MT_F_SHIM) "{" MT_KEY(MT_F_MEMORY_BYTES) "%lu," MT_KEY(MT_F_MEMORY) "{" MT_KEY(MT_F_STACKS) "%lu,"
+		      MT_KEY(MT_F_SITES) "%lu," MT_KEY(MT_F_LIVE) "%lu," MT_KEY(MT_F_WRITER) "%lu," MT_KEY(MT_F_PYTHON) "%lu},"
+		      MT_KEY(MT_F_STACKS) "%u,"
+		      MT_KEY(MT_F_LIVE_ENTRIES) "%lu," MT_KEY(MT_F_LIVE_MAPS) "%lu,"
+		      MT_KEY(MT_F_DROPPED_STACKS) "%lu," MT_KEY(MT_F_DROPPED_LIVE) "%lu,"
+		      MT_KEY(MT_F_OOM_DUMPS) "%lu," MT_KEY(MT_F_DROPPED_SNAPSHOTS) "%lu," MT_KEY(MT_F_LAST_WRITE_NS) "%lu,"
+		      MT_KEY(MT_F_UNWIND_FALLBACKS) "%lu," MT_KEY(MT_F_SOLO) "%d," MT_KEY(MT_F_COALESCED) "%lu",
 		      (unsigned long)(sites_mem + live_mem + writer_mem + pybytes),
 		      (unsigned long)stack_mem, (unsigned long)site_mem, (unsigned long)live_mem,
 		      (unsigned long)writer_mem, (unsigned long)pybytes,
@@ -567,8 +570,8 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 		      __atomic_load_n(&mt_solo.one, __ATOMIC_RELAXED) == 1,
 		      (unsigned long)mt_trigger_coalesced());
 	if (mt_py_on)
-		mt_buf_printf(b, ",\"pystacks\":%lu,\"pyframes\":%lu,"
-			      "\"pycode_retired\":%lu,\"dropped_pystacks\":%lu",
+		mt_buf_printf(b, "," MT_KEY(MT_F_PYSTACKS) "%lu," MT_KEY(MT_F_PYFRAMES) "%lu,"
+			      MT_KEY(MT_F_PYCODE_RETIRED) "%lu," MT_KEY(MT_F_DROPPED_PYSTACKS) "%lu",
 			      (unsigned long)pystacks, (unsigned long)pyframes,
 			      (unsigned long)pyretired, (unsigned long)pydropped);
 	mt_buf_puts(b, "}}\n");

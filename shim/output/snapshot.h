@@ -29,7 +29,6 @@ void mt_snapshot_write(const char *reason, const char *label);
  * process still has the identity it started with; a drop to another user
  * before the first snapshot then still finds its file open. */
 void mt_snapshot_open_early(void);
-/* Label for the next "request" snapshot (copied). */
 /* Refuse further writes (after the exit snapshot).  Takes the writer lock. */
 void mt_snapshot_close(void);
 /* MEMTALLY_VERBOSE: the effective configuration and file path on stderr. */

@@ -117,24 +117,25 @@ mt_devices_json(struct mt_buf *b) {
 		struct mt_dev *v = &mt_devs[d];
 		if (!v->used)
 			continue;
-		mt_buf_puts(b, first ? "\"devices\":[" : ",");
+		mt_buf_puts(b, first ? MT_KEY(MT_F_DEVICES) "[" : ",");
 		first = 0;
-		mt_buf_printf(b, "{\"device\":%d,\"live_bytes\":%ld,\"live_count\":%ld,"
-				 "\"peak_bytes\":%ld,\"allocs\":%lu,\"frees\":%lu,\"ooms\":%lu,"
-				 "\"recovered\":%lu",
+		mt_buf_printf(b, "{" MT_KEY(MT_F_DEVICE) "%d," MT_KEY(MT_F_LIVE_BYTES) "%ld," MT_KEY(MT_F_LIVE_COUNT) "%ld,"
+				 MT_KEY(MT_F_PEAK_BYTES) "%ld," MT_KEY(MT_F_ALLOCS) "%lu," MT_KEY(MT_F_FREES) "%lu," MT_KEY(MT_F_OOMS) "%lu,"
+				 MT_KEY(MT_F_RECOVERED) "%lu",
 			      d, (long)v->live_bytes, (long)v->live_count, (long)v->peak_bytes,
 			      (unsigned long)v->allocs, (unsigned long)v->frees,
 			      (unsigned long)v->ooms, (unsigned long)v->recovered);
 		if (v->ooms)
-			mt_buf_printf(b, ",\"oom_recovered\":%s",
+			mt_buf_printf(b, "," MT_KEY(MT_F_OOM_RECOVERED) "%s",
 				      v->last_oom == MT_OOM_RECOVERED ? "true" : "false");
 		if (v->raised)
-			mt_buf_printf(b, ",\"raised\":%lu", (unsigned long)v->raised);
+			mt_buf_printf(b, "," MT_KEY(MT_F_RAISED) "%lu", (unsigned long)v->raised);
 		uint64_t fig[4];
 		double step;
 		if (torch_read(v, fig, &step)) {
-			mt_buf_printf(b, ",\"torch\":{\"allocated_bytes\":%lu,\"reserved_bytes\":%lu,"
-					 "\"active_bytes\":%lu,\"inactive_split_bytes\":%lu,\"step\":",
+			mt_buf_printf(b, "," MT_KEY(MT_F_TORCH) "{" MT_KEY(MT_F_ALLOCATED_BYTES) "%lu,"
+					 MT_KEY(MT_F_RESERVED_BYTES) "%lu," MT_KEY(MT_F_ACTIVE_BYTES) "%lu,"
+					 MT_KEY(MT_F_INACTIVE_SPLIT_BYTES) "%lu," MT_KEY(MT_F_STEP),
 				      (unsigned long)fig[0], (unsigned long)fig[1],
 				      (unsigned long)fig[2], (unsigned long)fig[3]);
 			if (step == (double)(int64_t)step)
@@ -144,8 +145,8 @@ mt_devices_json(struct mt_buf *b) {
 			mt_buf_putc(b, '}');
 		}
 		if (v->info_ms)
-			mt_buf_printf(b, ",\"driver_free_bytes\":%lu,\"driver_total_bytes\":%lu,"
-					 "\"driver_info_age_ms\":%lu",
+			mt_buf_printf(b, "," MT_KEY(MT_F_DRIVER_FREE_BYTES) "%lu," MT_KEY(MT_F_DRIVER_TOTAL_BYTES) "%lu,"
+					 MT_KEY(MT_F_DRIVER_INFO_AGE_MS) "%lu",
 				      (unsigned long)v->drv_free, (unsigned long)v->drv_total,
 				      (unsigned long)(now - v->info_ms));
 		mt_buf_putc(b, '}');

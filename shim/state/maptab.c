@@ -12,12 +12,24 @@
 
 static struct mt_map *maps;
 static uint64_t nmaps, cap, max_maps;
+static uint64_t reserved; /* bytes of reserved pieces */
 static mt_lock_t map_lock;
 
 int
 mt_maptab_init(uint64_t max) {
 	max_maps = max;
 	return 0;
+}
+
+/* A piece's bytes leave: its site's and kind's, or the reservations'. */
+static void
+uncharge(const struct mt_map *m, int64_t bytes, int count) {
+	if (m->reserved) {
+		__atomic_sub_fetch(&reserved, (uint64_t)bytes, __ATOMIC_RELAXED);
+		return;
+	}
+	mt_site_free(m->stack, m->kind, bytes, count, 0);
+	mt_totals_free(m->kind, (uint64_t)bytes, count);
 }
 
 /* First index whose end > addr. */
@@ -67,14 +79,12 @@ release_locked(uintptr_t start, uintptr_t end, struct mt_map *first) {
 		uintptr_t hi = m->end < end ? m->end : end;
 		int64_t bytes = (int64_t)(hi - lo);
 		if (lo == m->start && hi == m->end) { /* whole piece */
-			mt_site_free(m->stack, m->kind, bytes, m->counted, 0);
-			mt_totals_free(m->kind, (uint64_t)bytes, m->counted);
+			uncharge(m, bytes, m->counted);
 			memmove(m, m + 1, (nmaps - i - 1) * sizeof *m);
 			nmaps--;
 			continue;
 		}
-		mt_site_free(m->stack, m->kind, bytes, 0, 0);
-		mt_totals_free(m->kind, (uint64_t)bytes, 0);
+		uncharge(m, bytes, 0);
 		if (lo == m->start) {
 			m->start = hi;
 		} else if (hi == m->end) {
@@ -115,8 +125,12 @@ mt_maptab_add(const struct mt_map *m) {
 		/* Charged under the lock, so a racing munmap of this range
 		 * always uncharges after it. */
 		uint64_t bytes = m->end - m->start;
-		mt_site_alloc(m->stack, m->kind, (int64_t)bytes, 1, 0);
-		mt_totals_alloc(m->kind, bytes);
+		if (m->reserved) {
+			__atomic_add_fetch(&reserved, bytes, __ATOMIC_RELAXED);
+		} else {
+			mt_site_alloc(m->stack, m->kind, (int64_t)bytes, 1, 0);
+			mt_totals_alloc(m->kind, bytes);
+		}
 	}
 	mt_unlock(&map_lock);
 	return err;
@@ -128,6 +142,22 @@ mt_maptab_each(void (*fn)(const struct mt_map *, void *), void *arg) {
 	for (uint64_t i = 0; i < nmaps; i++)
 		fn(&maps[i], arg);
 	mt_unlock(&map_lock);
+}
+
+int
+mt_maptab_find(uintptr_t start, uintptr_t end, struct mt_map *m) {
+	mt_lock(&map_lock);
+	uint64_t i = lower(start);
+	int found = i < nmaps && maps[i].start < end;
+	if (found)
+		*m = maps[i];
+	mt_unlock(&map_lock);
+	return found;
+}
+
+uint64_t
+mt_maptab_reserved(void) {
+	return __atomic_load_n(&reserved, __ATOMIC_RELAXED);
 }
 
 uint64_t
@@ -156,6 +186,7 @@ mt_maptab_postfork_child(int fresh) {
 		mt_sys_munmap(maps, cap * sizeof *maps);
 		maps = NULL;
 		nmaps = cap = 0;
+		reserved = 0;
 	}
 	map_lock.v = 0;
 }

@@ -15,7 +15,9 @@ struct mt_map {
 	uint32_t stack;   /* stack id */
 	uint8_t kind;     /* MT_MMAP or MT_MMAP_FILE */
 	uint8_t counted;  /* this piece carries the site's live_count */
-	uint16_t pad;
+	uint8_t reserved; /* PROT_NONE: address space, not memory: charged
+			   * to no site or kind, only to mt_maptab_reserved */
+	uint8_t pad;
 	uint32_t time_ms; /* ms since process start, when mapped */
 };
 
@@ -29,6 +31,13 @@ void mt_maptab_release(uintptr_t start, uintptr_t end, struct mt_map *first);
  * Takes map_lock. */
 int mt_maptab_add(const struct mt_map *m);
 uint64_t mt_maptab_count(void);
+/* The first tracked piece within [start, end) into *m: 1, or 0 if none.
+ * Takes map_lock. */
+int mt_maptab_find(uintptr_t start, uintptr_t end, struct mt_map *m);
+/* Bytes of PROT_NONE reservations tracked (Go's arenas, a JIT's heap):
+ * address space, not memory.  A reservation made accessible (MAP_FIXED
+ * over it, or mprotect) is charged from then on as any mapping. */
+uint64_t mt_maptab_reserved(void);
 /* Call fn for every tracked range under map_lock (fn must not touch the
  * map table; it may write(2)).  For dumps. */
 void mt_maptab_each(void (*fn)(const struct mt_map *, void *), void *arg);

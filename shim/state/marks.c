@@ -75,7 +75,7 @@ mt_marks_json(struct mt_buf *b) {
 		uint64_t bits = __atomic_load_n(&marks[i].value, __ATOMIC_ACQUIRE);
 		double v;
 		memcpy(&v, &bits, sizeof v);
-		mt_buf_puts(b, first ? "\"marks\":{" : ",");
+		mt_buf_puts(b, first ? MT_KEY(MT_F_MARKS) "{" : ",");
 		first = 0;
 		mt_buf_jstr(b, marks[i].name);
 		mt_buf_putc(b, ':');

@@ -49,7 +49,8 @@ def measured(argv):
 def program_files(name, n=2):
     d = os.path.join(OUT, name)
     for i in range(n):
-        r = subprocess.run([os.path.join(B, 'memtally'), 'run', '--append', '--out', d, '--', os.path.join(T, 'prog_trainer'), 'leak', '40'],
+        r = subprocess.run([os.path.join(B, 'memtally'), 'run', '--append', '--out', d, '--',
+                            os.path.join(T, 'prog_trainer'), 'leak', '40'],
                            capture_output=True, text=True, env=dict(os.environ, MEMTALLY_EVERY='500'))
         assert r.returncode == 0, r.stderr
     return sorted(os.path.join(d, f) for f in os.listdir(d))

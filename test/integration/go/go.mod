@@ -1,0 +1,3 @@
+module memtallygotest
+
+go 1.19
