@@ -17,7 +17,7 @@ else
 	echo
 	echo "== no GPU here: a CUDA program that runs out of device memory, on the fake driver (test/fakecuda)"
 	LD_LIBRARY_PATH=$PWD/build/test/fakecuda FAKE_CUDA_MEM=1073741824 \
-		build/memtally run --out "$out" -- build/test/cuda_prog rt oom "$out" >/dev/null
+		build/memtally run --append --out "$out" -- build/test/cuda_prog rt oom "$out" >/dev/null
 fi
 echo
 echo "== memtally report $out"

@@ -1,7 +1,7 @@
 """Reliability: faults and hostile programs (issue 9).  Every case runs the
 same program with and without the shim and requires the same output and
 exit code; where the shim had something to record, what it wrote must read
-back (`memtally report` exits 0).  The table it prints is the README's
+back (`memtally report` exits 0).  The table it prints is doc/reliability.md's
 Reliability section (`memtally` writes it to test/out/reliability.md)."""
 import glob, os, shutil, signal, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))

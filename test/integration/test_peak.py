@@ -126,7 +126,7 @@ if mt.case('json'):
                  'json.dumps: at the peak the join buffers hold %d B (encoder.py), heaptrack\'s largest '
                  'peak consumer %s holds %s B (within 1%%)' % (join, top.group(3) if top else None, ht_top))
 if mt.case('demo'):
-    # README's Quick start: scripts/demo_train.py under `memtally run` with
+    # make demo's Python part (scripts/demo.sh): demo_train.py under `memtally run` with
     # no options names the spike's line at the peak and the leak's line
     d = os.path.join(OUT, 'demo')
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'scripts', 'demo_train.py')
