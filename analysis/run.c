@@ -232,43 +232,55 @@ setvar(const char *name, const char *val) {
 	sb_free(&s);
 }
 
-int
-cmd_run(int argc, char **argv) {
-	const char *out = getenv("MEMTALLY_OUT") ? getenv("MEMTALLY_OUT") : "memtally-out";
-	int i, append = 0;
+static void
+usage_run(const char *msg) {
+	fprintf(stderr, "memtally: %s\n", msg);
+	fputs(run_usage, stderr);
+}
+
+static void
+usage_run2(const char *fmt, const char *arg) {
+	fputs("memtally: ", stderr);
+	fprintf(stderr, fmt, arg);
+	fputc('\n', stderr);
+	fputs(run_usage, stderr);
+}
+
+/* The options before the command: its index in argv, or -1 when they
+ * end the run here (--help, a usage error) with *rc its exit status. */
+static int
+run_args(int argc, char **argv, const char **out, int *append, int *rc) {
+	*rc = EXIT_USAGE;
+	int i;
 	for (i = 0; i < argc; i++) {
 		const char *a = argv[i];
-		if (!strcmp(a, "--")) {
-			i++;
-			break;
-		}
+		if (!strcmp(a, "--"))
+			return i + 1 < argc ? i + 1 : (usage_run("run needs a command"), -1);
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			fputs(run_usage, stdout);
-			return 0;
+			*rc = EXIT_OK;
+			return -1;
 		}
 		if (!strcmp(a, "--no-follow")) {
 			setvar("follow", "0");
 			continue;
 		}
 		if (!strcmp(a, "--append")) {
-			append = 1;
+			*append = 1;
 			continue;
 		}
 		if (a[0] != '-')
 			break; /* the command starts here (no --) */
-		if (i + 1 >= argc) {
-			fprintf(stderr, "memtally: %s needs a value\n", a);
-			fputs(run_usage, stderr);
-			return EXIT_USAGE;
-		}
+		if (i + 1 >= argc)
+			return usage_run2("%s needs a value", a), -1;
 		const char *v = argv[++i];
 		if (!strcmp(a, "--out")) {
-			out = v;
+			*out = v;
 		} else if (!strcmp(a, "--set")) {
 			const char *eq = strchr(v, '=');
 			if (!eq) {
 				fprintf(stderr, "memtally: --set takes NAME=VALUE\n");
-				return EXIT_USAGE;
+				return -1;
 			}
 			char *name = xstrndup(v, (size_t)(eq - v));
 			setvar(name, eq + 1);
@@ -278,18 +290,17 @@ cmd_run(int argc, char **argv) {
 			   !strcmp(a, "--unwind") || !strcmp(a, "--top") || !strcmp(a, "--signal")) {
 			setvar(a + 2, v);
 		} else {
-			fprintf(stderr, "memtally: unknown run option %s\n", a);
-			fputs(run_usage, stderr);
-			return EXIT_USAGE;
+			return usage_run2("unknown run option %s", a), -1;
 		}
 	}
-	if (i >= argc) {
-		fprintf(stderr, "memtally: run needs a command\n");
-		fputs(run_usage, stderr);
-		return EXIT_USAGE;
-	}
-	/* The directory, absolute (ranks may chdir), built in a growable
-	 * string: a fixed buffer here once overflowed on a 4 KiB --out. */
+	return i < argc ? i : (usage_run("run needs a command"), -1);
+}
+
+/* The output directory, absolute (ranks may chdir), made and exported. */
+static char *
+out_dir(const char *out) {
+	/* built in a growable string: a fixed buffer here once overflowed on
+	 * a 4 KiB --out */
 	struct sb abs = {0};
 	if (out[0] != '/') {
 		char *cwd = getcwd(NULL, 0);
@@ -302,9 +313,14 @@ cmd_run(int argc, char **argv) {
 	if (abs.len >= 1024) /* the shim's MEMTALLY_OUT holds 1023 bytes */
 		die(EXIT_USAGE, "--out: the directory's absolute path is %zu bytes; at most 1023 are "
 				"supported", abs.len);
-	const char *absout = abs.p;
-	mkdir(absout, 0750); /* the shim's own mode for it (SECURITY.md) */
-	setenv("MEMTALLY_OUT", absout, 1); /* absolute: ranks may chdir */
+	mkdir(abs.p, 0750); /* the shim's own mode for it (SECURITY.md) */
+	setenv("MEMTALLY_OUT", abs.p, 1);
+	return abs.p;
+}
+
+/* LD_PRELOAD with the shim first (once), and the Python hook's path. */
+static void
+preload_env(void) {
 	char *shim = find_shim();
 	const char *old = getenv("LD_PRELOAD");
 	struct sb pre = {0};
@@ -318,6 +334,46 @@ cmd_run(int argc, char **argv) {
 	}
 	setenv("LD_PRELOAD", pre.p, 1);
 	set_python_path();
+}
+
+/* Wait for the command (signals forwarded), say where the files are, and
+ * give its exit status. */
+static int
+wait_command(const char *cmd, const char *absout, int before) {
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = forward;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL); /* a snapshot request for the whole job */
+	int st;
+	while (waitpid(child, &st, 0) < 0 && errno == EINTR)
+		;
+	int n = count_files(absout) - before;
+	if (WIFSIGNALED(st))
+		fprintf(stderr, "memtally: %s was killed by signal %d (SIG%s)%s%s\n", cmd,
+			WTERMSIG(st), sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?",
+			WCOREDUMP(st) ? ", core dumped" : "",
+			n ? "" : "; a process killed before its first snapshot leaves no file");
+	fprintf(stderr, "memtally: %d new file%s in %s; see: memtally report %s\n", n,
+		n == 1 ? "" : "s", absout, absout);
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	if (WIFSIGNALED(st))
+		return 128 + WTERMSIG(st);
+	return 1;
+}
+
+int
+cmd_run(int argc, char **argv) {
+	const char *out = getenv("MEMTALLY_OUT") ? getenv("MEMTALLY_OUT") : "memtally-out";
+	int append = 0, rc;
+	int i = run_args(argc, argv, &out, &append, &rc);
+	if (i < 0)
+		return rc;
+	char *absout = out_dir(out);
+	preload_env();
 	if (is_static(argv[i]))
 		fprintf(stderr, "memtally: note: %s is statically linked: the shim cannot be "
 				"preloaded into it, so nothing will be recorded for it\n", argv[i]);
@@ -336,27 +392,5 @@ cmd_run(int argc, char **argv) {
 		fprintf(stderr, "memtally: cannot run %s: %s\n", argv[i], strerror(errno));
 		_exit(127);
 	}
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = forward;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	sigaction(SIGUSR1, &sa, NULL); /* a snapshot request for the whole job */
-	int st;
-	while (waitpid(child, &st, 0) < 0 && errno == EINTR)
-		;
-	int n = count_files(absout) - before;
-	if (WIFSIGNALED(st))
-		fprintf(stderr, "memtally: %s was killed by signal %d (SIG%s)%s%s\n", argv[i],
-			WTERMSIG(st), sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?",
-			WCOREDUMP(st) ? ", core dumped" : "",
-			n ? "" : "; a process killed before its first snapshot leaves no file");
-	fprintf(stderr, "memtally: %d new file%s in %s; see: memtally report %s\n", n,
-		n == 1 ? "" : "s", absout, absout);
-	if (WIFEXITED(st))
-		return WEXITSTATUS(st);
-	if (WIFSIGNALED(st))
-		return 128 + WTERMSIG(st);
-	return 1;
+	return wait_command(argv[i], absout, before);
 }

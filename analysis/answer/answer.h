@@ -106,8 +106,9 @@ struct window {
  * first snapshot of the last step; without, from the warm-up fraction of
  * the time and up to the teardown (a fall to the end). */
 void answer_window(const struct mfile *f, double warmup, struct window *w);
-/* The same window cut to the steps [from, to] (ranks: the steps every
- * rank has); returns 0 when none of f's snapshots lie there. */
+/* The same window cut to the snapshots that cover the steps [from, to]
+ * (ranks: the steps every rank has): from the last at or before `from` to
+ * the first at or after `to`; returns 0 when none of f's snapshots do. */
 int answer_window_steps(const struct mfile *f, const struct window *w, double from, double to,
 			struct window *out);
 /* The step mark's value at snapshot s, NAN when it has none. */

@@ -140,9 +140,18 @@ answer_leaks(struct mfile *f, const struct ask *a, struct leaks *l) {
 	for (size_t i = 0; i < l->npts; i++) {
 		size_t nv;
 		struct site *v = snap_sites(f, l->pts[i], &nv);
-		for (size_t k = 0; k < nv; k++)
-			if (a->kind < 0 || v[k].kind == a->kind)
-				series_of(f, a, &m, &v[k])->y[i] += (double)v[k].live_bytes;
+		for (size_t k = 0; k < nv; k++) {
+			if (a->kind >= 0 && v[k].kind != a->kind)
+				continue;
+			struct ser *t = series_of(f, a, &m, &v[k]);
+			t->y[i] += (double)v[k].live_bytes;
+			/* the row shows the stack of its site that holds most at
+			 * the end (its frames: the native cause under a line) */
+			if (i == l->npts - 1 && v[k].live_bytes > t->r.top) {
+				t->r.top = v[k].live_bytes;
+				t->r.stack = v[k].stack;
+			}
+		}
 		free(v);
 	}
 	l->examined = m.n;

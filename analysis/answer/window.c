@@ -115,11 +115,18 @@ answer_window_steps(const struct mfile *f, const struct window *w, double from, 
 	*out = *w;
 	if (!w->mark)
 		return w->end > w->lo;
-	size_t lo = w->lo, end = w->lo;
-	while (lo < w->end && !(snap_step(&f->snaps[lo], w->mark) >= from))
-		lo++;
-	for (end = lo; end < w->end && snap_step(&f->snaps[end], w->mark) <= to; end++)
-		;
+	/* the snapshots that cover [from, to]: from the last at or before
+	 * `from` to the first at or after `to` (a rank whose snapshots are
+	 * sparse still spans the steps the others are measured on) */
+	size_t lo = w->lo, end;
+	for (size_t i = w->lo; i < w->end; i++)
+		if (snap_step(&f->snaps[i], w->mark) <= from)
+			lo = i;
+	for (end = lo; end < w->end; end++)
+		if (snap_step(&f->snaps[end], w->mark) >= to) {
+			end++;
+			break;
+		}
 	out->lo = lo;
 	out->end = end;
 	out->warm = lo;

@@ -120,7 +120,7 @@ run_list(struct run *r, char **paths, int npaths, int dumps, int optional) {
 	r->optional = optional;
 }
 
-int
+static int
 run_read(struct run *r, size_t i, struct mfile *f) {
 	struct load_why why;
 	if (!load_file(f, r->list[i], &why)) {

@@ -354,9 +354,9 @@ one(struct mfile *f, struct opts *o, struct sb *j, int first) {
 		for (size_t i = ev0; i < f->nevents; i++) {
 			const struct event *e = &f->events[i];
 			/* to the millisecond: events of one second told apart */
-			char t[32];
-			snprintf(t, sizeof t, "%.3fs", (double)e->time_ms / 1000);
-			printf("  %9s %-5s %-12s %11s %s\n", t, e->op,
+			char when[32];
+			snprintf(when, sizeof when, "%.3fs", (double)e->time_ms / 1000);
+			printf("  %9s %-5s %-12s %11s %s\n", when, e->op,
 			       kind_names[e->kind], human((int64_t)e->size, b),
 			       e->stack ? site_func(f, e->stack, name, sizeof name) : "");
 		}

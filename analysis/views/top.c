@@ -412,11 +412,14 @@ refresh(struct view *v, struct opts *o, uint64_t until_ms) {
 	discover(v, o);
 	for (int more = 1; more;) {
 		more = 0;
-		for (size_t i = 0; i < v->n; i++)
-			if (follow_pending(v->p[i].w, NULL)) {
-				v->p[i].lines += follow_poll(v->p[i].w, READ_STEP);
-				more |= follow_pending(v->p[i].w, NULL) > 0;
-			}
+		/* a compressed file's last bytes may be read and not yet decoded
+		 * into lines: poll until a poll takes no line and nothing is left
+		 * unread (a file cut to its first part had top judge only that) */
+		for (size_t i = 0; i < v->n; i++) {
+			long got = follow_poll(v->p[i].w, READ_STEP);
+			v->p[i].lines += got;
+			more |= got > 0 || follow_pending(v->p[i].w, NULL) > 0;
+		}
 		if (until_ms && now_ms() >= until_ms)
 			break;
 	}

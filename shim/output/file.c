@@ -105,15 +105,15 @@ open_dir(const char *dir) {
 			return -EPERM;
 		tmp[i] = c;
 	}
-	long fd = mt_sys(SYS_open, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0, 0, 0, 0);
-	if (fd < 0)
-		return fd;
-	if (mt_sys(SYS_fstat, fd, &st, 0, 0, 0, 0) ||
+	long dfd = mt_sys(SYS_open, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0, 0, 0, 0);
+	if (dfd < 0)
+		return dfd;
+	if (mt_sys(SYS_fstat, dfd, &st, 0, 0, 0, 0) ||
 	    ((long)st.st_uid != uid && (uid == 0 || st.st_uid != 0))) {
-		mt_sys(SYS_close, fd, 0, 0, 0, 0, 0);
+		mt_sys(SYS_close, dfd, 0, 0, 0, 0, 0);
 		return -EPERM;
 	}
-	return fd;
+	return dfd;
 }
 
 /* The file's name within the directory (path is <out>/<name>). */

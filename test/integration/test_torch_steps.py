@@ -17,7 +17,7 @@ torch 1.13, CPU):
    while the program runs on;
  - MEMTALLY_TORCH=0: no marks, no hook in the workers.
 test_torch_children.py has the hook in spawned workers and torchrun ranks."""
-import json, os, subprocess, sys
+import json, os, re, subprocess, sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
 
@@ -58,7 +58,7 @@ def warnings(stderr):
 
 
 def workers(stdout):
-    return [l.split()[2] for l in stdout.splitlines() if l.startswith('worker ')]
+    return re.findall(r'worker \d+ (\w+)', stdout)
 
 
 if mt.case('one'):

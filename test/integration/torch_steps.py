@@ -19,7 +19,9 @@ LEAK = 65536  # float32 elements: 256 KiB a step
 def worker_init(i):
     site = sys.modules.get('sitecustomize')
     hooked = bool(getattr(site, '_memtally_state', {}).get('started'))
-    print('worker %d %s' % (os.getpid(), hooked), flush=True)
+    # one write(2): two workers' lines must not interleave (print writes
+    # the text and its newline apart)
+    os.write(1, ('worker %d %s\n' % (os.getpid(), hooked)).encode())
 
 
 class Outer(torch.optim.SGD):

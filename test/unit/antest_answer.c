@@ -101,6 +101,9 @@ TEST(window_by_steps) {
 	struct window c;
 	EXPECT(answer_window_steps(f, &w, 3, 6, &c) && c.lo == 5 && c.end == 9 && c.step_lo == 3 &&
 	       c.step_hi == 6);
+	/* steps no snapshot fell on: the snapshots around them (3.5 -> 3, 8 -> 9) */
+	EXPECT(answer_window_steps(f, &w, 3.5, 8, &c) && c.lo == 5 && c.end == 11 && c.step_lo == 3 &&
+	       c.step_hi == 9);
 }
 
 TEST(window_by_time) {
