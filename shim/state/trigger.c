@@ -11,7 +11,8 @@
 static uint32_t wake_word;  /* futex: bumped by every trigger */
 static int pending;         /* MT_REASON_* bits not yet written */
 static uint32_t done_word;  /* futex: bumped after each snapshot */
-static int writer_running;
+int mt_writer_running_; /* read inline by mt_writer_up */
+#define writer_running mt_writer_running_
 static uint32_t req_ticket; /* requests taken (C API) */
 static uint32_t req_served; /* requests covered by a written snapshot */
 /* A request's label travels with its ticket: both change under req_lock,
@@ -71,10 +72,6 @@ mt_trigger_start_writer(void) {
 		start_writer();
 }
 
-int
-mt_writer_up(void) {
-	return __atomic_load_n(&writer_running, __ATOMIC_RELAXED);
-}
 
 const char *
 mt_reason_name(int bits) {
