@@ -20,7 +20,9 @@ memtally_snapshot(const char *label) {
 	if (r == 1) { /* no writer thread: write it here */
 		if (mt_py_waiting()) /* as the writer looks before each (an embedder's libpython) */
 			mt_py_init();
-		mt_snapshot_write("request", label);
+		char lab[MT_LABEL_MAX]; /* cut as the writer's would be */
+		mt_label_copy(lab, label);
+		mt_snapshot_write("request", lab[0] ? lab : NULL);
 		return 0;
 	}
 	return r;

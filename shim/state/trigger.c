@@ -92,16 +92,21 @@ mt_reason_name(int bits) {
 	return "interval";
 }
 
+void
+mt_label_copy(char dst[MT_LABEL_MAX], const char *label) {
+	size_t n = label ? strnlen(label, MT_LABEL_MAX - 1) : 0;
+	if (n == MT_LABEL_MAX - 1) /* cut: not inside a character */
+		n = mt_utf8_cut(label, n);
+	memcpy(dst, label ? label : "", n);
+	dst[n] = 0;
+}
+
 int
 mt_request_wait(const char *label) {
 	if (!__atomic_load_n(&writer_running, __ATOMIC_ACQUIRE))
 		return 1;
-	size_t n = label ? strnlen(label, sizeof req_label - 1) : 0;
-	if (n == sizeof req_label - 1) /* cut: not inside a character */
-		n = mt_utf8_cut(label, n);
 	mt_lock(&req_lock);
-	memcpy(req_label, label ? label : "", n);
-	req_label[n] = 0;
+	mt_label_copy(req_label, label);
 	uint32_t ticket = __atomic_add_fetch(&req_ticket, 1, __ATOMIC_ACQ_REL);
 	mt_unlock(&req_lock);
 	mt_trigger(MT_REASON_REQUEST);

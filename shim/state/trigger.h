@@ -43,6 +43,9 @@ mt_writer_up(void) {
 /* The snapshot's name for a set of reason bits ("exit", "request", ...). */
 const char *mt_reason_name(int bits);
 
+/* A request's label as a snapshot carries it: at most MT_LABEL_MAX - 1
+ * bytes, cut between characters. */
+void mt_label_copy(char dst[MT_LABEL_MAX], const char *label);
 /* C API side: take a ticket with this label and wait (<= 10 s) until a
  * snapshot begun after it is on disk.  0, or -1 on time-out.  Returns 1
  * without waiting when no writer thread runs (the caller writes itself). */
