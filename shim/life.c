@@ -174,6 +174,60 @@ go_check(void) {
 		"every second (MEMTALLY_INTERVAL=1) so its last state is kept");
 }
 
+/* ---- the preload order ------------------------------------------------ */
+
+/* The program's malloc must be ours: with another allocator ahead of the
+ * shim in LD_PRELOAD ("libjemalloc.so.2 libmemtally.so") every heap call
+ * goes straight to it and nothing is recorded, silently.  The objects
+ * loaded before the shim (preloads come right after the program) are
+ * asked whether they define malloc themselves; said once, with what to do.
+ * (dlsym(RTLD_DEFAULT) cannot tell: a program that takes malloc's address
+ * exports a stub of its own.)  From the constructor, under the guard,
+ * after the hooks have found the real functions. */
+struct order {
+	uintptr_t self;     /* the shim's load address */
+	int before;         /* still before the shim */
+	char name[256];     /* an object before it that defines malloc */
+};
+
+static int
+defines_malloc(struct dl_phdr_info *info, size_t size, void *arg) {
+	(void)size;
+	struct order *o = arg;
+	if (info->dlpi_addr == o->self)
+		return 1; /* the rest come after us */
+	const char *n = info->dlpi_name;
+	if (!n || !n[0] || !strncmp(n, "linux-vdso", 10))
+		return 0; /* the program itself: its malloc, if any, is a stub */
+	void *h = dlopen(n, RTLD_LAZY | RTLD_NOLOAD);
+	if (!h)
+		return 0;
+	Dl_info di;
+	void *m = mt_real_dlsym() ? mt_real_dlsym()(h, "malloc") : NULL;
+	int theirs = m && dladdr(m, &di) && (uintptr_t)di.dli_fbase == info->dlpi_addr;
+	dlclose(h);
+	if (theirs) {
+		size_t k = strlen(n) < sizeof o->name - 1 ? strlen(n) : sizeof o->name - 1;
+		memcpy(o->name, n, k);
+		o->name[k] = 0;
+		return 1;
+	}
+	return 0;
+}
+
+static void
+preload_order(void) {
+	Dl_info mine;
+	struct order o = {0};
+	if (!dladdr((void *)preload_order, &mine))
+		return;
+	o.self = (uintptr_t)mine.dli_fbase;
+	dl_iterate_phdr(defines_malloc, &o);
+	if (o.name[0])
+		mt_warn("malloc is %s's, loaded before libmemtally.so: heap allocations are not "
+			"recorded (put libmemtally.so first in LD_PRELOAD, or use memtally run)", o.name);
+}
+
 /* ---- start and exit --------------------------------------------------- */
 
 /* MEMTALLY_FOLLOW=0: take the shim out of LD_PRELOAD in place (the string
@@ -251,6 +305,7 @@ mt_init(int argc, char **argv, char **envp) {
 		mt_snapshot_describe();
 	mt_solo_start(); /* this thread records plainly until another does */
 	mt_hooks_resolve();
+	preload_order();
 	mt_set_active(1);
 	mt_self.guard--;
 }

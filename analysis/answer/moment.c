@@ -370,7 +370,8 @@ answer_spikes(struct mfile *f, const struct ask *a, struct spike *out, size_t ma
 	if (m)
 		xqsort(sp, m, sizeof *sp, cmp_spike);
 	size_t k = m < max ? m : max;
-	memcpy(out, sp, k * sizeof *out);
+	if (k) /* memcpy(out, NULL, 0) is undefined (sp is NULL without spikes) */
+		memcpy(out, sp, k * sizeof *out);
 	for (size_t i = k; i < m; i++)
 		free(sp[i].r.name);
 	free(sp);

@@ -134,7 +134,7 @@ writer_maybe(void) {
 		mt_trigger_start_writer();
 }
 
-static void
+static inline __attribute__((always_inline)) void
 count_tracked(void) {
 	if (MT_UNLIKELY(!mt_writer_up()))
 		writer_maybe();

@@ -7,7 +7,6 @@
  * Rules: never calls malloc; may run in any thread.
  */
 #include "platform/glue.h"
-#include "platform/buf.h"
 #include "memtally.h"
 #include "capture/charge.h"
 #include "state/marks.h"
@@ -27,14 +26,9 @@ memtally_snapshot(const char *label) {
 	if (r == 1) { /* no writer thread: write it here */
 		if (mt_py_waiting()) /* as the writer looks before each (an embedder's libpython) */
 			mt_py_init();
-		/* the label cut as the writer's copy is: not inside a character */
-		char lab[MT_LABEL_MAX];
-		size_t n = label ? strnlen(label, sizeof lab - 1) : 0;
-		if (n == sizeof lab - 1)
-			n = mt_utf8_cut(label, n);
-		memcpy(lab, label ? label : "", n);
-		lab[n] = 0;
-		mt_snapshot_write("request", label ? lab : NULL);
+		char lab[MT_LABEL_MAX]; /* cut as the writer's would be */
+		mt_label_copy(lab, label);
+		mt_snapshot_write("request", lab[0] ? lab : NULL);
 		return 0;
 	}
 	return r;

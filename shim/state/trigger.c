@@ -11,7 +11,8 @@
 static uint32_t wake_word;  /* futex: bumped by every trigger */
 static int pending;         /* MT_REASON_* bits not yet written */
 static uint32_t done_word;  /* futex: bumped after each snapshot */
-static int writer_running;
+int mt_writer_running_; /* read inline by mt_writer_up */
+#define writer_running mt_writer_running_
 static uint32_t req_ticket; /* requests taken (C API) */
 static uint32_t req_served; /* requests covered by a written snapshot */
 /* A request's label travels with its ticket: both change under req_lock,
@@ -71,10 +72,6 @@ mt_trigger_start_writer(void) {
 		start_writer();
 }
 
-int
-mt_writer_up(void) {
-	return __atomic_load_n(&writer_running, __ATOMIC_RELAXED);
-}
 
 const char *
 mt_reason_name(int bits) {
@@ -97,16 +94,21 @@ mt_reason_name(int bits) {
 	return "interval";
 }
 
+void
+mt_label_copy(char dst[MT_LABEL_MAX], const char *label) {
+	size_t n = label ? strnlen(label, MT_LABEL_MAX - 1) : 0;
+	if (n == MT_LABEL_MAX - 1) /* cut: not inside a character */
+		n = mt_utf8_cut(label, n);
+	memcpy(dst, label ? label : "", n);
+	dst[n] = 0;
+}
+
 int
 mt_request_wait(const char *label) {
 	if (!__atomic_load_n(&writer_running, __ATOMIC_ACQUIRE))
 		return 1;
-	size_t n = label ? strnlen(label, sizeof req_label - 1) : 0;
-	if (n == sizeof req_label - 1) /* cut: not inside a character */
-		n = mt_utf8_cut(label, n);
 	mt_lock(&req_lock);
-	memcpy(req_label, label ? label : "", n);
-	req_label[n] = 0;
+	mt_label_copy(req_label, label);
 	uint32_t ticket = __atomic_add_fetch(&req_ticket, 1, __ATOMIC_ACQ_REL);
 	mt_unlock(&req_lock);
 	mt_trigger(MT_REASON_REQUEST);

@@ -33,11 +33,19 @@ int mt_trigger_pending(void);
 void mt_trigger_set_writer(void (*sync)(int reason), void (*start)(void));
 void mt_trigger_sync(int reason);
 void mt_trigger_start_writer(void);
-/* Whether the writer thread runs (a relaxed load: the hooks read it). */
-int mt_writer_up(void);
+/* Whether the writer thread runs (a relaxed load: the hooks read it on
+ * every tracked allocation, inline). */
+extern int mt_writer_running_;
+static inline int
+mt_writer_up(void) {
+	return __atomic_load_n(&mt_writer_running_, __ATOMIC_RELAXED);
+}
 /* The snapshot's name for a set of reason bits ("exit", "request", ...). */
 const char *mt_reason_name(int bits);
 
+/* A request's label as a snapshot carries it: at most MT_LABEL_MAX - 1
+ * bytes, cut between characters. */
+void mt_label_copy(char dst[MT_LABEL_MAX], const char *label);
 /* C API side: take a ticket with this label and wait (<= 10 s) until a
  * snapshot begun after it is on disk.  0, or -1 on time-out.  Returns 1
  * without waiting when no writer thread runs (the caller writes itself). */

@@ -2,7 +2,10 @@
 # test/fuzz/run.sh — libFuzzer (clang) on the memtally command, for a
 # bounded time (FUZZ_SECONDS per target, default 60), from seeds the shim
 # writes here: a leaking C program's snapshots, a CUDA OOM dump (fake
-# driver), a Python process's file (pyframe/pystack records).
+# driver), a Python process's file (pyframe/pystack records); and the
+# reader's hostile cases made here (a zstd bomb, a cut and a corrupt
+# frame, negative sizes and times, values whose sums and products
+# overflowed).
 #   fuzz_reader:  report, leaks, ranks, oom, functions, top on each input
 #   fuzz_writers: torch (pickle), html, flame on each input
 #   fuzz_names:   strings with every byte value (argv, host, module path,
@@ -37,6 +40,48 @@ LD_LIBRARY_PATH=$B/test/fakecuda FAKE_CUDA_MEM=$((64 << 20)) MEMTALLY_OUT=$F/s2 
 	$B/test/cuda_prog rt oom "$F/s2" >/dev/null 2>&1 || true
 MEMTALLY_OUT=$F/s3 LD_PRELOAD=$B/libmemtally.so /usr/bin/python3 -S -c \
 	'import ctypes; x = [bytearray(5000) for _ in range(50)]; ctypes.CDLL(None).memtally_snapshot(b"s")'
+# the reader's hostile cases (issue 33): a zstd bomb of zeros, a line of
+# spaces, a file cut inside a frame, a corrupt frame, negative sizes and
+# times, an allocator footprint of 1e999 and two large integers (the sum
+# overflowed), a dump whose times overflowed torch's us (10^16 ms) and a
+# request of 2^64-1 bytes
+mkdir -p "$F/s5"
+head -c 16M /dev/zero | zstd -q -1 -c >"$F/s5/memtally.bomb.p1.jsonl.zst"
+(printf '{'; head -c 4M /dev/zero | tr '\0' ' ') | zstd -q -1 -c >"$F/s5/memtally.spaces.p1.jsonl.zst"
+z=$(ls "$F"/s4/*.jsonl.zst | head -1)
+head -c $(($(stat -c %s "$z") - 40)) "$z" >"$F/s5/memtally.cut.p1.jsonl.zst"
+/usr/bin/python3 - "$z" "$F/s5" <<'PY'
+import sys
+z, out = sys.argv[1], sys.argv[2]
+b = bytearray(open(z, 'rb').read())
+for i in range(len(b) // 2, len(b) // 2 + 16):
+    b[i] ^= 0x5a
+open(out + '/memtally.corrupt.p1.jsonl.zst', 'wb').write(bytes(b))
+h = ('{"type":"header","version":3,"pid":7,"host":"h","exe":"/x","argv":["x"]}\n'
+     '{"type":"stack","id":1,"pcs":["0x401000"]}\n')
+site = ('"callsites_mode":"full","callsites":[{"stack":1,"kind":"heap","live_bytes":64,'
+        '"live_count":1,"allocs":1,"alloc_bytes":64,"frees":0,"peak_bytes":64}]}\n')
+def snap(seq, extra):
+    return '{"type":"snapshot","seq":%d,"reason":"every","elapsed_ms":%d,%s' % (seq, seq * 10, extra) + site
+cases = {
+    'negative': h + snap(0, '') + snap(1, '"wall_ns":-5,"proc":{"rss_bytes":-1},') +
+                snap(2, '"heap":{"allocs":-3},').replace('"elapsed_ms":20', '"elapsed_ms":-99999999999'),
+    'footprint': h + snap(0, '"allocator":{"arena_bytes":10,"hblkhd_bytes":1e999},') +
+                 snap(1, '"allocator":{"arena_bytes":10,"hblkhd_bytes":9223372036854775807},'),
+    'dump.oom1': h + ('{"type":"oom","kind":"cuda","api":"cuMemAlloc_v2","requested_bytes":18446744073709551615,'
+                      '"error":"CUDA_ERROR_OUT_OF_MEMORY","device":0,"elapsed_ms":5}\n'
+                      '{"type":"segment","kind":"cuda","address":"0x7000000","size":4096,"stack":1,'
+                      '"time_ms":10000000000000000,"device":0,"stream":0}\n'
+                      '{"type":"segment","kind":"cuda","address":"0x7100000","size":4096,"stack":1,'
+                      '"time_ms":4398046511104,"device":0,"stream":0}\n'
+                      '{"type":"trace","kind":"cuda","op":"alloc","address":"0x7000000","size":4096,'
+                      '"stack":1,"time_ms":4398046511104}\n') +
+                 snap(0, '').replace('"every"', '"oom"'),
+}
+for name, text in cases.items():
+    open('%s/memtally.%s.p1.jsonl' % (out, name) if 'oom' not in name else
+         '%s/memtally.%s.jsonl' % (out, name), 'w').write(text)
+PY
 n=0
 for f in "$F"/s*/*.jsonl "$F"/s*/*.jsonl.zst; do
 	cp "$f" "$F/seeds/seed$n.$(basename "$f")"
