@@ -43,8 +43,16 @@ py = [(f['function'], os.path.basename(f['file'] or ''), f['line']) for f in fr 
 mt.check(any(f[1] == 'torch_train.py' and f[2] == fwd for f in py),
          'the top suspect runs through the forward pass, torch_train.py:%d (%s)' % (fwd, py))
 mt.check(any(f[0] in ('relu', 'Linear.forward') for f in py), 'and through torch.nn\'s own Python code')
-mt.check(any((f['function'] or '').startswith('c10::alloc_cpu') for f in fr if not f.get('python')),
-         'from libtorch\'s CPU allocation path (c10::alloc_cpu)')
+# the row is the line (its native variants one row); --stacks keeps each
+# call site apart, with its whole stack: the top one's native cause
+r = subprocess.run([MT, 'leaks', '--json', '--stacks', '--top', '5', '--warmup', '0.4', p['file']],
+                   capture_output=True, text=True)
+st = json.loads(r.stdout)['processes'][0]['suspects'] if r.returncode == 0 else []
+fr = st[0]['frames'] if st else []
+mt.check(any((f['function'] or '').startswith('c10::alloc_cpu') for f in fr if not f.get('python')) and
+         any(f.get('python') and f['line'] == fwd for f in fr),
+         'leaks --stacks: the top call site runs from libtorch\'s CPU allocation path (c10::alloc_cpu) '
+         'to torch_train.py:%d' % fwd)
 s_h, t_h, h_h = p['suspects_bytes_per_hour'], p['tracked_bytes_per_hour'], p['heap_bytes_per_hour']
 rss_h, al_h = p['rss_bytes_per_hour'], p['allocator_bytes_per_hour']
 print('  over %.1f s: suspects %.0f MiB/h, tracked %.0f MiB/h (heap %.0f), allocator footprint %.0f MiB/h, '
