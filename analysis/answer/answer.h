@@ -87,10 +87,10 @@ struct row_names {
 struct row *answer_rows_named(struct mfile *f, const struct ask *a, const struct site *v,
 			      size_t n, int at_peak, size_t *nr, struct row_names *names);
 void row_names_free(struct row_names *names);
-/* The group key of a stack: kind byte then name (what makes two sites
- * one row), for matching rows across files (diff). */
-const char *row_key(struct mfile *f, const struct ask *a, uint32_t stack, int kind, char *buf,
-		    size_t n);
+/* Row r's slot in ix, keyed by its kind and name (what makes it one row),
+ * for matching rows across files and moments (diff, top, the page). */
+struct keyix;
+uint64_t *row_slot(struct keyix *ix, const struct row *r, int *fresh);
 
 /* ---- the window: where growth is measured ---- */
 

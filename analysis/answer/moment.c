@@ -34,19 +34,13 @@ answer_moment_name(const struct mfile *f, const struct ask *a) {
 	return buf;
 }
 
-const char *
-row_key(struct mfile *f, const struct ask *a, uint32_t stack, int kind, char *buf, size_t n) {
-	struct namer nm = {0};
-	buf[0] = (char)(kind + 1);
-	if (a->apart) {
-		char *k = site_key(f, stack, kind);
-		snprintf(buf + 1, n - 1, "%s", k);
-		free(k);
-	} else {
-		site_group_name(f, stack, buf + 1, n - 1, &nm);
-	}
-	namer_free(&nm);
-	return buf;
+uint64_t *
+row_slot(struct keyix *ix, const struct row *r, int *fresh) {
+	char key[1100];
+	int klen = snprintf(key, sizeof key, "%c%s", r->kind + 1, r->name);
+	if (klen >= (int)sizeof key)
+		klen = (int)sizeof key - 1;
+	return keyix_slot(ix, key, (size_t)klen, fresh);
 }
 
 static int

@@ -313,12 +313,8 @@ dict_frame(struct dict *d, const char *text) {
 
 static size_t
 dict_row(struct dict *d, struct mfile *f, const struct row *r) {
-	char key[1100];
-	int klen = snprintf(key, sizeof key, "%c%s", r->kind + 1, r->name);
-	if (klen >= (int)sizeof key)
-		klen = (int)sizeof key - 1;
 	int fresh;
-	uint64_t *slot = keyix_slot(&d->rows, key, (size_t)klen, &fresh);
+	uint64_t *slot = row_slot(&d->rows, r, &fresh);
 	if (fresh) {
 		sb_printf(&d->r, "%s{\"w\":", d->nrows ? "," : "");
 		sb_json_str(&d->r, r->name);

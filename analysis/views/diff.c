@@ -42,10 +42,8 @@ match(struct row *ra, size_t na, struct row *rb, size_t nb, const struct mfile *
 		struct row *r = side ? rb : ra;
 		size_t m = side ? nb : na;
 		for (size_t i = 0; i < m; i++) {
-			char key[1100];
-			int kl = snprintf(key, sizeof key, "%c%s", r[i].kind + 1, r[i].name);
 			int fresh = 1;
-			uint64_t *slot = keyix_slot(&ix, key, (size_t)(kl < (int)sizeof key ? kl : (int)sizeof key - 1), &fresh);
+			uint64_t *slot = row_slot(&ix, &r[i], &fresh);
 			struct drow *w = fresh ? &d[n] : &d[*slot - 1];
 			if (fresh) {
 				w->name = r[i].name;

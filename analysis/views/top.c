@@ -207,17 +207,13 @@ rows_growth(struct mfile *f, const struct ask *ask, const struct snap *last,
 	free(v);
 	struct keyix ix = {0};
 	for (size_t i = 0; i < *nt; i++) {
-		char key[1100];
-		int kl = snprintf(key, sizeof key, "%c%s", (*rt)[i].kind + 1, (*rt)[i].name);
 		int fresh;
-		*keyix_slot(&ix, key, (size_t)(kl < (int)sizeof key ? kl : (int)sizeof key - 1), &fresh) = i + 1;
+		*row_slot(&ix, &(*rt)[i], &fresh) = i + 1;
 	}
 	struct grow *g = xmalloc((*n ? *n : 1) * sizeof *g);
 	for (size_t i = 0; i < *n; i++) {
-		char key[1100];
-		int kl = snprintf(key, sizeof key, "%c%s", (*rn)[i].kind + 1, (*rn)[i].name);
 		int fresh;
-		uint64_t *slot = keyix_slot(&ix, key, (size_t)(kl < (int)sizeof key ? kl : (int)sizeof key - 1), &fresh);
+		uint64_t *slot = row_slot(&ix, &(*rn)[i], &fresh);
 		int64_t was = fresh ? 0 : (*rt)[*slot - 1].live;
 		g[i] = (struct grow){&(*rn)[i], (*rn)[i].live - was};
 	}
