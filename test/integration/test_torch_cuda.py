@@ -193,6 +193,32 @@ if res:
         if fmt == '2':
             mt.check(acts and 'oom' in acts and 'alloc' in acts and 'segment_alloc' in acts,
                      'torch: torch\'s own device trace (%s)' % acts)
+    # each block's history (1.13's _memory_viz reads a block's frames from
+    # it): torch's active blocks one entry with the block's address, size
+    # and the frames of the stack torch's snapshot gives it, inactive ones
+    # none; a block outside torch the frames of its segment (owner first)
+    tr = records(dump3[:-6] + '.torch.jsonl')
+    tfr = {r['id']: {'filename': r['file'], 'line': r['line'], 'name': r['name']} for r in tr if r['type'] == 'tframe'}
+    tst = {r['id']: [tfr[i] for i in r['frames']] for r in tr if r['type'] == 'tstack'}
+    want = {int(r['address'], 16): [{'addr': int(r['address'], 16), 'real_size': r['size'],
+                                     'frames': tst.get(r['stack'], [])}]
+            for r in tr if r['type'] == 'tblock' and r['state'] != 'inactive'}
+    for fmt in ('2', '1.13'):
+        d = pickle.load(open(os.path.join(OUT, 'joined-%s.pickle' % fmt), 'rb'))
+        got, outside = {}, []
+        for s in (d['segments'] if isinstance(d, dict) else d):
+            for b in s['blocks']:
+                if s['frames'] and s['frames'][0]['filename'] == 'memtally':
+                    outside.append(b.get('history') == [{'addr': b['address'], 'real_size': b['size'],
+                                                         'frames': s['frames']}] and len(s['frames']) > 1)
+                elif 'history' in b:
+                    got[b['address']] = b['history']
+        mt.check(want and got == want and all(any(f['filename'].endswith('torch_double_train.py') for f in h[0]['frames'])
+                                              for h in got.values()),
+                 'torch --format %s: %d of torch\'s blocks with history, each its address, size and frames '
+                 'as torch\'s snapshot has them (%d expected)' % (fmt, len(got), len(want)))
+        mt.check(len(outside) == 2 and all(outside),
+                 'torch --format %s: the blocks outside torch: history with the segment\'s frames (%s)' % (fmt, outside))
     page = os.path.join(OUT, 'v23.html')
     r = subprocess.run([MT, 'html', out, '-o', page], capture_output=True, text=True)
     text = open(page).read() if r.returncode == 0 else ''
