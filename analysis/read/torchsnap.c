@@ -66,99 +66,137 @@ block_state(const char *s) {
 	return TB_PENDING; /* active_pending_free, active_awaiting_free, ... */
 }
 
+/* The first record: the file's version and the OOM observer's arguments. */
+static void
+rec_torch(struct tctx *c, struct jv *o) {
+	struct tsnap *t = c->t;
+	if (c->line != 1)
+		tbad(c, "a second torch record");
+	if (need_int(c, o, "version", 1, INT32_MAX) != 1)
+		tbad(c, "version %lld: this memtally reads version 1",
+		     (long long)json_int(&c->d, o, "version", 0));
+	const char *v = json_str(&c->d, o, "torch");
+	snprintf(t->torch, sizeof t->torch, "%s", v ? v : "?");
+	t->device = need_int(c, o, "device", 0, 255);
+	t->size = json_int(&c->d, o, "size", -1);
+	t->limit = json_int(&c->d, o, "limit", -1);
+	t->free_bytes = json_int(&c->d, o, "free", -1);
+	t->history = json_int(&c->d, o, "history", -1);
+}
+
+static void
+rec_tframe(struct tctx *c, struct jv *o) {
+	struct tsnap *t = c->t;
+	if (need_int(c, o, "id", 1, INT32_MAX) != (int64_t)t->nframes)
+		tbad(c, "tframe ids go 1, 2, ... in order");
+	const char *file = json_str(&c->d, o, "file"), *name = json_str(&c->d, o, "name");
+	t->frames = xgrow(t->frames, t->nframes + 1, &t->cap_frames, sizeof *t->frames);
+	t->frames[t->nframes++] = (struct tframe){xstrdup(file ? file : "?"), xstrdup(name ? name : "?"),
+						  (int)need_int(c, o, "line", -1, INT32_MAX)};
+}
+
+static void
+rec_tstack(struct tctx *c, struct jv *o) {
+	struct tsnap *t = c->t;
+	if (need_int(c, o, "id", 1, INT32_MAX) != (int64_t)t->nstacks)
+		tbad(c, "tstack ids go 1, 2, ... in order");
+	struct jv *fr = json_get(&c->d, o, "frames");
+	if (!fr || fr->type != J_ARR || fr->len > 4096)
+		tbad(c, "tstack: \"frames\" must be a list of at most 4096 tframe ids");
+	struct tstack s = {xmalloc((fr->len ? fr->len : 1) * sizeof *s.frames), 0};
+	for (struct jv *x = json_child(&c->d, fr); x; x = json_next(&c->d, x)) {
+		if (x->type != J_NUM || !x->is_int || x->i < 1 || (size_t)x->i >= t->nframes)
+			tbad(c, "tstack: frame %lld is not an earlier tframe", (long long)x->i);
+		s.frames[s.n++] = (uint32_t)x->i;
+	}
+	t->stacks = xgrow(t->stacks, t->nstacks + 1, &t->cap_stacks, sizeof *t->stacks);
+	t->stacks[t->nstacks++] = s;
+}
+
+static void
+rec_tsegment(struct tctx *c, struct jv *o) {
+	struct tsnap *t = c->t;
+	if (need_int(c, o, "id", 1, INT32_MAX) != (int64_t)t->nsegs)
+		tbad(c, "tsegment ids go 1, 2, ... in order");
+	struct tseg s = {.device = (int)need_int(c, o, "device", 0, 255),
+			 .addr = need_hex(c, o, "address"),
+			 .size = (uint64_t)need_int(c, o, "total_size", 0, INT64_MAX),
+			 .stream = json_int(&c->d, o, "stream", 0),
+			 .stack = stack_ref(c, o),
+			 .block0 = t->nblocks};
+	struct jv *e = json_get(&c->d, o, "is_expandable");
+	s.expandable = e && e->type == J_TRUE;
+	const char *ty = json_str(&c->d, o, "segment_type");
+	snprintf(s.type, sizeof s.type, "%s", ty ? ty : "");
+	if (s.addr + s.size < s.addr)
+		tbad(c, "tsegment: address + total_size passes 2^64");
+	t->segs = xgrow(t->segs, t->nsegs + 1, &t->cap_segs, sizeof *t->segs);
+	t->segs[t->nsegs++] = s;
+}
+
+/* A block, right after its segment's record or another block of it. */
+static void
+rec_tblock(struct tctx *c, struct jv *o) {
+	struct tsnap *t = c->t;
+	int64_t sg = need_int(c, o, "segment", 1, INT32_MAX);
+	if ((size_t)sg != t->nsegs - 1)
+		tbad(c, "tblock: blocks follow their segment (segment %lld)", (long long)sg);
+	struct tseg *s = &t->segs[sg];
+	const char *st = json_str(&c->d, o, "state");
+	struct tblock b = {.addr = need_hex(c, o, "address"),
+			   .size = (uint64_t)need_int(c, o, "size", 0, INT64_MAX),
+			   .requested = (uint64_t)need_int(c, o, "requested_size", 0, INT64_MAX),
+			   .state = block_state(st ? st : ""),
+			   .stack = stack_ref(c, o),
+			   .seg = (uint32_t)sg};
+	if (b.addr < s->addr || b.addr + b.size < b.addr || b.addr + b.size > s->addr + s->size)
+		tbad(c, "tblock: 0x%llx + %llu lies outside its segment", (unsigned long long)b.addr,
+		     (unsigned long long)b.size);
+	t->blocks = xgrow(t->blocks, t->nblocks + 1, &t->cap_blocks, sizeof *t->blocks);
+	t->blocks[t->nblocks++] = b;
+	s->nblocks++;
+}
+
+static void
+rec_ttrace(struct tctx *c, struct jv *o) {
+	struct tsnap *t = c->t;
+	struct ttrace e = {.device = (int)need_int(c, o, "device", 0, 255),
+			   .size = (uint64_t)json_int(&c->d, o, "size", 0),
+			   .stream = json_int(&c->d, o, "stream", 0),
+			   .time_us = json_int(&c->d, o, "time_us", 0),
+			   .device_free = json_int(&c->d, o, "device_free", -1),
+			   .stack = stack_ref(c, o)};
+	const char *a = json_str(&c->d, o, "action");
+	snprintf(e.action, sizeof e.action, "%s", a ? a : "?");
+	struct jv *ad = json_get(&c->d, o, "addr");
+	if (ad && !json_hex(ad, &e.addr))
+		tbad(c, "ttrace: \"addr\" must be \"0x...\"");
+	t->traces = xgrow(t->traces, t->ntraces + 1, &t->cap_traces, sizeof *t->traces);
+	t->traces[t->ntraces++] = e;
+}
+
+/* The reader of each record type; other types are ignored (readers of
+ * newer files). */
+static const struct {
+	const char *type;
+	void (*read)(struct tctx *c, struct jv *o);
+} readers[] = {
+	{"torch", rec_torch},       {"tframe", rec_tframe}, {"tstack", rec_tstack},
+	{"tsegment", rec_tsegment}, {"tblock", rec_tblock}, {"ttrace", rec_ttrace},
+};
+
 static void
 record(struct tctx *c, struct jv *o) {
-	struct tsnap *t = c->t;
 	const char *type = json_str(&c->d, o, "type");
 	if (!type)
 		tbad(c, "record without a \"type\"");
 	if (c->line == 1 && strcmp(type, "torch"))
 		tbad(c, "not PyTorch's snapshot: the first record is \"%s\", not \"torch\"", type);
-	if (!strcmp(type, "torch")) {
-		if (c->line != 1)
-			tbad(c, "a second torch record");
-		if (need_int(c, o, "version", 1, INT32_MAX) != 1)
-			tbad(c, "version %lld: this memtally reads version 1",
-			     (long long)json_int(&c->d, o, "version", 0));
-		const char *v = json_str(&c->d, o, "torch");
-		snprintf(t->torch, sizeof t->torch, "%s", v ? v : "?");
-		t->device = need_int(c, o, "device", 0, 255);
-		t->size = json_int(&c->d, o, "size", -1);
-		t->limit = json_int(&c->d, o, "limit", -1);
-		t->free_bytes = json_int(&c->d, o, "free", -1);
-		t->history = json_int(&c->d, o, "history", -1);
-	} else if (!strcmp(type, "tframe")) {
-		if (need_int(c, o, "id", 1, INT32_MAX) != (int64_t)t->nframes)
-			tbad(c, "tframe ids go 1, 2, ... in order");
-		const char *file = json_str(&c->d, o, "file"), *name = json_str(&c->d, o, "name");
-		t->frames = xgrow(t->frames, t->nframes + 1, &t->cap_frames, sizeof *t->frames);
-		t->frames[t->nframes++] = (struct tframe){xstrdup(file ? file : "?"),
-							  xstrdup(name ? name : "?"),
-							  (int)need_int(c, o, "line", -1, INT32_MAX)};
-	} else if (!strcmp(type, "tstack")) {
-		if (need_int(c, o, "id", 1, INT32_MAX) != (int64_t)t->nstacks)
-			tbad(c, "tstack ids go 1, 2, ... in order");
-		struct jv *fr = json_get(&c->d, o, "frames");
-		if (!fr || fr->type != J_ARR || fr->len > 4096)
-			tbad(c, "tstack: \"frames\" must be a list of at most 4096 tframe ids");
-		struct tstack s = {xmalloc((fr->len ? fr->len : 1) * sizeof *s.frames), 0};
-		for (struct jv *x = json_child(&c->d, fr); x; x = json_next(&c->d, x)) {
-			if (x->type != J_NUM || !x->is_int || x->i < 1 || (size_t)x->i >= t->nframes)
-				tbad(c, "tstack: frame %lld is not an earlier tframe", (long long)x->i);
-			s.frames[s.n++] = (uint32_t)x->i;
+	for (size_t k = 0; k < sizeof readers / sizeof *readers; k++)
+		if (!strcmp(type, readers[k].type)) {
+			readers[k].read(c, o);
+			return;
 		}
-		t->stacks = xgrow(t->stacks, t->nstacks + 1, &t->cap_stacks, sizeof *t->stacks);
-		t->stacks[t->nstacks++] = s;
-	} else if (!strcmp(type, "tsegment")) {
-		if (need_int(c, o, "id", 1, INT32_MAX) != (int64_t)t->nsegs)
-			tbad(c, "tsegment ids go 1, 2, ... in order");
-		struct tseg s = {.device = (int)need_int(c, o, "device", 0, 255),
-				 .addr = need_hex(c, o, "address"),
-				 .size = (uint64_t)need_int(c, o, "total_size", 0, INT64_MAX),
-				 .stream = json_int(&c->d, o, "stream", 0),
-				 .stack = stack_ref(c, o),
-				 .block0 = t->nblocks};
-		struct jv *e = json_get(&c->d, o, "is_expandable");
-		s.expandable = e && e->type == J_TRUE;
-		const char *ty = json_str(&c->d, o, "segment_type");
-		snprintf(s.type, sizeof s.type, "%s", ty ? ty : "");
-		if (s.addr + s.size < s.addr)
-			tbad(c, "tsegment: address + total_size passes 2^64");
-		t->segs = xgrow(t->segs, t->nsegs + 1, &t->cap_segs, sizeof *t->segs);
-		t->segs[t->nsegs++] = s;
-	} else if (!strcmp(type, "tblock")) {
-		int64_t sg = need_int(c, o, "segment", 1, INT32_MAX);
-		if ((size_t)sg != t->nsegs - 1)
-			tbad(c, "tblock: blocks follow their segment (segment %lld)", (long long)sg);
-		struct tseg *s = &t->segs[sg];
-		const char *st = json_str(&c->d, o, "state");
-		struct tblock b = {.addr = need_hex(c, o, "address"),
-				   .size = (uint64_t)need_int(c, o, "size", 0, INT64_MAX),
-				   .requested = (uint64_t)need_int(c, o, "requested_size", 0, INT64_MAX),
-				   .state = block_state(st ? st : ""),
-				   .stack = stack_ref(c, o),
-				   .seg = (uint32_t)sg};
-		if (b.addr < s->addr || b.addr + b.size < b.addr || b.addr + b.size > s->addr + s->size)
-			tbad(c, "tblock: 0x%llx + %llu lies outside its segment", (unsigned long long)b.addr,
-			     (unsigned long long)b.size);
-		t->blocks = xgrow(t->blocks, t->nblocks + 1, &t->cap_blocks, sizeof *t->blocks);
-		t->blocks[t->nblocks++] = b;
-		s->nblocks++;
-	} else if (!strcmp(type, "ttrace")) {
-		struct ttrace e = {.device = (int)need_int(c, o, "device", 0, 255),
-				   .size = (uint64_t)json_int(&c->d, o, "size", 0),
-				   .stream = json_int(&c->d, o, "stream", 0),
-				   .time_us = json_int(&c->d, o, "time_us", 0),
-				   .device_free = json_int(&c->d, o, "device_free", -1),
-				   .stack = stack_ref(c, o)};
-		const char *a = json_str(&c->d, o, "action");
-		snprintf(e.action, sizeof e.action, "%s", a ? a : "?");
-		struct jv *ad = json_get(&c->d, o, "addr");
-		if (ad && !json_hex(ad, &e.addr))
-			tbad(c, "ttrace: \"addr\" must be \"0x...\"");
-		t->traces = xgrow(t->traces, t->ntraces + 1, &t->cap_traces, sizeof *t->traces);
-		t->traces[t->ntraces++] = e;
-	} /* other types: ignored (readers of newer files) */
 }
 
 struct tsnap *
