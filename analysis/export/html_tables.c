@@ -7,6 +7,7 @@
 #include "export/html_int.h"
 #include "answer/sites.h"
 #include "read/symbolize.h"
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,48 +64,59 @@ rowmap_free(struct rowmap *m) {
 	namer_free(&m->nm);
 }
 
-void
-html_stack_json(struct sb *j, struct mfile *f, const struct leaks *l, const size_t *idx, size_t m) {
-	struct rowmap rm = {0};
-	/* pass 1: each row's most live bytes over the kept snapshots (the
-	 * replay goes forward, so this is one pass over the file's deltas) */
+/* Pass 1: each row's most live bytes over the kept snapshots (the
+ * replay goes forward, so this is one pass over the file's deltas). */
+static void
+rows_max(struct rowmap *rm, struct mfile *f, const size_t *idx, size_t m) {
 	for (size_t q = 0; q < m; q++) {
 		size_t n;
 		struct site *v = snap_sites(f, &f->snaps[idx[q]], &n);
 		for (size_t i = 0; i < n; i++) {
 			if (v[i].live_bytes <= 0)
 				continue;
-			size_t k = rowmap_get(&rm, f, v[i].stack, v[i].kind); /* (rm.r may move) */
-			rm.r[k].sum += v[i].live_bytes;
+			size_t k = rowmap_get(rm, f, v[i].stack, v[i].kind); /* (rm->r may move) */
+			rm->r[k].sum += v[i].live_bytes;
 		}
-		for (size_t k = 0; k < rm.n; k++) {
-			if (rm.r[k].sum > rm.r[k].max)
-				rm.r[k].max = rm.r[k].sum;
-			rm.r[k].sum = 0;
+		for (size_t k = 0; k < rm->n; k++) {
+			if (rm->r[k].sum > rm->r[k].max)
+				rm->r[k].max = rm->r[k].sum;
+			rm->r[k].sum = 0;
 		}
 		free(v);
 	}
-	size_t top[STACK_ROWS], nt = 0;
-	for (size_t k = 0; k < rm.n; k++) { /* the STACK_ROWS largest */
-		if (rm.r[k].max <= 0)
+}
+
+/* The STACK_ROWS rows that held the most, most first, into top; how many. */
+static size_t
+rows_top(const struct rowmap *rm, size_t *top) {
+	size_t nt = 0;
+	for (size_t k = 0; k < rm->n; k++) {
+		if (rm->r[k].max <= 0)
 			continue;
 		size_t at = nt < STACK_ROWS ? nt++ : STACK_ROWS;
 		if (at == STACK_ROWS) {
-			if (rm.r[k].max <= rm.r[top[STACK_ROWS - 1]].max)
+			if (rm->r[k].max <= rm->r[top[STACK_ROWS - 1]].max)
 				continue;
 			at = STACK_ROWS - 1;
 		}
 		top[at] = k;
-		while (at > 0 && rm.r[top[at]].max > rm.r[top[at - 1]].max) {
+		while (at > 0 && rm->r[top[at]].max > rm->r[top[at - 1]].max) {
 			size_t x = top[at];
 			top[at] = top[at - 1];
 			top[--at] = x;
 		}
 	}
-	/* pass 2: the series */
+	return nt;
+}
+
+/* Pass 2: the series, band k (the top rows, then "other") at kept
+ * snapshot q in y[k * m + q]. */
+static int64_t *
+rows_series(struct rowmap *rm, struct mfile *f, const size_t *idx, size_t m, const size_t *top,
+	    size_t nt) {
 	int64_t *y = xcalloc((nt + 1) * (m ? m : 1), sizeof *y);
-	size_t nband = rm.n, *band = xmalloc((nband + 1) * sizeof *band);
-	for (size_t k = 0; k < rm.n; k++)
+	size_t nband = rm->n, *band = xmalloc((nband + 1) * sizeof *band);
+	for (size_t k = 0; k < rm->n; k++)
 		band[k] = nt; /* other */
 	for (size_t k = 0; k < nt; k++)
 		band[top[k]] = k;
@@ -114,43 +126,58 @@ html_stack_json(struct sb *j, struct mfile *f, const struct leaks *l, const size
 		for (size_t i = 0; i < n; i++) {
 			if (v[i].live_bytes <= 0)
 				continue;
-			size_t k = rowmap_get(&rm, f, v[i].stack, v[i].kind);
+			size_t k = rowmap_get(rm, f, v[i].stack, v[i].kind);
 			y[(k < nband ? band[k] : nt) * m + q] += v[i].live_bytes;
 		}
 		free(v);
 	}
+	free(band);
+	return y;
+}
+
+/* One band: a top row (rm->r[row]), or "other" (row: none, -1). */
+static void
+band_json(struct sb *j, struct mfile *f, const struct rowmap *rm, const struct leaks *l,
+	  ptrdiff_t row, const int64_t *y, size_t m) {
 	char name[1100];
+	int suspect = 0;
+	int kind = row >= 0 ? rm->r[row].kind : -1;
+	for (size_t q = 0; q < l->n && q < 10 && row >= 0; q++)
+		suspect |= !strcmp(l->v[q].r.name, rm->r[row].name) && l->v[q].r.kind == kind;
+	if (row >= 0)
+		site_row_name(&(struct site_row){.name = rm->r[row].name, .nsites = rm->r[row].nsites}, 0, 1,
+			      name, sizeof name);
+	sb_puts(j, "{\"where\":");
+	sb_json_str(j, row >= 0 ? name : "other");
+	sb_printf(j, ",\"kind\":\"%s\",\"suspect\":%s,\"frames\":[", row >= 0 ? kind_names[kind] : "",
+		  suspect ? "true" : "false");
+	struct frame fr[256];
+	int nf = row >= 0 ? site_frames(f, rm->r[row].stack, fr, 256) : 0;
+	for (int q = 0; q < nf; q++) {
+		if (q)
+			sb_putc(j, ',');
+		sb_json_str(j, sym_text(&fr[q], name, sizeof name, 1));
+	}
+	sb_puts(j, "],\"y\":[");
+	for (size_t q = 0; q < m; q++)
+		sb_printf(j, "%s%lld", q ? "," : "", (long long)y[q]);
+	sb_puts(j, "]}");
+}
+
+void
+html_stack_json(struct sb *j, struct mfile *f, const struct leaks *l, const size_t *idx, size_t m) {
+	struct rowmap rm = {0};
+	rows_max(&rm, f, idx, m);
+	size_t top[STACK_ROWS], nt = rows_top(&rm, top);
+	int64_t *y = rows_series(&rm, f, idx, m, top, nt);
 	sb_puts(j, ",\"stack\":{\"sites\":[");
 	for (size_t k = 0; k <= nt; k++) {
 		if (k)
 			sb_putc(j, ',');
-		int suspect = 0;
-		int kind = k < nt ? rm.r[top[k]].kind : -1;
-		for (size_t q = 0; q < l->n && q < 10 && k < nt; q++)
-			suspect |= !strcmp(l->v[q].r.name, rm.r[top[k]].name) && l->v[q].r.kind == kind;
-		if (k < nt)
-			site_row_name(&(struct site_row){.name = rm.r[top[k]].name,
-							 .nsites = rm.r[top[k]].nsites},
-				      0, 1, name, sizeof name);
-		sb_puts(j, "{\"where\":");
-		sb_json_str(j, k < nt ? name : "other");
-		sb_printf(j, ",\"kind\":\"%s\",\"suspect\":%s,\"frames\":[", k < nt ? kind_names[kind] : "",
-			  suspect ? "true" : "false");
-		struct frame fr[256];
-		int nf = k < nt ? site_frames(f, rm.r[top[k]].stack, fr, 256) : 0;
-		for (int q = 0; q < nf; q++) {
-			if (q)
-				sb_putc(j, ',');
-			sb_json_str(j, sym_text(&fr[q], name, sizeof name, 1));
-		}
-		sb_puts(j, "],\"y\":[");
-		for (size_t q = 0; q < m; q++)
-			sb_printf(j, "%s%lld", q ? "," : "", (long long)y[k * m + q]);
-		sb_puts(j, "]}");
+		band_json(j, f, &rm, l, k < nt ? (ptrdiff_t)top[k] : -1, y + k * m, m);
 	}
 	sb_puts(j, "]}");
 	free(y);
-	free(band);
 	rowmap_free(&rm);
 }
 

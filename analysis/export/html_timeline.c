@@ -92,18 +92,17 @@ html_series_json(struct sb *j, const struct mfile *f, const size_t *idx, size_t 
 
 /* "Growth starts at step N": the split of live heap + mmap bytes (a running
  * median of 5) over the snapshots into a flat part and a rising straight
- * line that fits best
- * (least squares over every split), reported when the line rises by more
- * than 10% of where it starts, at the first mark value of the rising part. */
-void
-html_growth_start(struct sb *j, const struct mfile *f) {
+ * line that fits best (least squares over every split), reported when the
+ * line rises by more than 10% of where it starts, at the first mark value
+ * of the rising part. */
+
+/* The series fitted: x the elapsed ms, y live heap + mmap bytes as a
+ * running median of 5 (a checkpoint's transient mapping in one snapshot
+ * must not bend the line). */
+static void
+growth_series(const struct mfile *f, double *x, double *y) {
 	size_t n = f->nsnaps;
-	if (n < 6 || !f->snaps[n - 1].nmarks)
-		return;
-	double *y = xmalloc(n * sizeof *y), *x = xmalloc(n * sizeof *x);
 	for (size_t i = 0; i < n; i++) {
-		/* a running median of 5 first: a checkpoint's transient
-		 * mapping in one snapshot must not bend the line */
 		double w[5];
 		size_t m = 0;
 		for (size_t q = i >= 2 ? i - 2 : 0; q <= i + 2 && q < n; q++)
@@ -112,10 +111,24 @@ html_growth_start(struct sb *j, const struct mfile *f) {
 		y[i] = median(w, m);
 		x[i] = (double)f->snaps[i].elapsed_ms;
 	}
-	/* Every split k: flat mean before, least-squares line from k on; the
-	 * split with the least squared error wins.  Prefix and suffix sums
-	 * make it linear (it was quadratic: 18 s for 100 k snapshots), on
-	 * values centred first so the sums of squares keep their precision. */
+}
+
+/* The best split: the rising line from snapshot k on, y = icpt + slope * x */
+struct split {
+	size_t k;
+	double slope, icpt;
+};
+
+/* The sums over values centred on (x0, y0) and scaled by (xs, ys): the
+ * flat part's prefix sums (py, pyy: up to i) and the line's suffix sums
+ * (from i on), n + 1 of each. */
+struct sums {
+	double x0, y0, xs, ys;
+	double *py, *pyy, *sx, *sy, *sxx, *sxy, *syy;
+};
+
+static void
+sums_fill(struct sums *u, const double *x, const double *y, size_t n) {
 	double x0 = 0, y0 = 0, xs = 1, ys = 1, xlo = x[0], xhi = x[0], ylo = y[0], yhi = y[0];
 	for (size_t i = 0; i < n; i++) {
 		x0 += x[i] / (double)n, y0 += y[i] / (double)n;
@@ -125,48 +138,63 @@ html_growth_start(struct sb *j, const struct mfile *f) {
 		xs = xhi - xlo;
 	if (yhi > ylo)
 		ys = yhi - ylo;
-	double *py = xmalloc((n + 1) * sizeof *py), *pyy = xmalloc((n + 1) * sizeof *pyy);
-	double *sx = xmalloc((n + 1) * sizeof *sx), *sy = xmalloc((n + 1) * sizeof *sy);
-	double *sxx = xmalloc((n + 1) * sizeof *sxx), *sxy = xmalloc((n + 1) * sizeof *sxy);
-	double *syy = xmalloc((n + 1) * sizeof *syy);
-	py[0] = pyy[0] = 0;
+	u->x0 = x0, u->y0 = y0, u->xs = xs, u->ys = ys;
+	u->py[0] = u->pyy[0] = 0;
 	for (size_t i = 0; i < n; i++) {
 		double yc = (y[i] - y0) / ys;
-		py[i + 1] = py[i] + yc;
-		pyy[i + 1] = pyy[i] + yc * yc;
+		u->py[i + 1] = u->py[i] + yc;
+		u->pyy[i + 1] = u->pyy[i] + yc * yc;
 	}
-	sx[n] = sy[n] = sxx[n] = sxy[n] = syy[n] = 0;
+	u->sx[n] = u->sy[n] = u->sxx[n] = u->sxy[n] = u->syy[n] = 0;
 	for (size_t i = n; i-- > 0;) {
 		double xc = (x[i] - x0) / xs, yc = (y[i] - y0) / ys;
-		sx[i] = sx[i + 1] + xc;
-		sy[i] = sy[i + 1] + yc;
-		sxx[i] = sxx[i + 1] + xc * xc;
-		sxy[i] = sxy[i + 1] + xc * yc;
-		syy[i] = syy[i + 1] + yc * yc;
+		u->sx[i] = u->sx[i + 1] + xc;
+		u->sy[i] = u->sy[i + 1] + yc;
+		u->sxx[i] = u->sxx[i + 1] + xc * xc;
+		u->sxy[i] = u->sxy[i + 1] + xc * yc;
+		u->syy[i] = u->syy[i + 1] + yc * yc;
 	}
-	double best = -1, slope_b = 0, icpt_b = 0;
-	size_t k_b = 0;
+}
+
+/* Every split k: flat mean before, least-squares line from k on; the
+ * split with the least squared error wins.  Prefix and suffix sums make
+ * it linear (it was quadratic: 18 s for 100 k snapshots), on values
+ * centred first so the sums of squares keep their precision. */
+static struct split
+best_split(const double *x, const double *y, size_t n) {
+	struct sums u;
+	u.py = xmalloc((n + 1) * sizeof *u.py), u.pyy = xmalloc((n + 1) * sizeof *u.pyy);
+	u.sx = xmalloc((n + 1) * sizeof *u.sx), u.sy = xmalloc((n + 1) * sizeof *u.sy);
+	u.sxx = xmalloc((n + 1) * sizeof *u.sxx), u.sxy = xmalloc((n + 1) * sizeof *u.sxy);
+	u.syy = xmalloc((n + 1) * sizeof *u.syy);
+	sums_fill(&u, x, y, n);
+	double best = -1;
+	struct split b = {0, 0, 0};
 	for (size_t k = 0; k + 3 <= n; k++) {
-		double sse = k ? pyy[k] - py[k] * py[k] / (double)k : 0;
+		double sse = k ? u.pyy[k] - u.py[k] * u.py[k] / (double)k : 0;
 		double c = (double)(n - k);
-		double den = c * sxx[k] - sx[k] * sx[k];
-		double b = den > 0 ? (c * sxy[k] - sx[k] * sy[k]) / den : 0, a = (sy[k] - b * sx[k]) / c;
-		sse += syy[k] - 2 * a * sy[k] - 2 * b * sxy[k] + c * a * a + 2 * a * b * sx[k] +
-		       b * b * sxx[k];
+		double den = c * u.sxx[k] - u.sx[k] * u.sx[k];
+		double sl = den > 0 ? (c * u.sxy[k] - u.sx[k] * u.sy[k]) / den : 0;
+		double a = (u.sy[k] - sl * u.sx[k]) / c;
+		sse += u.syy[k] - 2 * a * u.sy[k] - 2 * sl * u.sxy[k] + c * a * a + 2 * a * sl * u.sx[k] +
+		       sl * sl * u.sxx[k];
 		if (best < 0 || sse < best)
-			best = sse, k_b = k, slope_b = b, icpt_b = a;
+			best = sse, b.k = k, b.slope = sl, b.icpt = a;
 	}
 	/* back from centred, scaled values: y = icpt + slope * x */
-	slope_b = slope_b * ys / xs;
-	icpt_b = icpt_b * ys + y0 - slope_b * x0;
-	free(py), free(pyy), free(sx), free(sy), free(sxx), free(sxy), free(syy);
-	double from = icpt_b + slope_b * x[k_b], to = icpt_b + slope_b * x[n - 1];
-	free(x);
-	free(y);
-	if (slope_b <= 0 || to <= from * 1.1 || from < 0)
-		return;
+	b.slope = b.slope * u.ys / u.xs;
+	b.icpt = b.icpt * u.ys + u.y0 - b.slope * u.x0;
+	free(u.py), free(u.pyy), free(u.sx), free(u.sy), free(u.sxx), free(u.sxy), free(u.syy);
+	return b;
+}
+
+/* The sentence and the step: the first value of the last snapshot's first
+ * mark from snapshot k on. */
+static void
+growth_mark(struct sb *j, const struct mfile *f, size_t k0, double from, double to) {
+	size_t n = f->nsnaps;
 	const char *name = f->snaps[n - 1].marks[0].name;
-	for (size_t i = k_b; i < n; i++)
+	for (size_t i = k0; i < n; i++)
 		for (int k = 0; k < f->snaps[i].nmarks; k++)
 			if (!strcmp(f->snaps[i].marks[k].name, name)) {
 				char a[16], b[16];
@@ -182,4 +210,20 @@ html_growth_start(struct sb *j, const struct mfile *f) {
 				sb_json_num(j, "%g", f->snaps[i].marks[k].value);
 				return;
 			}
+}
+
+void
+html_growth_start(struct sb *j, const struct mfile *f) {
+	size_t n = f->nsnaps;
+	if (n < 6 || !f->snaps[n - 1].nmarks)
+		return;
+	double *y = xmalloc(n * sizeof *y), *x = xmalloc(n * sizeof *x);
+	growth_series(f, x, y);
+	struct split b = best_split(x, y, n);
+	double from = b.icpt + b.slope * x[b.k], to = b.icpt + b.slope * x[n - 1];
+	free(x);
+	free(y);
+	if (b.slope <= 0 || to <= from * 1.1 || from < 0)
+		return;
+	growth_mark(j, f, b.k, from, to);
 }
