@@ -120,6 +120,98 @@ cmp_fn(const void *a, const void *b) {
 	return strcmp(x->name, y->name);
 }
 
+/* Count one call site's live bytes: self under the frame that names it,
+ * inclusive under every function on its stack, once a site (recursion).
+ * The native frames under a Python frame are the native cause; the
+ * allocator's, libc's and the C++ runtime's own are left out, as
+ * everywhere. */
+static void
+count_site(struct fntab *t, struct mfile *f, const struct site *v, size_t site) {
+	int64_t bytes = v->live_bytes, count = v->live_count;
+	struct frame fr[256];
+	int nf = site_frames(f, v->stack, fr, 256);
+	int first_inf = nf ? site_first_informative(fr, nf) : 0;
+	for (int k = 0; k < nf; k++) {
+		if (k != first_inf && (sym_boring(&fr[k]) || (!fr[k].func && !fr[k].python)))
+			continue; /* an unnamed frame is no function to sum */
+		char name[512], where[512];
+		frame_key(&fr[k], name, sizeof name, where, sizeof where);
+		struct fn *fn = fn_get(t, name, where);
+		if (k == first_inf) {
+			fn->self += bytes;
+			fn->self_count += count;
+		}
+		if (fn->last_site != site) {
+			fn->last_site = (uint32_t)site;
+			fn->incl += bytes;
+			fn->incl_count += count;
+			fn_line(fn, fr[k].line, bytes);
+		}
+	}
+}
+
+static void
+print_json(struct sb *j, struct mfile *f, const struct fntab *t, const struct snap *s, int at_peak,
+	   int64_t total, int top, int first) {
+	if (!first)
+		sb_putc(j, ',');
+	file_json_head(j, f);
+	sb_printf(j, ",\"seq\":%lld,\"at\":\"%s\",\"total_bytes\":%lld,\"functions\":[",
+		  (long long)s->seq, at_peak ? "peak" : "snapshot", (long long)total);
+	for (size_t i = 0; i < t->n && (int)i < top; i++) {
+		const struct fn *fn = &t->v[i];
+		if (i)
+			sb_putc(j, ',');
+		sb_puts(j, "{\"function\":");
+		sb_json_str(j, fn->name);
+		sb_puts(j, ",\"where\":");
+		sb_json_str(j, fn->where);
+		sb_printf(j, ",\"inclusive_bytes\":%lld,\"self_bytes\":%lld,\"lines\":[",
+			  (long long)fn->incl, (long long)fn->self);
+		for (int k = 0; k < FN_LINES && fn->line[k]; k++)
+			sb_printf(j, "%s{\"line\":%d,\"bytes\":%lld}", k ? "," : "", fn->line[k],
+				  (long long)fn->line_bytes[k]);
+		sb_puts(j, "]}");
+	}
+	sb_puts(j, "]}");
+}
+
+static void
+print_text(struct mfile *f, const struct fntab *t, const struct snap *s, int at_peak, int64_t total,
+	   int top) {
+	char a[16], b[16];
+	file_title(f);
+	if (at_peak)
+		printf("  live bytes per function at the peak (each kind at its high-water mark), "
+		       "%s in all:\n", human(total, a));
+	else
+		printf("  live bytes per function at snapshot %lld (%s), %s in all:\n",
+		       (long long)s->seq, s->reason, human(total, a));
+	printf("  %11s %6s %11s  %s\n", "inclusive", "", "self", "function");
+	for (size_t i = 0; i < t->n && (int)i < top; i++) {
+		char line[1100], wh[600];
+		fn_where(&t->v[i], wh, sizeof wh);
+		snprintf(line, sizeof line, "%s (%s)", t->v[i].name, wh);
+		if (!t->v[i].where[0])
+			snprintf(line, sizeof line, "%s", t->v[i].name);
+		site_fit(line, 34);
+		printf("  %11s %5.1f%% %11s  %s\n", human(t->v[i].incl, a),
+		       total ? 100.0 * (double)t->v[i].incl / (double)total : 0.0,
+		       human(t->v[i].self, b), line);
+	}
+	if (!t->n)
+		printf("  (nothing live)\n");
+	printf("\n");
+}
+
+static void
+fntab_free(struct fntab *t) {
+	for (size_t i = 0; i < t->n; i++)
+		free(t->v[i].name), free(t->v[i].where);
+	free(t->v);
+	keyix_free(&t->ix);
+}
+
 static void
 one_file(struct mfile *f, struct opts *o, struct sb *j, int first) {
 	const struct snap *s;
@@ -129,88 +221,18 @@ one_file(struct mfile *f, struct opts *o, struct sb *j, int first) {
 	struct fntab t = {0};
 	int64_t total = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (o->kind >= 0 && v[i].kind != o->kind)
+		if ((o->kind >= 0 && v[i].kind != o->kind) || v[i].live_bytes <= 0)
 			continue;
-		int64_t bytes = v[i].live_bytes, count = v[i].live_count;
-		if (bytes <= 0)
-			continue;
-		total += bytes;
-		struct frame fr[256];
-		int nf = site_frames(f, v[i].stack, fr, 256);
-		int first_inf = nf ? site_first_informative(fr, nf) : 0;
-		/* inclusive from the innermost frame: the native frames under a
-		 * Python frame are the native cause; the allocator's, libc's and
-		 * the C++ runtime's own are left out, as everywhere */
-		for (int k = 0; k < nf; k++) {
-			if (k != first_inf && (sym_boring(&fr[k]) || (!fr[k].func && !fr[k].python)))
-				continue; /* an unnamed frame is no function to sum */
-			char name[512], where[512];
-			frame_key(&fr[k], name, sizeof name, where, sizeof where);
-			struct fn *fn = fn_get(&t, name, where);
-			if (k == first_inf) {
-				fn->self += bytes;
-				fn->self_count += count;
-			}
-			if (fn->last_site != i + 1) { /* once a site (recursion) */
-				fn->last_site = (uint32_t)(i + 1);
-				fn->incl += bytes;
-				fn->incl_count += count;
-				fn_line(fn, fr[k].line, bytes);
-			}
-		}
+		total += v[i].live_bytes;
+		count_site(&t, f, &v[i], i + 1); /* sites numbered from 1 */
 	}
 	free(v);
 	xqsort(t.v, t.n, sizeof *t.v, cmp_fn);
-	char a[16], b[16];
-	if (o->json) {
-		if (!first)
-			sb_putc(j, ',');
-		file_json_head(j, f);
-		sb_printf(j, ",\"seq\":%lld,\"at\":\"%s\",\"total_bytes\":%lld,\"functions\":[",
-			  (long long)s->seq, at_peak ? "peak" : "snapshot", (long long)total);
-		for (size_t i = 0; i < t.n && (int)i < o->top; i++) {
-			if (i)
-				sb_putc(j, ',');
-			sb_puts(j, "{\"function\":");
-			sb_json_str(j, t.v[i].name);
-			sb_puts(j, ",\"where\":");
-			sb_json_str(j, t.v[i].where);
-			sb_printf(j, ",\"inclusive_bytes\":%lld,\"self_bytes\":%lld,\"lines\":[",
-				  (long long)t.v[i].incl, (long long)t.v[i].self);
-			for (int k = 0; k < FN_LINES && t.v[i].line[k]; k++)
-				sb_printf(j, "%s{\"line\":%d,\"bytes\":%lld}", k ? "," : "", t.v[i].line[k],
-					  (long long)t.v[i].line_bytes[k]);
-			sb_puts(j, "]}");
-		}
-		sb_puts(j, "]}");
-	} else {
-		file_title(f);
-		if (at_peak)
-			printf("  live bytes per function at the peak (each kind at its high-water mark), "
-			       "%s in all:\n", human(total, a));
-		else
-			printf("  live bytes per function at snapshot %lld (%s), %s in all:\n",
-			       (long long)s->seq, s->reason, human(total, a));
-		printf("  %11s %6s %11s  %s\n", "inclusive", "", "self", "function");
-		for (size_t i = 0; i < t.n && (int)i < o->top; i++) {
-			char line[1100], wh[600];
-			fn_where(&t.v[i], wh, sizeof wh);
-			snprintf(line, sizeof line, "%s (%s)", t.v[i].name, wh);
-			if (!t.v[i].where[0])
-				snprintf(line, sizeof line, "%s", t.v[i].name);
-			site_fit(line, 34);
-			printf("  %11s %5.1f%% %11s  %s\n", human(t.v[i].incl, a),
-			       total ? 100.0 * (double)t.v[i].incl / (double)total : 0.0,
-			       human(t.v[i].self, b), line);
-		}
-		if (!t.n)
-			printf("  (nothing live)\n");
-		printf("\n");
-	}
-	for (size_t i = 0; i < t.n; i++)
-		free(t.v[i].name), free(t.v[i].where);
-	free(t.v);
-	keyix_free(&t.ix);
+	if (o->json)
+		print_json(j, f, &t, s, at_peak, total, o->top, first);
+	else
+		print_text(f, &t, s, at_peak, total, o->top);
+	fntab_free(&t);
 }
 
 int

@@ -1,0 +1,323 @@
+/* html_tables.c — the data by call site of `memtally html`'s page, per
+ * process (html_int.h): the stacked timeline (the rows that held the most
+ * at any kept snapshot, the rest as "other", leak suspects marked) and the
+ * call-site table at the opening moment and at the kept snapshots the
+ * page's control moves through, rows and frames written once a process.
+ * Rows are call sites grouped by the name report gives them (answer/). */
+#include "export/html_int.h"
+#include "answer/sites.h"
+#include "read/symbolize.h"
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The timeline by call site: live bytes of the rows (call sites grouped
+ * by the name report gives them, as the table's) that held the most at
+ * any kept snapshot (STACK_ROWS of them), the rest as "other", at each
+ * kept snapshot; leak suspects (as `leaks` ranks them) marked. */
+#define STACK_ROWS 12
+
+/* (stack, kind) -> its row, each stack named once */
+struct rowmap {
+	uint32_t *id;            /* stack * NKINDS + kind -> row + 1 */
+	struct keyix ix;         /* kind byte, name -> row + 1 */
+	struct { char *name; uint32_t stack; int kind, nsites; int64_t sum, max; } *r;
+	size_t n, cap;
+	struct namer nm;
+};
+
+static size_t
+rowmap_get(struct rowmap *m, struct mfile *f, uint32_t stack, int kind) {
+	if (!m->id)
+		m->id = xcalloc(f->nstacks * NKINDS + 1, sizeof *m->id);
+	size_t at = stack < f->nstacks ? (size_t)stack * NKINDS + (size_t)kind : 0;
+	if (at && m->id[at])
+		return m->id[at] - 1;
+	char key[1100];
+	key[0] = (char)(kind + 1);
+	site_group_name(f, stack, key + 1, sizeof key - 1, &m->nm);
+	int fresh;
+	uint64_t *slot = keyix_slot(&m->ix, key, 1 + strlen(key + 1), &fresh);
+	if (fresh) {
+		m->r = xgrow(m->r, m->n + 1, &m->cap, sizeof *m->r);
+		memset(&m->r[m->n], 0, sizeof m->r[m->n]);
+		m->r[m->n].name = xstrdup(key + 1);
+		m->r[m->n].stack = stack;
+		m->r[m->n].kind = kind;
+		*slot = ++m->n;
+	}
+	size_t k = (size_t)*slot - 1;
+	if (at) {
+		m->id[at] = (uint32_t)k + 1;
+		m->r[k].nsites++;
+	}
+	return k;
+}
+
+static void
+rowmap_free(struct rowmap *m) {
+	for (size_t i = 0; i < m->n; i++)
+		free(m->r[i].name);
+	free(m->r);
+	free(m->id);
+	keyix_free(&m->ix);
+	namer_free(&m->nm);
+}
+
+/* Pass 1: each row's most live bytes over the kept snapshots (the
+ * replay goes forward, so this is one pass over the file's deltas). */
+static void
+rows_max(struct rowmap *rm, struct mfile *f, const size_t *idx, size_t m) {
+	for (size_t q = 0; q < m; q++) {
+		size_t n;
+		struct site *v = snap_sites(f, &f->snaps[idx[q]], &n);
+		for (size_t i = 0; i < n; i++) {
+			if (v[i].live_bytes <= 0)
+				continue;
+			size_t k = rowmap_get(rm, f, v[i].stack, v[i].kind); /* (rm->r may move) */
+			rm->r[k].sum += v[i].live_bytes;
+		}
+		for (size_t k = 0; k < rm->n; k++) {
+			if (rm->r[k].sum > rm->r[k].max)
+				rm->r[k].max = rm->r[k].sum;
+			rm->r[k].sum = 0;
+		}
+		free(v);
+	}
+}
+
+/* The STACK_ROWS rows that held the most, most first, into top; how many. */
+static size_t
+rows_top(const struct rowmap *rm, size_t *top) {
+	size_t nt = 0;
+	for (size_t k = 0; k < rm->n; k++) {
+		if (rm->r[k].max <= 0)
+			continue;
+		size_t at = nt < STACK_ROWS ? nt++ : STACK_ROWS;
+		if (at == STACK_ROWS) {
+			if (rm->r[k].max <= rm->r[top[STACK_ROWS - 1]].max)
+				continue;
+			at = STACK_ROWS - 1;
+		}
+		top[at] = k;
+		while (at > 0 && rm->r[top[at]].max > rm->r[top[at - 1]].max) {
+			size_t x = top[at];
+			top[at] = top[at - 1];
+			top[--at] = x;
+		}
+	}
+	return nt;
+}
+
+/* Pass 2: the series, band k (the top rows, then "other") at kept
+ * snapshot q in y[k * m + q]. */
+static int64_t *
+rows_series(struct rowmap *rm, struct mfile *f, const size_t *idx, size_t m, const size_t *top,
+	    size_t nt) {
+	int64_t *y = xcalloc((nt + 1) * (m ? m : 1), sizeof *y);
+	size_t nband = rm->n, *band = xmalloc((nband + 1) * sizeof *band);
+	for (size_t k = 0; k < rm->n; k++)
+		band[k] = nt; /* other */
+	for (size_t k = 0; k < nt; k++)
+		band[top[k]] = k;
+	for (size_t q = 0; q < m; q++) {
+		size_t n;
+		struct site *v = snap_sites(f, &f->snaps[idx[q]], &n);
+		for (size_t i = 0; i < n; i++) {
+			if (v[i].live_bytes <= 0)
+				continue;
+			size_t k = rowmap_get(rm, f, v[i].stack, v[i].kind);
+			y[(k < nband ? band[k] : nt) * m + q] += v[i].live_bytes;
+		}
+		free(v);
+	}
+	free(band);
+	return y;
+}
+
+/* One band: a top row (rm->r[row]), or "other" (row: none, -1). */
+static void
+band_json(struct sb *j, struct mfile *f, const struct rowmap *rm, const struct leaks *l,
+	  ptrdiff_t row, const int64_t *y, size_t m) {
+	char name[1100];
+	int suspect = 0;
+	int kind = row >= 0 ? rm->r[row].kind : -1;
+	for (size_t q = 0; q < l->n && q < 10 && row >= 0; q++)
+		suspect |= !strcmp(l->v[q].r.name, rm->r[row].name) && l->v[q].r.kind == kind;
+	if (row >= 0)
+		site_row_name(&(struct site_row){.name = rm->r[row].name, .nsites = rm->r[row].nsites}, 0, 1,
+			      name, sizeof name);
+	sb_puts(j, "{\"where\":");
+	sb_json_str(j, row >= 0 ? name : "other");
+	sb_printf(j, ",\"kind\":\"%s\",\"suspect\":%s,\"frames\":[", row >= 0 ? kind_names[kind] : "",
+		  suspect ? "true" : "false");
+	struct frame fr[256];
+	int nf = row >= 0 ? site_frames(f, rm->r[row].stack, fr, 256) : 0;
+	for (int q = 0; q < nf; q++) {
+		if (q)
+			sb_putc(j, ',');
+		sb_json_str(j, sym_text(&fr[q], name, sizeof name, 1));
+	}
+	sb_puts(j, "],\"y\":[");
+	for (size_t q = 0; q < m; q++)
+		sb_printf(j, "%s%lld", q ? "," : "", (long long)y[q]);
+	sb_puts(j, "]}");
+}
+
+void
+html_stack_json(struct sb *j, struct mfile *f, const struct leaks *l, const size_t *idx, size_t m) {
+	struct rowmap rm = {0};
+	rows_max(&rm, f, idx, m);
+	size_t top[STACK_ROWS], nt = rows_top(&rm, top);
+	int64_t *y = rows_series(&rm, f, idx, m, top, nt);
+	sb_puts(j, ",\"stack\":{\"sites\":[");
+	for (size_t k = 0; k <= nt; k++) {
+		if (k)
+			sb_putc(j, ',');
+		band_json(j, f, &rm, l, k < nt ? (ptrdiff_t)top[k] : -1, y + k * m, m);
+	}
+	sb_puts(j, "]}");
+	free(y);
+	rowmap_free(&rm);
+}
+
+/* ---- the call-site table at several moments ----
+ * The page opens on the peak (answer.h's moment: each call site's bytes
+ * when its kind was at its high-water mark), or on a file's own FILE@N;
+ * a control moves the table through up to TABLE_SNAPS of the kept
+ * snapshots.  The rows are answer_rows' (grouped by the user's line, as
+ * report names them), PEAK_ROWS of them at the opening moment and
+ * TABLE_ROWS at each snapshot, the rest summed.  Row names and frames are
+ * written once per process (a dictionary of rows, and of frame texts:
+ * PyTorch's stacks repeat the same 60 frames). */
+#define TABLE_SNAPS 100
+#define TABLE_ROWS 200
+#define PEAK_ROWS 1000
+
+struct dict {
+	struct keyix rows, frames;
+	size_t nrows, nframes;
+	struct sb r, f; /* the JSON arrays' contents */
+};
+
+static size_t
+dict_frame(struct dict *d, const char *text) {
+	int fresh;
+	uint64_t *slot = keyix_slot(&d->frames, text, strlen(text), &fresh);
+	if (fresh) {
+		if (d->nframes)
+			sb_putc(&d->f, ',');
+		sb_json_str(&d->f, text);
+		*slot = ++d->nframes;
+	}
+	return (size_t)*slot - 1;
+}
+
+static size_t
+dict_row(struct dict *d, struct mfile *f, const struct row *r) {
+	int fresh;
+	uint64_t *slot = row_slot(&d->rows, r, &fresh);
+	if (fresh) {
+		sb_printf(&d->r, "%s{\"w\":", d->nrows ? "," : "");
+		sb_json_str(&d->r, r->name);
+		sb_printf(&d->r, ",\"k\":\"%s\",\"f\":[", kind_names[r->kind]);
+		struct frame fr[256];
+		char t[1024];
+		int nf = site_frames(f, r->stack, fr, 256);
+		for (int q = 0; q < nf; q++)
+			sb_printf(&d->r, "%s%zu", q ? "," : "",
+				  dict_frame(d, sym_text(&fr[q], t, sizeof t, 1)));
+		sb_puts(&d->r, "]}");
+		*slot = ++d->nrows;
+	}
+	return (size_t)*slot - 1;
+}
+
+/* One moment's table: its rows (those holding bytes then), the first
+ * limit of them as [row, live, count (at the exact peak: live at the
+ * end), allocs, allocated, sites], the rest summed. */
+static void
+table_json(struct sb *j, struct dict *d, struct mfile *f, const struct snap *s, int exact,
+	   const char *name, const struct row *r, size_t nr, size_t limit) {
+	int64_t total = 0, rest = 0;
+	size_t held = 0, shown = 0;
+	sb_puts(j, "{\"seq\":");
+	if (s)
+		sb_printf(j, "%lld,\"t\":%lld,\"reason\":", (long long)s->seq, (long long)s->elapsed_ms);
+	else
+		sb_puts(j, "null,\"t\":null,\"reason\":");
+	sb_json_str(j, s ? s->reason : "");
+	sb_printf(j, ",\"exact\":%s,\"name\":", exact ? "true" : "false");
+	sb_json_str(j, name);
+	if (s && s->nmarks) {
+		sb_puts(j, ",\"step\":");
+		sb_json_num(j, "%g", s->marks[0].value);
+	}
+	sb_puts(j, ",\"r\":[");
+	for (size_t i = 0; i < nr; i++) {
+		if (r[i].live <= 0)
+			continue;
+		held++;
+		total += r[i].live;
+		if (shown >= limit) {
+			rest += r[i].live;
+			continue;
+		}
+		sb_printf(j, "%s[%zu,%lld,%lld,%lld,%lld,%d]", shown ? "," : "", dict_row(d, f, &r[i]),
+			  (long long)r[i].live,
+			  (long long)(exact ? r[i].live_now : r[i].count), (long long)r[i].allocs,
+			  (long long)r[i].alloc_bytes, r[i].nsites);
+		shown++;
+	}
+	sb_printf(j, "],\"rows\":%zu,\"total\":%lld,\"rest\":%lld}", held, (long long)total,
+		  (long long)rest);
+}
+
+void
+html_moments_json(struct sb *j, struct mfile *f, struct opts *o, const size_t *idx, size_t m) {
+	struct dict d = {0};
+	struct row_names names = {0};
+	sb_puts(j, ",\"tables\":[");
+	if (f->nsnaps) {
+		/* the moment the page opens on: the peak, or FILE@N */
+		const struct snap *s;
+		int at_peak;
+		size_t n, nr;
+		struct site *v = answer_sites(f, &o->ask, &s, &at_peak, &n);
+		struct row *r = answer_rows_named(f, &o->ask, v, n, at_peak, &nr, &names);
+		free(v);
+		table_json(j, &d, f, at_peak ? NULL : s, at_peak, answer_moment_name(f, &o->ask), r,
+			   nr, PEAK_ROWS);
+		rows_free(r, nr);
+		/* the snapshots the control moves through: evenly spaced among
+		 * the kept ones, the first, the last and the fullest kept */
+		const struct snap *pk = file_peak(f, o->ask.kind);
+		struct ask a = o->ask;
+		for (size_t q = 0; q < m; q++) {
+			const struct snap *sn = &f->snaps[idx[q]];
+			if (!(m <= TABLE_SNAPS || q == 0 || q == m - 1 || sn == pk ||
+			      q * (TABLE_SNAPS - 3) / m != (q + 1) * (TABLE_SNAPS - 3) / m))
+				continue;
+			v = snap_sites(f, sn, &n);
+			r = answer_rows_named(f, &a, v, n, 0, &nr, &names);
+			free(v);
+			char name[48];
+			snprintf(name, sizeof name, "at snapshot %lld", (long long)sn->seq);
+			sb_putc(j, ',');
+			table_json(j, &d, f, sn, 0, name, r, nr, TABLE_ROWS);
+			rows_free(r, nr);
+		}
+	}
+	sb_puts(j, "],\"rows\":[");
+	if (d.r.len)
+		sb_puts_n(j, d.r.p, d.r.len);
+	sb_puts(j, "],\"frames\":[");
+	if (d.f.len)
+		sb_puts_n(j, d.f.p, d.f.len);
+	sb_putc(j, ']');
+	row_names_free(&names);
+	keyix_free(&d.rows);
+	keyix_free(&d.frames);
+	sb_free(&d.r);
+	sb_free(&d.f);
+}
