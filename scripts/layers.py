@@ -29,8 +29,11 @@ SHIM = [
     # the CFI reader and its table, the walkers, Python frames, charging
     [('capture', [('ehframe', 'cfitab'), 'cfi', ('unwind', 'pylines'), 'pyfind', 'python',
                   'pyrecords', 'charge'])],
-    # the file, /proc and cgroup figures, the records, dumps
-    [('output', [('file', 'zout'), 'procstat', 'snapshot', 'oom', 'writer'])],
+    # the file, /proc and cgroup figures, the header and maps records and
+    # the call sites' (neither calls the other), the snapshot record, dumps,
+    # the writer thread
+    [('output', [('file', 'zout'), 'procstat', ('header', 'callsites'), 'snapshot', 'oom',
+                 'writer'])],
     # the exported entry points: never call each other
     [('entry', APART, ['interpose', 'signals', 'api', 'cuda', 'exec', 'identity'])],
     # the lifecycle on top

@@ -81,6 +81,19 @@ rule_of(struct entry *cache, uintptr_t pc, int inner, uint64_t g) {
 	return rule_miss(pc, inner, g, c);
 }
 
+/* The thread's cache, emptied first when the generation moved (a dlclose
+ * since: forget them all); the walk keeps the address returned, so that
+ * it works out the TLS address once. */
+static inline __attribute__((always_inline)) struct entry *
+l1_fresh(uint64_t full) {
+	struct entry *cache = l1;
+	if (MT_UNLIKELY(l1_gen != full)) {
+		memset(l1, 0, sizeof l1);
+		l1_gen = full;
+	}
+	return cache;
+}
+
 int
 mt_cfi_init(void *(*sym)(void *, const char *)) {
 	if (ready)
@@ -194,6 +207,16 @@ follow(const struct memo *old, int on, struct memo *rec, uintptr_t *pcs, uintptr
 	return 0;
 }
 
+/* A frame the walker cannot step: the capture goes to libunwind, and the
+ * next walk finds no last walk to take frames from.  -1. */
+static inline __attribute__((always_inline)) int
+hand_over(struct memo *rec) {
+	mt_add(&handed, 1);
+	rec->n = 0;
+	memo_cur ^= 1;
+	return -1;
+}
+
 MT_NOINLINE int
 mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t stop_hi,
 	    uintptr_t from) {
@@ -216,11 +239,7 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 	 * grown below where it was last looked up: its bottom is not a bound). */
 	uintptr_t lo = sp;
 	uint64_t full = __atomic_load_n(&mt_cfi_gen, __ATOMIC_ACQUIRE), g = full & MT_CFI_GEN_MASK;
-	struct entry *cache = l1; /* the TLS address once */
-	if (MT_UNLIKELY(l1_gen != full)) { /* a dlclose since: forget them all */
-		memset(l1, 0, sizeof l1);
-		l1_gen = full;
-	}
+	struct entry *cache = l1_fresh(full);
 	const struct memo *old = &memos[memo_cur];
 	struct memo *rec = &memos[memo_cur ^ 1];
 	int on = old->gen == full && old->hi == hi ? old->n : 0; /* else: forgotten */
@@ -244,10 +263,7 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 		if (R_KIND(r) != STEP) {
 			if (R_KIND(r) == OUTERMOST)
 				break;
-			mt_add(&handed, 1);
-			rec->n = 0;
-			memo_cur ^= 1;
-			return -1;
+			return hand_over(rec);
 		}
 		uintptr_t cfa = (R_CFA_RBP(r) ? bp : sp) + (uintptr_t)R_CFA_OFF(r);
 		/* inside the stack, above this frame, 8-aligned: else stop */

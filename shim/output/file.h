@@ -4,7 +4,8 @@
  * next free ".x<N>" name), checking before each write that the descriptor
  * is still ours (a program may close it and be handed the number, or the
  * directory may be removed), re-opening, and the dump files' names.  What
- * goes into it is snapshot.c.  Output layer: calls the platform only.
+ * goes into it is snapshot.c's (with header.c and callsites.c).  Output
+ * layer: calls the platform only.
  * Rules: never calls malloc; called under the writer lock (the main file)
  * or the dump lock (dumps).
  */

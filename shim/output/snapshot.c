@@ -1,15 +1,21 @@
 /*
- * snapshot.c — what goes into the file.  One file per process (file.c
- * names, opens and re-opens it), opened at the first snapshot (so a fork
- * child that only execs leaves no file), with a header line, then for
- * each snapshot: a maps record when the set of
- * loaded modules changed, a stack record for each stack not yet written,
- * and the snapshot record.  Lines are formatted into mmap'd buffers and
- * leave with write(2), whole lines per call.  The record layouts are
- * specified in doc/FORMAT.md; bump MT_FORMAT_VERSION when they change.
+ * snapshot.c — the file's lines, and the snapshot record.  One file per
+ * process (file.c names, opens and re-opens it), opened at the first
+ * snapshot (so a fork child that only execs leaves no file), with a header
+ * line (header.c), then for each snapshot: a maps record when the set of
+ * loaded modules changed (header.c), a stack record for each stack not yet
+ * written (callsites.c), and the snapshot record, whose totals, figures
+ * and shim counts are made here (its call-site rows by callsites.c).
+ * Lines are formatted into mmap'd buffers and leave with write(2), whole
+ * lines per call; a snapshot whose write fails is cut off the file.  An
+ * OOM dump's content goes through here too (mt_snapshot_dump).  The
+ * record layouts are specified in doc/FORMAT.md; bump MT_FORMAT_VERSION
+ * when they change.
  */
 #include "platform/glue.h"
 #include "output/snapshot.h"
+#include "output/callsites.h"
+#include "output/header.h"
 #include "platform/buf.h"
 #include "platform/config.h"
 #include "state/maptab.h"
@@ -18,7 +24,6 @@
 #include "state/sites.h"
 #include "output/procstat.h"
 #include "capture/python.h"
-#include "state/chunks.h"
 #include "state/devices.h"
 #include "state/events.h"
 #include "state/marks.h"
@@ -26,49 +31,7 @@
 #include "output/zout.h"
 #include "state/trigger.h"
 #include "capture/unwind.h"
-#include <elf.h>
-#include <fcntl.h>
-#include <link.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-
-#define MT_TOOL_VERSION "0.1.0"
-
-
-/* What the file already says of each call site: a snapshot after the
- * first lists only the sites whose figures changed ("delta"), so a long
- * run's file grows with activity, not with snapshots x sites.  A site's
- * row is known by a 63-bit signature of the figures that can change
- * (live bytes, allocations, frees, peak, at-peak bytes, which moves
- * without the site changing): 8 bytes a stack where the figures
- * themselves took 48 (34 MiB of a PyTorch process's 700 k stacks).  Two
- * different rows share a signature with odds of 2^-63 a compare. */
-struct track {        /* per stack id; writer lock */
-	uint64_t sig;     /* bit 0: its stack record is in the file; the
-			   * rest: the signature of the last row written, 0
-			   * = none */
-};
-#define TRACK_WRITTEN 1ull
-
-static uint64_t
-row_sig(const struct mt_site *c, int64_t at_peak) {
-	uint64_t v[5] = {(uint64_t)c->live_bytes, c->allocs, c->frees, (uint64_t)c->peak_bytes,
-			 (uint64_t)at_peak};
-	uint64_t h = 0x243f6a8885a308d3ull;
-	for (int i = 0; i < 5; i++) {
-		h ^= v[i];
-		h *= 0xff51afd7ed558ccdull;
-		h ^= h >> 33;
-	}
-	return h | 2; /* never the "no row" signature */
-}
-
-struct top { /* call-site candidates when MEMTALLY_TOP limits them */
-	int64_t live;
-	uint32_t id;
-	uint32_t kind;
-};
 
 /* The writer's state, all of it under the writer lock (held by the writer
  * thread, or by the thread running exit()). */
@@ -76,33 +39,18 @@ static struct {
 	mt_lock_t lock;
 	int closed;                 /* after the exit snapshot: refuse writes */
 	uint64_t seq;               /* the next snapshot's number */
-	unsigned long long last_adds, last_subs; /* the loader's counts at the last maps */
 	struct mt_buf out, lines;   /* snapshot line; stack/maps lines */
-	char exe[1024];
-	char cmdline[8192];
-	size_t cmdline_len;
 	uint64_t last_write_ns;     /* how long the last snapshot took */
 	char scratch[64 << 10];     /* /proc and /sys reads */
-	struct mt_chunked track;    /* struct track per stack id */
 	int full_next;              /* the next snapshot lists every site */
-	struct top *topv;           /* MEMTALLY_TOP candidates */
-	uint64_t topcap;
 	uint64_t dropped_snaps;     /* snapshots that could not be written */
 	int write_warned;
-	uint32_t pass_stacks;       /* stacks whose records pass 1 considered */
-} W = {.last_adds = ~0ull, .last_subs = ~0ull,
-       .track = {.elem = sizeof(struct track)}, .full_next = 1};
-
-static struct track *
-track_at(uint32_t id) {
-	return mt_chunk_ensure(&W.track, id) ? NULL : mt_chunk_at(&W.track, id);
-}
+} W = {.full_next = 1};
 
 int
 mt_snapshot_init(char **argv, char **envp) {
 	(void)argv;
 	(void)envp;
-	long r;
 	if (mt_buf_init(&W.out, 1 << 20) || mt_buf_init(&W.lines, 1 << 20))
 		return ENOMEM;
 	if (mt_cfg.compress && mt_zout_init()) {
@@ -112,65 +60,8 @@ mt_snapshot_init(char **argv, char **envp) {
 	if (mt_cfg.compress) /* the file's lines leave through the compressor */
 		W.lines.sink = W.out.sink = mt_zout_write;
 	mt_file_init();
-	r = mt_sys(SYS_readlink, "/proc/self/exe", W.exe, sizeof W.exe - 1, 0, 0, 0);
-	W.exe[r > 0 ? r : 0] = 0;
-	r = mt_read_file("/proc/self/cmdline", W.cmdline, sizeof W.cmdline);
-	W.cmdline_len = r > 0 ? (size_t)r : 0;
+	mt_header_init();
 	return 0;
-}
-
-static void
-header(struct mt_buf *b) {
-	mt_buf_printf(b, "{" MT_KEY(MT_F_TYPE) "\"" MT_R_HEADER "\"," MT_KEY(MT_F_VERSION) "%d," MT_KEY(MT_F_TOOL)
-			 "\"memtally\"," MT_KEY(MT_F_TOOL_VERSION) "\"%s\"," MT_KEY(MT_F_PID) "%ld,"
-			 MT_KEY(MT_F_PPID) "%ld,",
-		      MT_FORMAT_VERSION, MT_TOOL_VERSION,
-		      mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0),
-		      mt_sys(SYS_getppid, 0, 0, 0, 0, 0, 0));
-	static const char *const names[] = {MT_F_RANK, MT_F_LOCAL_RANK, MT_F_WORLD_SIZE};
-	long vals[] = {mt_cfg.rank, mt_cfg.local_rank, mt_cfg.world_size};
-	for (int i = 0; i < 3; i++) {
-		mt_buf_printf(b, "\"%s\":", names[i]);
-		if (vals[i] >= 0)
-			mt_buf_i64(b, vals[i]);
-		else
-			mt_buf_puts(b, "null");
-		mt_buf_putc(b, ',');
-	}
-	mt_buf_puts(b, MT_KEY(MT_F_HOST));
-	mt_buf_jstr(b, mt_file_host());
-	mt_buf_puts(b, "," MT_KEY(MT_F_EXE));
-	mt_buf_jstr(b, W.exe);
-	mt_buf_puts(b, "," MT_KEY(MT_F_ARGV) "[");
-	for (size_t i = 0; i < W.cmdline_len;) {
-		size_t n = strnlen(W.cmdline + i, W.cmdline_len - i);
-		if (i)
-			mt_buf_putc(b, ',');
-		mt_buf_jstrn(b, W.cmdline + i, n);
-		i += n + 1;
-	}
-	mt_buf_printf(b, "]," MT_KEY(MT_F_START_WALL_NS) "%lu," MT_KEY(MT_F_START_MONO_NS) "%lu,"
-			 MT_KEY(MT_F_SAMPLE_BYTES) "%lu," MT_KEY(MT_F_EXACT_ABOVE_BYTES) "%lu,"
-			 MT_KEY(MT_F_PAGE_BYTES) "4096," MT_KEY(MT_F_CONFIG),
-		      (unsigned long)mt_start_wall_ns,
-		      (unsigned long)mt_start_mono_ns,
-		      (unsigned long)mt_cfg.sample,
-		      (unsigned long)mt_cfg.exact_above);
-	mt_config_json(b);
-	mt_buf_puts(b, "}\n");
-}
-
-
-/* The file lacks every stack and Python record (new, re-created, or a
- * write that failed and was cut back): write them again as used. */
-static void
-forget_written(void) {
-	for (uint32_t i = 0; i < mt_stack_count(); i++) {
-		struct track *t = mt_chunk_at(&W.track, i);
-		if (t)
-			t->sig &= ~TRACK_WRITTEN;
-	}
-	mt_py_forget_written();
 }
 
 /* The file open and ours; a new or re-created one gets its header, and
@@ -182,12 +73,12 @@ ensure_open(void) {
 	if (err || !reopened)
 		return err;
 	W.full_next = 1; /* every call site again, and the maps */
-	W.last_adds = W.last_subs = ~0ull;
+	mt_maps_forget();
 	struct mt_buf *b = &W.lines;
 	b->len = 0;
 	if (fresh) {
-		header(b);
-		forget_written();
+		mt_header_json(b);
+		mt_callsites_forget();
 	}
 	return 0;
 }
@@ -214,286 +105,6 @@ mt_snapshot_open_early(void) {
 	mt_unlock(&W.lock);
 }
 
-/* ---- maps ------------------------------------------------------------ */
-
-struct maps_ctx {
-	struct mt_buf *b;
-	int n;
-	unsigned long long adds, subs;
-};
-
-static void
-build_id(struct mt_buf *b, const struct dl_phdr_info *info) {
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type != PT_NOTE)
-			continue;
-		const char *p = (const char *)(info->dlpi_addr + ph->p_vaddr);
-		const char *end = p + ph->p_memsz;
-		while (p + sizeof(ElfW(Nhdr)) <= end) {
-			const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
-			const char *name = p + sizeof *nh;
-			const unsigned char *desc = (const unsigned char *)
-				name + ((nh->n_namesz + 3) & ~3u);
-			if ((const char *)desc + nh->n_descsz > end)
-				break;
-			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
-			    !memcmp(name, "GNU", 4)) {
-				mt_buf_puts(b, "," MT_KEY(MT_F_BUILD_ID) "\"");
-				for (unsigned k = 0; k < nh->n_descsz; k++) {
-					mt_buf_putc(b, "0123456789abcdef"[desc[k] >> 4]);
-					mt_buf_putc(b, "0123456789abcdef"[desc[k] & 15]);
-				}
-				mt_buf_putc(b, '"');
-				return;
-			}
-			p = (const char *)desc + ((nh->n_descsz + 3) & ~3u);
-		}
-	}
-}
-
-static int
-maps_cb(struct dl_phdr_info *info, size_t size, void *arg) {
-	struct maps_ctx *c = arg;
-	(void)size;
-	c->adds = info->dlpi_adds;
-	c->subs = info->dlpi_subs;
-	const char *name = info->dlpi_name;
-	if (!name || !name[0])
-		name = c->n == 0 ? W.exe : "[unknown]";
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
-			continue;
-		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-		if (c->n++)
-			mt_buf_putc(c->b, ',');
-		mt_buf_puts(c->b, "{" MT_KEY(MT_F_PATH));
-		mt_buf_jstr(c->b, name);
-		mt_buf_puts(c->b, "," MT_KEY(MT_F_BASE) "\"");
-		mt_buf_hex(c->b, info->dlpi_addr);
-		mt_buf_puts(c->b, "\"," MT_KEY(MT_F_START) "\"");
-		mt_buf_hex(c->b, lo);
-		mt_buf_puts(c->b, "\"," MT_KEY(MT_F_END) "\"");
-		mt_buf_hex(c->b, lo + ph->p_memsz);
-		mt_buf_puts(c->b, "\"," MT_KEY(MT_F_OFFSET) "\"");
-		mt_buf_hex(c->b, ph->p_offset);
-		mt_buf_putc(c->b, '"');
-		build_id(c->b, info);
-		mt_buf_putc(c->b, '}');
-	}
-	return 0;
-}
-
-static void
-maps_if_changed(struct mt_buf *b, int always) {
-	/* dl_iterate_phdr holds the loader lock around the callback, which
-	 * only formats into our buffer: no allocation, no other lock. */
-	size_t mark = b->len;
-	struct maps_ctx c = {b, 0, 0, 0};
-	mt_buf_puts(b, "{" MT_KEY(MT_F_TYPE) "\"" MT_R_MAPS "\"," MT_KEY(MT_F_MODULES) "[");
-	dl_iterate_phdr(maps_cb, &c);
-	if (always) {
-		mt_buf_puts(b, "]}\n");
-		return;
-	}
-	if (c.adds == W.last_adds && c.subs == W.last_subs) {
-		b->len = mark; /* nothing new */
-		return;
-	}
-	W.last_adds = c.adds;
-	W.last_subs = c.subs;
-	mt_buf_puts(b, "]}\n");
-}
-
-/* ---- snapshot -------------------------------------------------------- */
-
-static void
-stack_line(struct mt_buf *b, uint32_t id, int mark) {
-	int n, keep;
-	uint32_t up;
-	const uintptr_t *pcs = mt_stack_own(id, &n, &up, &keep);
-	uint32_t py = mt_stack_py(id);
-	if (mark) /* its Python records first (a dump has written them all) */
-		mt_py_emit(b, py);
-	/* written piece by piece, not through mt_buf_printf: a snapshot
-	 * writes hundreds of thousands of these (and of site_json's rows),
-	 * and parsing the format each time was a third of its instructions */
-	mt_buf_lit(b, "{" MT_KEY(MT_F_TYPE) "\"" MT_R_STACK "\"," MT_KEY(MT_F_ID));
-	mt_buf_u64(b, id);
-	if (mt_py_on) {
-		mt_buf_lit(b, "," MT_KEY(MT_F_PY));
-		mt_buf_u64(b, py);
-	}
-	if (up) {
-		mt_buf_lit(b, "," MT_KEY(MT_F_UP));
-		mt_buf_u64(b, up);
-		mt_buf_lit(b, "," MT_KEY(MT_F_KEEP));
-		mt_buf_i64(b, keep);
-	}
-	mt_buf_lit(b, "," MT_KEY(MT_F_PCS) "[");
-	for (int i = 0; i < n; i++) {
-		if (i)
-			mt_buf_putc(b, ',');
-		mt_buf_putc(b, '"');
-		mt_buf_hex(b, pcs[i]);
-		mt_buf_putc(b, '"');
-	}
-	mt_buf_lit(b, "]}\n");
-	struct track *t;
-	if (mark && (t = track_at(id)))
-		t->sig |= TRACK_WRITTEN;
-}
-
-/* Stack id's record, after those of the stacks it takes frames from that
- * the file lacks (a fork child's file, or an up that made no allocation
- * since the file began).  The up chain is at most a stack's depth long:
- * each up shares fewer frames than the stack before it. */
-static void
-stack_line_needed(struct mt_buf *b, uint32_t id) {
-	uint32_t chain[MT_MAX_DEPTH + 1];
-	int k = 0;
-	for (uint32_t u = id; u >= MT_NKINDS && k <= MT_MAX_DEPTH;) {
-		struct track *t = track_at(u);
-		if (t && (t->sig & TRACK_WRITTEN))
-			break;
-		chain[k++] = u;
-		int nown, keep;
-		mt_stack_own(u, &nown, &u, &keep);
-	}
-	while (k--)
-		stack_line(b, chain[k], 1);
-}
-
-/* Stack ids below this had their records written by pass 1 of the
- * snapshot being written (a stack born since waits for the next one). */
-
-/* dump: the file holds every stack already (OOM dumps write them all). */
-static int
-site_json(struct mt_buf *b, uint32_t id, int kind, const struct mt_site *s,
-	  int *first, int dump) {
-	if (!dump && id >= W.pass_stacks)
-		return 0;
-	/* A stack interned just before pass 1 but charged only after it had
-	 * looked (allocs still 0 then) has no record in the file yet: it waits
-	 * for the next snapshot, whose pass 1 writes it (found by test_stress
-	 * on a clean-clone CI run: "stack 10 used before its record"). */
-	struct track *t;
-	if (!dump && id >= MT_NKINDS && (t = track_at(id)) && !(t->sig & TRACK_WRITTEN))
-		return 0;
-	if (!*first)
-		mt_buf_putc(b, ',');
-	*first = 0;
-	mt_buf_lit(b, "{" MT_KEY(MT_F_STACK)); /* piece by piece: see stack_line */
-	mt_buf_u64(b, mt_stack_public(id));
-	mt_buf_lit(b, "," MT_KEY(MT_F_KIND) "\"");
-	mt_buf_puts(b, mt_kind_names[kind]);
-	mt_buf_lit(b, "\"," MT_KEY(MT_F_LIVE_BYTES));
-	mt_buf_i64(b, s->live_bytes);
-	mt_buf_lit(b, "," MT_KEY(MT_F_LIVE_COUNT));
-	mt_buf_i64(b, mt_site_live_count(s));
-	mt_buf_lit(b, "," MT_KEY(MT_F_ALLOCS));
-	mt_buf_u64(b, s->allocs);
-	mt_buf_lit(b, "," MT_KEY(MT_F_ALLOC_BYTES));
-	mt_buf_u64(b, s->alloc_bytes);
-	mt_buf_lit(b, "," MT_KEY(MT_F_FREES));
-	mt_buf_u64(b, s->frees);
-	mt_buf_lit(b, "," MT_KEY(MT_F_PEAK_BYTES));
-	mt_buf_i64(b, s->peak_bytes);
-	mt_buf_lit(b, "," MT_KEY(MT_F_AT_PEAK_BYTES));
-	mt_buf_i64(b, mt_site_at_peak(s, kind));
-	if (s->peak_ms) { /* stamped: when the peak was reached, and the step */
-		mt_buf_lit(b, "," MT_KEY(MT_F_PEAK_MS));
-		mt_buf_u64(b, s->peak_ms - 1);
-		if (s->peak_step > 0) {
-			mt_buf_lit(b, "," MT_KEY(MT_F_PEAK_STEP));
-			mt_buf_i64(b, s->peak_step - 1);
-		}
-	}
-	mt_buf_putc(b, '}');
-	return 1;
-}
-
-/* Keep the MEMTALLY_TOP largest live call sites: a min-heap on live. */
-static void
-top_push(uint64_t *n, struct top t) {
-	uint64_t k = mt_cfg.top;
-	if (*n < k) {
-		uint64_t i = (*n)++;
-		W.topv[i] = t;
-		while (i && W.topv[(i - 1) / 2].live > W.topv[i].live) {
-			struct top x = W.topv[i];
-			W.topv[i] = W.topv[(i - 1) / 2];
-			W.topv[(i - 1) / 2] = x;
-			i = (i - 1) / 2;
-		}
-		return;
-	}
-	if (t.live <= W.topv[0].live)
-		return;
-	W.topv[0] = t;
-	for (uint64_t i = 0;;) {
-		uint64_t l = 2 * i + 1, r = l + 1, m = i;
-		if (l < k && W.topv[l].live < W.topv[m].live)
-			m = l;
-		if (r < k && W.topv[r].live < W.topv[m].live)
-			m = r;
-		if (m == i)
-			break;
-		struct top x = W.topv[i];
-		W.topv[i] = W.topv[m];
-		W.topv[m] = x;
-		i = m;
-	}
-}
-
-static void
-callsites(struct mt_buf *b, int dump) {
-	uint32_t n = mt_stack_count();
-	int first = 1, full = W.full_next || dump;
-	struct top *tv = dump ? NULL : W.topv;
-	if (mt_cfg.top && !W.topv) {
-		W.topcap = mt_cfg.top;
-		W.topv = mt_sys_mmap(W.topcap * sizeof *W.topv);
-	}
-	mt_buf_printf(b, MT_KEY(MT_F_CALLSITES_MODE) "\"%s\"," MT_KEY(MT_F_CALLSITES) "[",
-		      tv ? MT_MODE_TOP : full ? MT_MODE_FULL : MT_MODE_DELTA);
-	uint64_t nt = 0;
-	for (uint32_t id = 0; id < n; id++) {
-		{
-			int k = mt_stack_kind(id);
-			struct mt_site c; /* racy copies, summed */
-			if (!mt_site_read(id, k, &c))
-				continue;
-			if (tv) {
-				top_push(&nt, (struct top){c.live_bytes, id,
-							   (uint32_t)k});
-				continue;
-			}
-			if (dump) { /* complete, and the file's state untouched */
-				site_json(b, id, k, &c, &first, 1);
-				continue;
-			}
-			struct track *t = track_at(id);
-			if (!t) { /* no memory for the shadow: list it */
-				site_json(b, id, k, &c, &first, 0);
-				continue;
-			}
-			uint64_t sig = row_sig(&c, mt_site_at_peak(&c, k));
-			if (!full && (t->sig & ~TRACK_WRITTEN) == (sig & ~TRACK_WRITTEN))
-				continue; /* unchanged since the last snapshot */
-			if (site_json(b, id, k, &c, &first, 0))
-				t->sig = (t->sig & TRACK_WRITTEN) | (sig & ~TRACK_WRITTEN);
-		}
-	}
-	for (uint64_t i = 0; tv && i < nt; i++) {
-		struct mt_site c;
-		mt_site_read(tv[i].id, (int)tv[i].kind, &c);
-		site_json(b, tv[i].id, (int)tv[i].kind, &c, &first, 0);
-	}
-	mt_buf_putc(b, ']');
-}
-
 static void
 totals(struct mt_buf *b) {
 	for (int k = 0; k < MT_NKINDS; k++) {
@@ -516,7 +127,6 @@ totals(struct mt_buf *b) {
 		mt_buf_puts(b, "},");
 	}
 }
-
 
 /* The snapshot line itself.  dump: for an OOM dump's file (every call
  * site, none of the main file's state touched). */
@@ -541,7 +151,7 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 	uint64_t reserved = mt_maptab_reserved();
 	if (reserved) /* PROT_NONE: address space, in no kind */
 		mt_buf_printf(b, MT_KEY(MT_F_MMAP_RESERVED_BYTES) "%lu,", (unsigned long)reserved);
-	callsites(b, dump);
+	mt_callsites_json(b, dump || W.full_next, dump);
 	uint64_t pystacks = 0, pyframes = 0, pyretired = 0, pydropped = 0, pybytes = 0;
 	mt_py_stats(&pystacks, &pyframes, &pyretired, &pydropped, &pybytes);
 	uint64_t stack_mem, site_mem, sites_mem = mt_sites_memory(&stack_mem, &site_mem);
@@ -549,7 +159,7 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 	stack_mem += walk_mem;
 	sites_mem += walk_mem;
 	uint64_t live_mem = mt_ptrtab_memory() + mt_maptab_memory();
-	uint64_t writer_mem = W.out.cap + W.lines.cap + W.track.mapped + mt_zout_memory();
+	uint64_t writer_mem = W.out.cap + W.lines.cap + mt_callsites_memory() + mt_zout_memory();
 	mt_buf_printf(b,
 		      "," MT_KEY(MT_F_SHIM) "{" MT_KEY(MT_F_MEMORY_BYTES) "%lu," MT_KEY(MT_F_MEMORY) "{" MT_KEY(MT_F_STACKS) "%lu,"
 		      MT_KEY(MT_F_SITES) "%lu," MT_KEY(MT_F_LIVE) "%lu," MT_KEY(MT_F_WRITER) "%lu," MT_KEY(MT_F_PYTHON) "%lu},"
@@ -610,15 +220,8 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	long off0 = mt_sys(SYS_lseek, fd, 0, 2 /* SEEK_END */, 0, 0, 0);
 	W.lines.flush_fd = W.out.flush_fd = fd;
 	W.lines.flush_err = W.out.flush_err = 0;
-	maps_if_changed(&W.lines, 0);
-	W.pass_stacks = mt_stack_count();
-	for (uint32_t id = MT_NKINDS; id < W.pass_stacks; id++) {
-		struct track *t = track_at(id);
-		if (t && (t->sig & TRACK_WRITTEN))
-			continue;
-		if (mt_site_charged(id))
-			stack_line_needed(&W.lines, id);
-	}
+	mt_maps_json(&W.lines, 0);
+	mt_callsites_stacks(&W.lines);
 	int err = mt_buf_flush(&W.lines);
 	struct mt_buf *b = &W.out;
 	b->len = 0;
@@ -640,8 +243,8 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	}
 	W.lines.flush_fd = W.out.flush_fd = 0;
 	if (err) { /* what the file lacks is written again next time */
-		forget_written();
-		W.last_adds = W.last_subs = ~0ull;
+		mt_callsites_forget();
+		mt_maps_forget();
 	}
 	W.full_next = err != 0;
 	W.lines.len = W.out.len = 0;
@@ -698,8 +301,7 @@ mt_snapshot_postfork_child(int follow) {
 	}
 	/* Stack ids are kept, but the child's file must carry its own stack
 	 * records: forget which were written. */
-	mt_chunk_reset(&W.track);
-	mt_py_forget_written();
+	mt_callsites_reset();
 	mt_zout_reset();
 	W.out.len = W.lines.len = 0;
 }
@@ -708,12 +310,10 @@ int
 mt_snapshot_dump(int dfd, struct mt_buf *b, const char *reason,
 		 void (*body)(struct mt_buf *, void *), void *arg, char *scr,
 		 size_t nscr) {
-	header(b);
-	maps_if_changed(b, 1);
+	mt_header_json(b);
+	mt_maps_json(b, 1);
 	mt_py_emit_all(b);
-	uint32_t n = mt_stack_count();
-	for (uint32_t id = MT_NKINDS; id < n; id++)
-		stack_line(b, id, 0);
+	mt_callsites_stacks_all(b);
 	body(b, arg);
 	snapshot_record(b, 0, reason, NULL, 1, scr, nscr);
 	(void)dfd;

@@ -8,8 +8,13 @@
  *   file.c, zout.c   the output file (name, descriptor, re-opening) and
  *                    its zstd frames
  *   procstat.c       /proc and cgroup figures
- *   snapshot.c       this header: the records (doc/FORMAT.md)
+ *   header.c,        the header and maps records (header.h); the stack
+ *   callsites.c      records and a snapshot's call-site rows (callsites.h):
+ *                    neither calls the other
+ *   snapshot.c       this header: the file's lines and the snapshot record
+ *                    (doc/FORMAT.md)
  *   oom.c            OOM and pre-OOM dumps
+ *   writer.c         the writer thread (writer.h)
  * Called by the entry points (exit, exec, OOM) and the lifecycle.
  *
  * Rules: never calls malloc; may run in any thread.  Every function that

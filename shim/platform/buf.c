@@ -3,7 +3,7 @@
  * jemalloc's malloc_snprintf).  Storage for growable buffers comes from
  * raw mmap/mremap so formatting never re-enters the program's allocator.
  * Number formatting, JSON escaping and the warning cap live here; what a
- * record contains lives in snapshot.c.
+ * record contains lives in output/ (snapshot.c and the files it calls).
  */
 #include "platform/glue.h"
 #include "platform/buf.h"
