@@ -23,8 +23,10 @@ SHIM = [
     # syscalls and atomics, the loader; formatting into fixed buffers; the
     # options
     [('platform', [('glue', 'dl'), 'buf', 'config'])],
-    # the tables and the small shared states (state/sites.h has the table)
-    [('state', ['solo', ('stacks', 'totals', 'ptrtab', 'events', 'trigger', 'marks', 'map64'),
+    # the tables and the small shared states (state/sites.h has the table;
+    # ptrmem is the pointer table's memory, under ptrtab)
+    [('state', ['solo', 'ptrmem', ('stacks', 'totals', 'ptrtab', 'events', 'trigger', 'marks',
+                          'map64'),
                 'sites', ('maptab', 'devices')])],
     # the CFI reader and its table, the walkers, Python frames, charging
     [('capture', [('ehframe', 'cfitab'), 'cfi', ('unwind', 'pylines'), 'pyfind', 'python',
