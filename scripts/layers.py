@@ -20,11 +20,13 @@ APART = 'apart'
 # Each level: its folders; each folder: (name, steps) or (name, APART, files).
 # A step is a file (its path under the folder, no .c) or a tuple of files.
 SHIM = [
-    # syscalls and atomics, the loader; formatting into fixed buffers; the
-    # options
-    [('platform', [('glue', 'dl'), 'buf', 'config'])],
-    # the tables and the small shared states (state/sites.h has the table)
-    [('state', ['solo', ('stacks', 'totals', 'ptrtab', 'events', 'trigger', 'marks', 'map64'),
+    # syscalls and atomics, the loader; formatting into fixed buffers, and
+    # the CUDA driver's entry points and their lookups; the options
+    [('platform', [('glue', 'dl'), ('buf', 'cudaroutes'), 'config'])],
+    # the tables and the small shared states (state/sites.h has the table;
+    # ptrmem is the pointer table's memory, under ptrtab)
+    [('state', ['solo', 'ptrmem', ('stacks', 'totals', 'ptrtab', 'events', 'trigger', 'marks',
+                          'map64'),
                 'sites', ('maptab', 'devices')])],
     # the CFI reader and its table, the walkers, Python frames, charging
     [('capture', [('ehframe', 'cfitab'), 'cfi', ('unwind', 'pylines'), 'pyfind', 'python',

@@ -17,6 +17,8 @@
  *     makes all later lookups through the pointer it gets back.
  * A wrapper's real pointer is whichever route told us first; the shim's
  * own exports are never recorded as real (they are recognised by address).
+ * The entry points, their real pointers and the driver lookups are
+ * platform/cudaroutes.h; here are the wrappers and the routes' choices.
  * Wrappers hold the re-entry guard around the driver call, so the driver's
  * own host allocations inside it (pinned buffers' mmaps) are not counted
  * twice.  On CUDA_ERROR_OUT_OF_MEMORY the failing thread writes the dump
@@ -25,8 +27,8 @@
 #include "platform/glue.h"
 #include "entry/cuda.h"
 #include "platform/config.h"
+#include "platform/cudaroutes.h"
 #include "platform/dl.h"
-#include "entry/cuda_entries.h"
 #include "output/oom.h"
 #include "capture/charge.h"
 #include "state/devices.h"
@@ -35,130 +37,61 @@
 #include <dlfcn.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef void *CUstream;
-typedef unsigned long long CUhandle;
-#define CUDA_SUCCESS 0
-#define CUDA_ERROR_OUT_OF_MEMORY 2
-#define PER_THREAD 2 /* CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM */
-
 /* ---- routes and the real dlsym ---------------------------------------- */
 
 static int routes = 15; /* R_* bits: MEMTALLY_CUDA_ROUTES, for ablation tests */
 enum { R_DIRECT = 1, R_DLSYM = 2, R_GPA = 4, R_SELF = 8 };
-static void *own_handle; /* libcuda, opened NOLOAD when a route needs it */
 
-/* ---- the wrappers' table ---------------------------------------------- */
+/* ---- the wrappers ------------------------------------------------------ */
 
-struct entry {
-	const char *name;  /* exact variant: "cuMemAllocAsync_ptsz" */
-	const char *base;  /* the name cuGetProcAddress is asked for */
-	int min_version;   /* cudaVersion selecting this ABI (0: any) */
-	int ptsz;          /* the per-thread-stream variant */
-	void *wrapper;
-	void **real;
-};
-
-/* From the table (cuda_entries.h): each entry point's real pointer, its
- * exported wrapper's declaration, its index, and the routes' table. */
-#define REAL(name, base, ver, pt, ...) static CUresult (*real_##name)(__VA_ARGS__);
-MT_CUDA_ENTRIES(REAL)
-#undef REAL
-static CUresult (*real_cuCtxGetDevice)(int *); /* asked for, never wrapped */
-
+/* Each entry point's exported wrapper (cudaroutes.h's rows), and the
+ * wrappers by index, to hand out and to recognise. */
 #define W(name, base, ver, pt, ...) MT_EXPORT CUresult name(__VA_ARGS__);
 MT_CUDA_ENTRIES(W)
 #undef W
 
-#define I(name, ...) IX_##name,
-enum { MT_CUDA_ENTRIES(I) NTABLE };
-#undef I
-
-#define E(n, b, v, p, ...) {#n, b, v, p, (void *)n, (void **)&real_##n},
-static const struct entry table[] = {MT_CUDA_ENTRIES(E)};
-#undef E
-_Static_assert(sizeof table / sizeof table[0] == NTABLE, "one table row per entry point");
-
+#define P(name, ...) (void *)name,
+static void *const wrapper[] = {MT_CUDA_ENTRIES(P)};
+#undef P
+_Static_assert(sizeof wrapper / sizeof wrapper[0] == MT_CUDA_NENTRIES, "one wrapper per row");
 
 static int
 is_own(const void *p) {
-	for (size_t i = 0; i < NTABLE; i++)
-		if (table[i].wrapper == p)
+	for (size_t i = 0; i < MT_CUDA_NENTRIES; i++)
+		if (wrapper[i] == p)
 			return 1;
 	return 0;
 }
 
 /* Which wrappers a dlsym or cuGetProcAddress route handed out: with the
  * direct route switched off (ablation), only those record. */
-static int routed[NTABLE]; /* indexed by e - table: sized by the table (was a fixed 32) */
+static int routed[MT_CUDA_NENTRIES];
 
-/* Remember a driver pointer for a wrapper (first one wins; never ours). */
+/* Remember a driver pointer for wrapper ix (first one wins; never ours). */
 static void
-learn(const struct entry *e, void *p) {
+learn(int ix, void *p) {
 	if (!p || is_own(p))
 		return;
-	routed[e - table] = 1;
-	void *none = NULL;
-	__atomic_compare_exchange_n(e->real, &none, p, 0, __ATOMIC_ACQ_REL,
-				    __ATOMIC_ACQUIRE);
-}
-
-static const struct entry *
-by_name(const char *name) {
-	for (size_t i = 0; i < NTABLE; i++)
-		if (!strcmp(table[i].name, name))
-			return &table[i];
-	return NULL;
-}
-
-/* The wrapper cuGetProcAddress should hand out for (base, version,
- * flags), or NULL to pass the driver's answer through. */
-static const struct entry *
-by_request(const char *base, int version, unsigned long long flags) {
-	const struct entry *best = NULL;
-	int want_pt = (flags & PER_THREAD) != 0;
-	for (size_t i = 0; i < NTABLE; i++) {
-		const struct entry *e = &table[i];
-		if (strcmp(e->base, base) || version < e->min_version)
-			continue;
-		if (e->ptsz != want_pt) {
-			/* a per-thread request for a function without a _ptsz
-			 * variant takes the plain one */
-			int has_pt = 0;
-			for (size_t k = 0; k < NTABLE; k++)
-				has_pt |= !strcmp(table[k].base, base) && table[k].ptsz;
-			if (want_pt ? has_pt : 1)
-				continue;
-		}
-		if (!best || e->min_version > best->min_version)
-			best = e;
-	}
-	return best;
+	routed[ix] = 1;
+	mt_cuda_set_real(ix, p);
 }
 
 /* The real function for a wrapper when no route has told us: the next
  * definition after ours (a -lcuda program), else libcuda's own. */
 static void *
-resolve(const struct entry *e) {
-	void *p = __atomic_load_n(e->real, __ATOMIC_ACQUIRE);
+resolve(int ix) {
+	void *p = mt_cuda_real_of(ix);
 	if (p)
 		return p;
-	p = mt_dlsym(RTLD_NEXT, e->name); /* from the shim: next after it */
-	if (!p || is_own(p)) {
-		if (!own_handle)
-			own_handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-		p = own_handle ? mt_dlsym(own_handle, e->name) : NULL;
-	}
-	if (p && !is_own(p)) {
-		void *none = NULL; /* not a route: `routed` stays as it is */
-		__atomic_compare_exchange_n(e->real, &none, p, 0, __ATOMIC_ACQ_REL,
-					    __ATOMIC_ACQUIRE);
-	}
-	return __atomic_load_n(e->real, __ATOMIC_ACQUIRE);
+	p = mt_dlsym(RTLD_NEXT, mt_cuda_rows[ix].name); /* from the shim: next after it */
+	if (!p || is_own(p))
+		p = mt_cuda_driver_sym(mt_cuda_rows[ix].name);
+	if (p && !is_own(p))
+		mt_cuda_set_real(ix, p); /* not a route: `routed` stays as it is */
+	return mt_cuda_real_of(ix);
 }
 
-#define RESOLVE(name) ((__typeof__(real_##name))resolve(by_name(#name)))
+#define RESOLVE(name) ((mt_cufn_##name)resolve(IX_##name))
 
 /* ---- route 2: dlsym ----------------------------------------------------
  * The trampoline (dl.c) asks want() for names starting "cu" (not for
@@ -168,20 +101,20 @@ resolve(const struct entry *e) {
 
 static int
 want_dlsym(const char *name) {
-	return mt_cfg.cuda && (routes & R_DLSYM) && by_name(name);
+	return mt_cfg.cuda && (routes & R_DLSYM) && mt_cuda_by_name(name) >= 0;
 }
 
 static void *
 serve_dlsym(void *handle, const char *name) {
-	const struct entry *e = by_name(name);
+	int ix = mt_cuda_by_name(name);
 	void *p = mt_dlsym(handle, name);
-	if (!e)
+	if (ix < 0)
 		return p;
 	if (p && is_own(p)) /* RTLD_DEFAULT finds our export */
-		p = resolve(e);
+		p = resolve(ix);
 	else
-		learn(e, p);
-	return p ? e->wrapper : NULL;
+		learn(ix, p);
+	return p ? wrapper[ix] : NULL;
 }
 
 /* ---- route 3: cuGetProcAddress ------------------------------------------ */
@@ -192,16 +125,16 @@ substitute(const char *sym, void **pfn, int version, unsigned long long flags) {
 		return;
 	if (!strcmp(sym, "cuGetProcAddress") && !(routes & R_SELF))
 		return;
-	const struct entry *e = by_request(sym, version, flags);
-	if (!e)
+	int ix = mt_cuda_by_request(sym, version, flags);
+	if (ix < 0)
 		return; /* not ours, or a v1 ABI: untouched */
-	learn(e, *pfn);
-	*pfn = e->wrapper;
+	learn(ix, *pfn);
+	*pfn = wrapper[ix];
 }
 
 MT_EXPORT CUresult
 cuGetProcAddress(const char *sym, void **pfn, int version, unsigned long long flags) {
-	__typeof__(real_cuGetProcAddress) f = RESOLVE(cuGetProcAddress);
+	mt_cufn_cuGetProcAddress f = RESOLVE(cuGetProcAddress);
 	if (!f)
 		return 3; /* CUDA_ERROR_NOT_INITIALIZED */
 	CUresult r = f(sym, pfn, version, flags);
@@ -213,7 +146,7 @@ cuGetProcAddress(const char *sym, void **pfn, int version, unsigned long long fl
 MT_EXPORT CUresult
 cuGetProcAddress_v2(const char *sym, void **pfn, int version, unsigned long long flags,
 		    int *status) {
-	__typeof__(real_cuGetProcAddress_v2) f = RESOLVE(cuGetProcAddress_v2);
+	mt_cufn_cuGetProcAddress_v2 f = RESOLVE(cuGetProcAddress_v2);
 	if (!f)
 		return 3;
 	CUresult r = f(sym, pfn, version, flags, status);
@@ -250,25 +183,8 @@ stream_index(CUstream s) {
 
 static int
 current_device(void) {
-	__typeof__(real_cuCtxGetDevice) f = real_cuCtxGetDevice;
-	if (!f) {
-		/* not a tracked function: ask the driver through what we have */
-		void *p = NULL;
-		if (real_cuGetProcAddress_v2)
-			real_cuGetProcAddress_v2("cuCtxGetDevice", &p, 2000, 0, NULL);
-		else if (real_cuGetProcAddress)
-			real_cuGetProcAddress("cuCtxGetDevice", &p, 2000, 0);
-		if (!p) {
-			if (!own_handle)
-				own_handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-			if (own_handle)
-				p = mt_dlsym(own_handle, "cuCtxGetDevice");
-		}
-		*(void **)&real_cuCtxGetDevice = p;
-		f = real_cuCtxGetDevice;
-	}
 	int d = 0;
-	if (!f || f(&d) != CUDA_SUCCESS || d < 0 || d >= MT_MAXDEV)
+	if (mt_cuda_ctx_get_device(&d) != CUDA_SUCCESS || d < 0 || d >= MT_MAXDEV)
 		d = 0;
 	return d;
 }
@@ -280,7 +196,7 @@ driver_info(int d, int force) {
 	uint64_t now = mt_ms_since_start();
 	if (!force && mt_devs[d].info_ms && now - mt_devs[d].info_ms < 1000)
 		return;
-	__typeof__(real_cuMemGetInfo_v2) f = RESOLVE(cuMemGetInfo_v2);
+	mt_cufn_cuMemGetInfo_v2 f = RESOLVE(cuMemGetInfo_v2);
 	size_t fr = 0, tot = 0;
 	if (f && f(&fr, &tot) == CUDA_SUCCESS)
 		mt_dev_info(d, fr, tot, now);
@@ -309,16 +225,13 @@ on_alloc(CUresult r, uintptr_t key, uint64_t size, int kind, int d, CUstream s,
 	}
 }
 
-/* ---- the wrappers ------------------------------------------------------ */
+/* ---- the allocation wrappers -------------------------------------------- */
 
 #define ENTER(name)                                                            \
-	static const struct entry *e_;                                         \
-	if (!e_)                                                               \
-		e_ = by_name(#name);                                           \
-	__typeof__(real_##name) f_ = (__typeof__(real_##name))resolve(e_);   \
+	mt_cufn_##name f_ = RESOLVE(name);                                     \
 	if (!f_)                                                               \
 		return 3; /* CUDA_ERROR_NOT_INITIALIZED: no driver */          \
-	int track_ = tracking() && ((routes & R_DIRECT) || routed[e_ - table]); \
+	int track_ = tracking() && ((routes & R_DIRECT) || routed[IX_##name]); \
 	if (track_)                                                            \
 		mt_self.guard++;
 #define LEAVE()                                                                \
@@ -601,7 +514,7 @@ cuArrayDestroy(void *arr) {
 
 MT_EXPORT CUresult
 cuMemGetInfo_v2(size_t *fr, size_t *tot) {
-	__typeof__(real_cuMemGetInfo_v2) f = RESOLVE(cuMemGetInfo_v2);
+	mt_cufn_cuMemGetInfo_v2 f = RESOLVE(cuMemGetInfo_v2);
 	return f ? f(fr, tot) : 3;
 }
 

@@ -17,8 +17,9 @@
  * order listed there; entry points never call each other):
  *   platform/  this header (syscalls, mappings, atomics, locks, clocks), dl
  *              (the loader, the real dlsym), buf (formatting into fixed
- *              buffers, warnings), config (the options).  Calls no other
- *              layer.
+ *              buffers, warnings), cudaroutes (the CUDA driver's entry
+ *              points and their lookups), config (the options).  Calls no
+ *              other layer.
  *   state/     what the shim knows: stack ids, call-site figures, live
  *              blocks and mappings, events, requests (sites.h has the table).
  *   capture/   from an allocation to a call site: stack walkers, Python

@@ -5,103 +5,31 @@
  * double at half load (up to its share of MEMTALLY_MAX_LIVE) and halve
  * when they fall to an eighth (shrink_if_sparse).
  *
- * Two tables a shard, one entry in at most one of them:
- *  - compact: 16-byte slots for host heap blocks, which are nearly all of
- *    a process's entries (1 M live blocks cost ~34 B each, tables
- *    included; the 32-byte entry cost 67 B, and the smaller table stays
- *    in cache for a free's probe);
- *  - wide: struct mt_ptr as it is, for what does not fit a compact slot
- *    (CUDA keys with their tags, device, stream and flags; a host block of
- *    4 GiB or more; an address of 2^47 or above or not 8-aligned).
- * A compact slot:
- *   w0 = addr >> 3 (45 bits: bit 44 is 0, as addr < 2^47, except while
- *        the table is rehashed: MOVING) | stack bits 0-18 << 45
- *   w1 = size (32 bits) | time in 8 ms units (28 bits) << 32
- *        | stack bits 19-21 << 60 | sampled << 63
- * The time wraps every 2^28 x 8 ms (24.8 days); mt_ptrtab_each gives the
- * latest time before now with those bits, so an entry older than that is
- * shown 24.8 days younger than it is (doc/FORMAT.md, OOM dumps' time_ms).
- *
- * A compact table doubles and halves in place (tab_rehash): its mapping
- * grows (inside its reservation, below, or by mremap), the pages it has
- * keep their contents and are not faulted again, and the entries are
- * rehashed where they are.  Made afresh and copied, every doubling
- * faulted in twice the table's pages and unmapped the old ones (a TLB
- * flush on every other CPU the process ran on): `import torch` grows its
- * 64 tables to 16 MiB, 11 k of its 54 k page faults, ~5% of its time in
- * exact mode.
+ * Two tables a shard (ptrint.h): compact slots for host heap blocks,
+ * wide ones for the rest.  Where their memory comes from, and how a
+ * table is taken to a new size, is ptrmem.c.  A compact slot keeps the
+ * time in 28 bits of 8 ms, which wrap every 2^28 x 8 ms (24.8 days);
+ * mt_ptrtab_each gives the latest time before now with those bits, so an
+ * entry older than that is shown 24.8 days younger than it is
+ * (doc/FORMAT.md, OOM dumps' time_ms).
  *
  * Entries are removed before the real free runs (the caller's order), so
  * another thread cannot be handed the same address while it is still here.
  */
 #include "platform/glue.h"
+#include "state/ptrint.h"
 #include "state/ptrtab.h"
 #include "state/solo.h"
 #include "state/sites.h"
 #include <stddef.h>
 #include <string.h>
 
-#define NSHARDS 64
-#define MIN_SLOTS 256
-
-struct cslot {
-	uint64_t w0, w1; /* w0 == 0: empty (a tracked address is never 0) */
-};
-
-#define KEY_BITS 45
-#define KEY_MASK ((1ull << KEY_BITS) - 1)
-#define MOVING (1ull << 44) /* tab_rehash: an entry not yet rehashed */
-#define STACK_LO 19 /* stack bits kept in w0 */
-#define TIME_SHIFT 3
-#define TIME_MASK ((1ull << 28) - 1)
-_Static_assert(KEY_BITS + STACK_LO == 64, "w0 is full");
-
-/* One open-addressing table: compact (struct cslot) or wide (struct mt_ptr). */
-struct tab {
-	uint64_t mask;  /* slots - 1, or 0 before first use */
-	uint64_t count; /* entries */
-	void *slot;     /* [mask + 1] */
-};
-
-struct shard {
-	mt_lock_t lock;
-	struct tab t[2]; /* [0] compact, [1] wide */
-	char pad[8];     /* one cache line per shard */
-};
-_Static_assert(sizeof(struct shard) == 64, "a shard is a cache line");
-
-static struct shard shards[NSHARDS];
 /* MEMTALLY_MAX_LIVE, and the entries one shard may hold: a group's
  * share (max_live / 8), since a single-threaded program's blocks may all
  * lie in one 64 MiB region's group.  A table that would grow also checks
  * the sum over shards, so the whole table stops near max_live (below
  * twice it: a shard fills its table to half before it grows). */
 static uint64_t max_live, shard_cap;
-static uint64_t table_bytes;
-
-/* A shard's compact table that grows to RES_FROM moves to the start of
- * RES_BYTES of address space reserved for it (PROT_NONE, no memory), and
- * from there grows by making the next pages usable and shrinks by giving
- * pages back (tab_rehash): its pages stay where they are, so growing
- * touches only the new half and unmaps nothing.  With mremap alone, 3 of
- * 4 doublings under `import torch` moved the table (the next address was
- * taken), and a moved page is as costly to touch again as a new one in
- * this VM (~2% of the import's time).  4 MiB holds 128 Ki entries a shard
- * (8 Mi blocks of the main heap); a table that outgrows it leaves it for
- * a mapping of its own (mremap).  Smaller tables take no reservation, so
- * a program with few blocks keeps its address space (one with ~100 k
- * live blocks or more has up to 64 x 4 MiB reserved); none is made when
- * the process has an address-space limit (RLIMIT_AS), which the
- * reservations would count against. */
-#define RES_FROM ((uint64_t)64 << 10)
-#define RES_BYTES ((uint64_t)4 << 20)
-static char *res[NSHARDS]; /* a reservation, or NULL */
-static int reserving;
-
-static inline char **
-res_of(const struct tab *t) {
-	return &res[(const struct shard *)((const char *)t - offsetof(struct shard, t)) - shards];
-}
 
 /* The filter (ptrtab.h): a counter and a bit a filter slot.  A slot's
  * bitmap word lies in one shard (the slot is the shard's 6 bits and 10
@@ -125,11 +53,7 @@ mt_ptrtab_init(uint64_t max, int filter) {
 	long brk = mt_sys(SYS_brk, 0, 0, 0, 0, 0, 0);
 	if (brk > 0 && mt_ptr_brk == NO_BRK)
 		mt_ptr_brk = (uintptr_t)brk;
-	struct {
-		uint64_t cur, max;
-	} as;
-	reserving = mt_sys(SYS_prlimit64, 0, 9 /* RLIMIT_AS */, 0, &as, 0, 0) == 0 &&
-		    as.cur == ~0ull;
+	mt_ptrmem_init();
 	max_live = max;
 	shard_cap = max / 8;
 	if (shard_cap < 16)
@@ -138,7 +62,7 @@ mt_ptrtab_init(uint64_t max, int filter) {
 		filter_count = mt_sys_mmap(FILTER_BYTES);
 		if (filter_count) {
 			mt_ptr_filter = (uint64_t *)(filter_count + FILTER_SLOTS);
-			mt_add(&table_bytes, FILTER_BYTES);
+			mt_add(&mt_ptr_table_bytes, FILTER_BYTES);
 		}
 	}
 	return 0;
@@ -162,7 +86,7 @@ filter_move(uintptr_t a, uint64_t h, int in) {
 
 static inline struct shard *
 shard_of(uintptr_t a, uint64_t h) {
-	return &shards[mt_ptr_shard(a, h)]; /* NSHARDS == 64 */
+	return &mt_ptr_shards[mt_ptr_shard(a, h)]; /* NSHARDS == 64 */
 }
 
 /* ---- the two slot forms ------------------------------------------------ */
@@ -190,12 +114,6 @@ pack(const struct mt_ptr *e) {
 	return c;
 }
 
-/* The address a compact slot's first word holds (MOVING clear). */
-static inline uintptr_t
-key_addr(uint64_t w0) {
-	return (uintptr_t)((w0 & KEY_MASK) << 3);
-}
-
 /* time_ms comes back as the stored 28 bits x 8 ms; mt_ptrtab_each puts
  * them before now (unpack_time). */
 static inline void
@@ -214,25 +132,6 @@ unpack_time(uint32_t stored, uint64_t now_ms) {
 	uint64_t now = now_ms >> TIME_SHIFT;
 	uint64_t age = (now - (stored >> TIME_SHIFT)) & TIME_MASK;
 	return (uint32_t)((now - age) << TIME_SHIFT);
-}
-
-/* The slot accessors take `wide` as a constant at every call, so each
- * table's loops compile to their own code. */
-static inline size_t
-slot_size(int wide) {
-	return wide ? sizeof(struct mt_ptr) : sizeof(struct cslot);
-}
-
-static inline void *
-slot_at(const struct tab *t, int wide, uint64_t i) {
-	return (char *)t->slot + i * slot_size(wide);
-}
-
-static inline uintptr_t
-slot_addr(const struct tab *t, int wide, uint64_t i) {
-	if (wide)
-		return ((const struct mt_ptr *)t->slot)[i].addr;
-	return key_addr(((const struct cslot *)t->slot)[i].w0);
 }
 
 static inline void
@@ -259,7 +158,7 @@ slot_set(struct tab *t, int wide, uint64_t i, const struct mt_ptr *e) {
 		((struct cslot *)t->slot)[i] = pack(e);
 }
 
-/* ---- one table: find, insert, delete, resize --------------------------- */
+/* ---- one table: find, delete, when to resize --------------------------- */
 
 /* A table's count changes under its shard's lock (or the solo thread);
  * tab_grow and mt_ptrtab_count read it from other threads without
@@ -283,122 +182,6 @@ tab_find(const struct tab *t, int wide, uintptr_t addr, uint64_t h) {
 	}
 }
 
-/* Give back a table's memory: its mapping, or its whole reservation. */
-static void
-tab_unmap(struct tab *t, int wide) {
-	size_t bytes = (t->mask + 1) * slot_size(wide);
-	char **r = wide ? NULL : res_of(t);
-	if (r && *r == t->slot) {
-		mt_sys_munmap(*r, RES_BYTES);
-		*r = NULL;
-	} else {
-		mt_sys_munmap(t->slot, bytes);
-	}
-	mt_add(&table_bytes, -bytes);
-}
-
-/* Rehash into a table of `slots` (a power of two, room for its entries at
- * half load), at n (zeroed, usable memory for it) or in a new mapping.
- * Under the shard's lock; mmap and munmap are raw syscalls, never a call
- * out of the shim. */
-static int
-tab_resize(struct tab *t, int wide, uint64_t slots, char *n) {
-	size_t sz = slot_size(wide);
-	if (!n && !(n = mt_sys_mmap(slots * sz)))
-		return ENOMEM;
-	mt_add(&table_bytes, slots * sz);
-	struct tab nt = {.mask = slots - 1, .slot = n};
-	for (uint64_t i = 0; t->mask && i <= t->mask; i++) {
-		uintptr_t a = slot_addr(t, wide, i);
-		if (!a)
-			continue;
-		uint64_t j = mt_ptr_hash(a) & (slots - 1);
-		while (slot_addr(&nt, wide, j))
-			j = (j + 1) & (slots - 1);
-		memcpy(n + j * sz, slot_at(t, wide, i), sz);
-	}
-	if (t->mask)
-		tab_unmap(t, wide);
-	t->slot = n;
-	t->mask = slots - 1;
-	return 0;
-}
-
-/* Move a compact table to the start of a new reservation, at `slots`. */
-static int
-tab_reserve(struct tab *t, uint64_t slots) {
-	char *b = mt_sys_reserve(RES_BYTES);
-	if (!b)
-		return ENOMEM;
-	if (mt_sys_commit(b, slots * sizeof(struct cslot)) || tab_resize(t, 0, slots, b)) {
-		mt_sys_munmap(b, RES_BYTES);
-		return ENOMEM;
-	}
-	*res_of(t) = b;
-	return 0;
-}
-
-/* Rehash a compact table in place to `slots` (twice or a fraction of
- * its own), under the shard's lock.  To grow, the next pages of its
- * reservation are made usable, or, for a table with none or that fills
- * it, mremap makes its mapping that size (moving it if it must: its
- * pages go along, the new ones are zero); to shrink, the tail's pages
- * are given back after.  Every entry is
- * marked MOVING, then slot by slot each marked entry goes to the first
- * slot from its new home (below `slots`) that does not hold a placed,
- * unmarked entry: its own slot (it stays), an empty one (it moves), or a
- * marked one (the two swap, and the slot's new entry is taken next).  A
- * placed entry never moves again, and the slots from its home to it held
- * placed entries when it went there, so they still do: every entry stays
- * reachable from its home, as linear probing needs, and the table is one
- * that inserts could have built (backward-shift deletion holds).  A
- * marked entry is only ever moved into the slot being worked on, which
- * takes it at once.  0, or ENOMEM (the table is kept as it was). */
-static int
-tab_rehash(struct tab *t, uint64_t slots) {
-	uint64_t old = t->mask + 1;
-	struct cslot *c = t->slot;
-	char **r = res_of(t);
-	int in_res = *r == (char *)c;
-	if (slots > old) {
-		if (in_res && slots * sizeof *c <= RES_BYTES) {
-			if (mt_sys_commit(c + old, (slots - old) * sizeof *c))
-				return ENOMEM;
-		} else {
-			if (!(c = mt_sys_mremap(c, old * sizeof *c, slots * sizeof *c)))
-				return ENOMEM;
-			if (in_res) /* it filled the reservation, and is its own mapping now */
-				*r = NULL;
-			in_res = 0;
-		}
-	}
-	for (uint64_t i = 0; i < old; i++)
-		if (c[i].w0)
-			c[i].w0 |= MOVING;
-	uint64_t m = slots - 1;
-	for (uint64_t i = 0; i < old; i++) {
-		while (c[i].w0 & MOVING) {
-			struct cslot e = {c[i].w0 & ~MOVING, c[i].w1};
-			uint64_t j = mt_ptr_hash(key_addr(e.w0)) & m;
-			while (c[j].w0 && !(c[j].w0 & MOVING))
-				j = (j + 1) & m;
-			struct cslot o = c[j]; /* empty, or marked (c[i] itself when j == i) */
-			c[j] = e;
-			if (j == i)
-				break;
-			c[i] = o;
-		}
-	}
-	if (slots < old && in_res)
-		mt_sys_decommit(c + slots, (old - slots) * sizeof *c);
-	else if (slots < old)
-		mt_sys_munmap(c + slots, (old - slots) * sizeof *c);
-	mt_add(&table_bytes, (slots - old) * sizeof *c); /* wraps: a decrease */
-	t->slot = c;
-	t->mask = m;
-	return 0;
-}
-
 /* A table that emptied to an eighth of its slots halves until a quarter
  * are used: a table that grew for a peak (PyTorch's import: hundreds of
  * thousands of blocks) does not stay that size for the rest of a run.
@@ -411,8 +194,7 @@ shrink_if_sparse(struct tab *t, int wide) {
 		return;
 	while (slots > MIN_SLOTS && t->count * 4 <= slots / 2)
 		slots /= 2;
-	if (wide || tab_rehash(t, slots))
-		tab_resize(t, wide, slots, NULL); /* no memory for the smaller one: keep the larger */
+	mt_ptrmem_shrink(t, wide, slots);
 }
 
 /* Remove slot i.  Backward-shift deletion: pull later entries of the run
@@ -440,13 +222,7 @@ static __attribute__((noinline)) int
 tab_grow(struct tab *t, int wide) {
 	if (mt_ptrtab_count() >= max_live) /* racy: good enough for a bound */
 		return ENOMEM;
-	uint64_t slots = t->mask ? (t->mask + 1) * 2 : MIN_SLOTS;
-	if (!wide && reserving && !*res_of(t) && slots * sizeof(struct cslot) >= RES_FROM &&
-	    slots * sizeof(struct cslot) <= RES_BYTES && !tab_reserve(t, slots))
-		return 0;
-	if (!wide && t->mask && !tab_rehash(t, slots))
-		return 0;
-	return tab_resize(t, wide, slots, NULL);
+	return mt_ptrmem_grow(t, wide, t->mask ? (t->mask + 1) * 2 : MIN_SLOTS);
 }
 
 /* ---- the interface ----------------------------------------------------- */
@@ -566,7 +342,7 @@ mt_ptrtab_each(void (*fn)(const struct mt_ptr *, void *), void *arg) {
 	uint64_t now = mt_ms_since_start();
 	mt_solo_gate();
 	for (int k = 0; k < NSHARDS; k++) {
-		struct shard *s = &shards[k];
+		struct shard *s = &mt_ptr_shards[k];
 		mt_lock(&s->lock);
 		for (int wide = 0; wide < 2; wide++) {
 			struct tab *t = &s->t[wide];
@@ -589,36 +365,36 @@ mt_ptrtab_count(void) {
 	uint64_t n = 0;
 	for (int i = 0; i < NSHARDS; i++)
 		for (int w = 0; w < 2; w++)
-			n += __atomic_load_n(&shards[i].t[w].count, __ATOMIC_RELAXED);
+			n += __atomic_load_n(&mt_ptr_shards[i].t[w].count, __ATOMIC_RELAXED);
 	return n;
 }
 
 uint64_t
 mt_ptrtab_memory(void) {
-	return __atomic_load_n(&table_bytes, __ATOMIC_RELAXED);
+	return __atomic_load_n(&mt_ptr_table_bytes, __ATOMIC_RELAXED);
 }
 
 void
 mt_ptrtab_prefork(void) {
 	mt_solo_gate();
 	for (int i = 0; i < NSHARDS; i++)
-		mt_lock(&shards[i].lock);
+		mt_lock(&mt_ptr_shards[i].lock);
 }
 
 void
 mt_ptrtab_postfork_parent(void) {
 	for (int i = 0; i < NSHARDS; i++)
-		mt_unlock(&shards[i].lock);
+		mt_unlock(&mt_ptr_shards[i].lock);
 }
 
 void
 mt_ptrtab_postfork_child(int fresh) {
 	for (int i = 0; i < NSHARDS; i++) {
-		struct shard *s = &shards[i];
+		struct shard *s = &mt_ptr_shards[i];
 		for (int w = 0; fresh && w < 2; w++) {
 			struct tab *t = &s->t[w];
 			if (t->mask)
-				tab_unmap(t, w);
+				mt_ptrmem_unmap(t, w);
 			t->slot = NULL;
 			t->mask = 0;
 			t->count = 0;
@@ -626,10 +402,10 @@ mt_ptrtab_postfork_child(int fresh) {
 		s->lock.v = 0;
 	}
 	if (fresh) {
-		table_bytes = 0;
+		mt_ptr_table_bytes = 0;
 		if (filter_count) { /* the tables are empty: so is the filter */
 			memset(filter_count, 0, FILTER_BYTES);
-			table_bytes = FILTER_BYTES;
+			mt_ptr_table_bytes = FILTER_BYTES;
 		}
 	}
 }

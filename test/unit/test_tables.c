@@ -245,7 +245,7 @@ table_space(uint64_t *first) {
 	return grew;
 }
 
-/* The compact tables double and halve in place (ptrtab.c, tab_rehash):
+/* The compact tables double and halve in place (ptrmem.c, tab_rehash):
  * 1.2 M blocks in one region fill its group's 8 shards past their 4 MiB
  * reservations (128 Ki entries a shard) and into mappings of their own
  * (mremap); every block comes back with its fields after the doublings
