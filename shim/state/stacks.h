@@ -31,7 +31,7 @@ extern const char *const mt_kind_names[MT_NKINDS];
 
 /* CUDA devices the shim keeps apart (devices.h), and the peaks it keeps:
  * one a kind, then one a device (the sum of the kinds on it). */
-#define MT_MAXDEV 64
+#define MT_MAXDEV MT_MAX_DEVICE
 #define MT_PEAK_SLOTS (MT_NKINDS + MT_MAXDEV)
 /* Whether memory of this kind lives on one device (pinned host memory
  * does not: its device is the one current when it was made). */

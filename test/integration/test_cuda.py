@@ -93,6 +93,30 @@ if mt.case('gpus'):
           'gpus: each device\'s call sites at that device\'s peak (at peak, live)')
     devs = {d['device']: d['peak_bytes'] for d in snap['devices']}
     mt.eq(devs, {0: 64 * MIB, 1: 40 * MIB}, 'gpus: each device\'s peak')
+    MTC = os.environ.get('MT_MEMTALLY') or os.path.join(B, 'memtally')
+    gdir = os.path.join(OUT, 'gpus')
+    r = subprocess.run([MTC, 'report', '--json', gdir], capture_output=True, text=True)
+    ap = json.loads(r.stdout)['processes'][0]['at_peak']
+    mt.eq(ap.get('device_peak_bytes'), {'0': 64 * MIB, '1': 40 * MIB},
+          'gpus: report --json names each GPU\'s peak')
+    rows = {(c['function'], c.get('device')): c['at_peak_bytes'] for c in ap['callsites']
+            if c['kind'] == 'cuda'}
+    mt.eq(rows, {('gpu_site', 0): 64 * MIB, ('gpu_site', 1): 32 * MIB, ('gpu_other', 1): 8 * MIB},
+          'gpus: report --json, each GPU\'s call sites at its peak')
+    r = subprocess.run([MTC, 'report', gdir], capture_output=True, text=True)
+    t = r.stdout
+    mt.check("top call sites at GPU 1's peak (40.0 MiB" in t and
+             t.index("GPU 1's peak") < t.index('32.0 MiB         0 B cuda      gpu_site'),
+             'gpus: report prints GPU 1\'s table, gpu_site 32 MiB there, none now:\n' + t)
+    r = subprocess.run([MTC, 'functions', '--json', '--device', '1', gdir],
+                       capture_output=True, text=True)
+    fns = {x['function']: (x['self_bytes'], x['inclusive_bytes'])
+           for x in json.loads(r.stdout)['processes'][0]['functions']}
+    mt.eq((fns.get('gpu_site'), fns.get('gpu_other'), fns.get('main')),
+          ((32 * MIB, 32 * MIB), (8 * MIB, 8 * MIB), (0, 40 * MIB)),
+          'gpus: functions --device 1, that GPU\'s call sites at its peak')
+    r = subprocess.run([MTC, 'report', '--device', '16', gdir], capture_output=True, text=True)
+    mt.check(r.returncode == 2 and 'from 0 to 15' in r.stderr, 'gpus: --device 16 is a usage error')
 
 # 8 threads, async with the per-thread flag: the _ptsz functions are called
 fake, f = run('mt', 'rt', 'mt')
