@@ -13,6 +13,8 @@
 
 /* The most native frames a stack holds (MEMTALLY_DEPTH's bound). */
 #define MT_MAX_DEPTH 128
+/* CUDA devices a file names, 0 .. MT_MAX_DEVICE-1 (a stack's "device"). */
+#define MT_MAX_DEVICE 64
 /* A stack's frame that stands for frames left out (MEMTALLY_INITDEPTH):
  * no return address is this low. */
 #define MT_PC_ELIDED 1

@@ -42,13 +42,16 @@ struct ask {
 			  * a file's own FILE@N / FILE@peak (mfile.sel) wins */
 	double warmup;   /* the fraction of a run (or of its steps) left out
 			  * at the start of the growth window */
+	int only_gpu;    /* --device N: N + 1, only the call sites on GPU N
+			  * (their bytes at that GPU's own peak); 0: all */
 };
 
 /* ---- the moment: which figures a view shows ---- */
 
 /* The call sites of f at the asked moment, and what that moment is:
  * *at_peak set when the figures are the exact peak (each site's bytes at
- * its kind's high-water mark; live_bytes holds them, live_count 0),
+ * its kind's high-water mark, a GPU's sites at their device's; live_bytes
+ * holds them, live_count 0); with only_gpu, that GPU's sites alone;
  * *s the snapshot they come from.  Caller frees. */
 struct site *answer_sites(struct mfile *f, const struct ask *a, const struct snap **s,
 			  int *at_peak, size_t *n);

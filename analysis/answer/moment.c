@@ -19,7 +19,10 @@ moment_of(const struct mfile *f, const struct ask *a) {
 struct site *
 answer_sites(struct mfile *f, const struct ask *a, const struct snap **s, int *at_peak,
 	     size_t *n) {
-	return sites_for(f, moment_of(f, a), a->kind, s, at_peak, n);
+	struct site *v = sites_for(f, moment_of(f, a), a->kind, s, at_peak, n);
+	if (a->only_gpu)
+		*n = sites_on_device(f, v, *n, a->only_gpu - 1);
+	return v;
 }
 
 const char *

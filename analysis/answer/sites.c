@@ -432,3 +432,12 @@ site_rows_free(struct site_row *r, size_t n) {
 		free(r[i].name);
 	free(r);
 }
+
+size_t
+sites_on_device(const struct mfile *f, struct site *v, size_t n, int dev) {
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (stack_device(f, v[i].stack) == dev)
+			v[k++] = v[i];
+	return k;
+}

@@ -30,6 +30,9 @@ void site_fit(char *name, int col);
 /* The function of the first informative frame (for matching in tests and
  * JSON), or "[unknown]". */
 const char *site_func(const struct mfile *f, uint32_t stack, char *buf, size_t n);
+/* Keep of v[0..n) the call sites whose memory is on CUDA device dev
+ * (stack_device), in order; returns how many. */
+size_t sites_on_device(const struct mfile *f, struct site *v, size_t n, int dev);
 /* Stable identity across files: module basename + offset of each frame. */
 char *site_key(const struct mfile *f, uint32_t stack, int kind);
 /* The whole symbolized stack, one frame a line, with a prefix. */

@@ -8,12 +8,14 @@
 #include "model/model.h"
 
 struct opts {
-	struct ask ask;    /* what is asked: --kind, --stacks, --snapshot, --warmup */
+	struct ask ask;    /* what is asked: --kind, --stacks, --snapshot, --warmup,
+			    * --device */
 	int json;          /* --json */
 	int stacks;        /* --stacks */
 	int native;        /* --native */
 	int top;           /* --top N */
 	int kind;          /* --kind K, -1 = all (also ask.kind) */
+	int device;        /* --device N, -1 = all (ask.only_gpu = N + 1) */
 	double warmup;     /* --warmup F (also ask.warmup) */
 	const char *out;   /* -o FILE */
 	const char *metric; /* --metric live|allocs|alloc_bytes (flame) */

@@ -11,6 +11,13 @@ enum { MT_KINDS(K_ENUM_) NKINDS };
 #undef K_ENUM_
 extern const char *const kind_names[NKINDS];
 int kind_parse(const char *s); /* -1 if unknown */
+/* Whether memory of kind k lives on one GPU (cuda, cuda_managed,
+ * cuda_vmm: their call sites are a device's each; pinned host memory's
+ * are not). */
+static inline int
+kind_on_device(int k) {
+	return k == K_CUDA || k == K_CUDA_MANAGED || k == K_CUDA_VMM;
+}
 
 struct site {
 	uint32_t stack;       /* index into its file's stacks; 0: none */
@@ -40,6 +47,7 @@ struct snap {
 	int64_t alloc_footprint;        /* allocator's own footprint, -1 when absent */
 #define MAX_DEVS 16
 	int64_t dev_live[MAX_DEVS];     /* per CUDA device, -1 when absent */
+	int64_t dev_peak[MAX_DEVS];     /* per CUDA device, -1 when absent */
 	struct devtorch *torch;         /* PyTorch's caching allocator per device */
 	int ntorch;                     /* (devices[].torch), when any */
 	struct totals tot[NKINDS];
@@ -74,6 +82,8 @@ struct stack {
 	int n;
 	int64_t id;            /* the id the file gave it */
 	int64_t py;            /* pystack index; 0: no Python frame; -1: no "py" */
+	int dev1;              /* memory on a GPU: its device + 1 (the record's
+				* "device"); 0: none */
 };
 
 /* Python frames (format 2): a pyframe is (file, qualified name, line); a
@@ -260,6 +270,13 @@ void file_json_head(struct sb *j, const struct mfile *f);
 void file_title(const struct mfile *f);
 
 /* The id the file gave the stack at index ix (0 for none). */
+/* The CUDA device a stack's memory is on (its record's "device"), or -1:
+ * host memory, pinned host memory, or a file from before the field. */
+static inline int
+stack_device(const struct mfile *f, uint32_t ix) {
+	return ix && ix < f->nstacks ? f->stacks[ix].dev1 - 1 : -1;
+}
+
 static inline long long
 stack_file_id(const struct mfile *f, uint32_t ix) {
 	return ix && ix < f->nstacks ? (long long)f->stacks[ix].id : 0;

@@ -126,6 +126,10 @@ stack(struct ctx *c, struct jv *o) {
 	if (!pcs || pcs->type != J_ARR)
 		bad(c, "stack record without a \"pcs\" array");
 	int64_t py = stack_py(c, o, id);
+	int64_t dev = opt_i64(c, o, MT_F_DEVICE, -1);
+	if (dev < -1 || dev >= MT_MAX_DEVICE)
+		bad(c, "stack %lld: \"device\" is %lld, not a CUDA device (0..%d)", (long long)id,
+		    (long long)dev, MT_MAX_DEVICE - 1);
 	const struct stack *u = stack_up(c, o, id, &keep);
 	/* A shared stack is no deeper than the shim captures, so a line of
 	 * a few bytes cannot stand for more than MT_MAX_DEPTH frames. */
@@ -150,6 +154,7 @@ stack(struct ctx *c, struct jv *o) {
 	s->n = (int)n;
 	s->id = id;
 	s->py = py;
+	s->dev1 = (int)dev + 1;
 }
 
 static void

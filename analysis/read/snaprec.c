@@ -62,13 +62,15 @@ proc_figures(struct ctx *c, struct jv *o, struct snap *s) {
 		s->alloc_footprint = ar < 0 || hb < 0 ? rs : hb > INT64_MAX - ar ? INT64_MAX : ar + hb;
 	}
 	for (int d = 0; d < MAX_DEVS; d++)
-		s->dev_live[d] = -1;
+		s->dev_live[d] = s->dev_peak[d] = -1;
 	struct jv *devs = json_get(c->d, o, MT_F_DEVICES);
 	if (devs && devs->type == J_ARR)
 		for (struct jv *x = json_child(c->d, devs); x; x = json_next(c->d, x)) {
 			int64_t d = device_ordinal(c, x);
-			if (d >= 0 && d < MAX_DEVS)
+			if (d >= 0 && d < MAX_DEVS) {
 				s->dev_live[d] = opt_i64(c, x, MT_F_LIVE_BYTES, 0);
+				s->dev_peak[d] = opt_count(c, x, MT_F_PEAK_BYTES, -1, INT64_MAX);
+			}
 			devtorch(c, s, x, d);
 		}
 	for (int k = 0; k < NKINDS; k++) {

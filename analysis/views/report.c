@@ -36,6 +36,8 @@ static void
 sites_text(struct mfile *f, const struct snap *s, struct opts *o, const char *title) {
 	size_t n, nr;
 	struct site *v = sites_sorted(f, s, &n);
+	if (o->ask.only_gpu) /* --device: that GPU's call sites */
+		n = sites_on_device(f, v, n, o->ask.only_gpu - 1);
 	struct site_row *r = site_rows(f, v, n, o->kind, o->stacks, 4 * o->top + 64, 0, &nr);
 	char a[16], b[16], name[1100];
 	printf("  top call sites by live bytes %s (snapshot %lld, %s):\n", title, (long long)s->seq,
@@ -63,6 +65,8 @@ static void
 sites_json(struct sb *j, struct mfile *f, const struct snap *s, struct opts *o) {
 	size_t n;
 	struct site *v = sites_sorted(f, s, &n);
+	if (o->ask.only_gpu)
+		n = sites_on_device(f, v, n, o->ask.only_gpu - 1);
 	sb_printf(j, "{\"seq\":%lld,\"reason\":", (long long)s->seq);
 	sb_json_str(j, s->reason);
 	sb_printf(j, ",\"elapsed_ms\":%lld,\"callsites\":[", (long long)s->elapsed_ms);
@@ -98,7 +102,7 @@ cmp_at_peak(const void *a, const void *b) {
 }
 
 static struct site *
-at_peak_sites(struct mfile *f, const struct snap *s, size_t *n) {
+at_peak_sites(struct mfile *f, const struct snap *s, struct opts *o, size_t *n) {
 	struct site *v = snap_sites(f, s, n);
 	int have = 0;
 	for (size_t i = 0; i < *n && !have; i++)
@@ -107,25 +111,38 @@ at_peak_sites(struct mfile *f, const struct snap *s, size_t *n) {
 		free(v);
 		return NULL;
 	}
+	if (o->ask.only_gpu)
+		*n = sites_on_device(f, v, *n, o->ask.only_gpu - 1);
 	xqsort(v, *n, sizeof *v, cmp_at_peak);
 	return v;
 }
 
+/* The GPUs whose call sites a table of v[0..n) shows, into on[]: each
+ * device's sites are at that device's own peak (the shim keeps a peak a
+ * device).  Returns whether any site is on a GPU. */
+static int
+peak_devices(const struct mfile *f, const struct site *v, size_t n, int on[MAX_DEVS]) {
+	int any = 0;
+	memset(on, 0, MAX_DEVS * sizeof *on);
+	for (size_t i = 0; i < n; i++) {
+		int d = stack_device(f, v[i].stack);
+		if (d >= 0 && d < MAX_DEVS && v[i].at_peak_bytes > 0)
+			any = on[d] = 1;
+	}
+	return any;
+}
+
+/* One table of the sites of v[0..n) on device dev (-1: on none; ALL:
+ * every site, a file with no GPU's). */
+#define ALL (-2)
 static void
-at_peak_text(struct mfile *f, const struct snap *s, const struct site *v, size_t n,
-	     struct opts *o) {
+at_peak_table(struct mfile *f, struct site *v, size_t n, int dev, struct opts *o) {
 	char a[16], b[16], name[1100];
-	struct sb h = {0};
-	for (int k = 0; k < NKINDS; k++)
-		if ((o->kind < 0 || o->kind == k) && s->tot[k].present && s->tot[k].peak_bytes > 0)
-			sb_printf(&h, "%s%s %s", h.len ? ", " : "", kind_names[k],
-				  human(s->tot[k].peak_bytes, a));
-	printf("  top call sites at the peak (each kind at its high-water mark: %s):\n",
-	       h.len ? h.p : "none");
-	sb_free(&h);
+	struct site *w = xmalloc((n ? n : 1) * sizeof *w);
+	memcpy(w, v, n * sizeof *w);
+	size_t m = dev == ALL ? n : sites_on_device(f, w, n, dev), nr;
 	printf("  %11s %11s %-9s %s\n", "at peak", "live now", "kind", "where");
-	size_t nr;
-	struct site_row *r = site_rows(f, v, n, o->kind, o->stacks, 4 * o->top + 64, 1, &nr);
+	struct site_row *r = site_rows(f, w, m, o->kind, o->stacks, 4 * o->top + 64, 1, &nr);
 	int shown = 0;
 	for (size_t i = 0; i < nr && shown < o->top; i++) {
 		site_row_name(&r[i], 36, o->stacks, name, sizeof name);
@@ -138,6 +155,35 @@ at_peak_text(struct mfile *f, const struct snap *s, const struct site *v, size_t
 	if (!shown)
 		printf("  (no call sites)\n");
 	site_rows_free(r, nr);
+	free(w);
+}
+
+/* The exact peak as tables: the host's (each kind at its high-water
+ * mark), then each GPU's at that GPU's own peak. */
+static void
+at_peak_text(struct mfile *f, const struct snap *s, struct site *v, size_t n, struct opts *o) {
+	char a[16];
+	int on[MAX_DEVS], gpus = peak_devices(f, v, n, on);
+	if (!o->ask.only_gpu) {
+		struct sb h = {0};
+		for (int k = 0; k < NKINDS; k++)
+			if ((o->kind < 0 || o->kind == k) && s->tot[k].present &&
+			    s->tot[k].peak_bytes > 0 && !(gpus && kind_on_device(k)))
+				sb_printf(&h, "%s%s %s", h.len ? ", " : "", kind_names[k],
+					  human(s->tot[k].peak_bytes, a));
+		printf("  top call sites at the peak (each kind at its high-water mark: %s):\n",
+		       h.len ? h.p : "none");
+		sb_free(&h);
+		at_peak_table(f, v, n, gpus ? -1 : ALL, o);
+	}
+	for (int d = 0; d < MAX_DEVS; d++) {
+		if (!(on[d] || o->ask.only_gpu == d + 1))
+			continue;
+		printf("  top call sites at GPU %d's peak (%s: cuda, cuda_managed and cuda_vmm on it "
+		       "together):\n",
+		       d, s->dev_peak[d] >= 0 ? human(s->dev_peak[d], a) : "?");
+		at_peak_table(f, v, n, d, o);
+	}
 }
 
 static void
@@ -151,6 +197,17 @@ at_peak_json(struct sb *j, struct mfile *f, const struct snap *s, const struct s
 				  (long long)s->tot[k].peak_bytes);
 			first = 0;
 		}
+	int on[MAX_DEVS];
+	if (peak_devices(f, v, n, on) || o->ask.only_gpu) {
+		sb_puts(j, "},\"device_peak_bytes\":{");
+		first = 1;
+		for (int d = 0; d < MAX_DEVS; d++)
+			if ((on[d] || o->ask.only_gpu == d + 1) && s->dev_peak[d] >= 0) {
+				sb_printf(j, "%s\"%d\":%lld", first ? "" : ",", d,
+					  (long long)s->dev_peak[d]);
+				first = 0;
+			}
+	}
 	sb_puts(j, "},\"callsites\":[");
 	int shown = 0;
 	for (size_t i = 0; i < n && shown < o->top; i++) {
@@ -158,8 +215,12 @@ at_peak_json(struct sb *j, struct mfile *f, const struct snap *s, const struct s
 			continue;
 		if (shown++)
 			sb_putc(j, ',');
-		sb_printf(j, "{\"stack\":%lld,\"kind\":\"%s\",\"at_peak_bytes\":%lld,\"live_bytes\":%lld,",
-			  stack_file_id(f, v[i].stack), kind_names[v[i].kind],
+		sb_printf(j, "{\"stack\":%lld,\"kind\":\"%s\",",
+			  stack_file_id(f, v[i].stack), kind_names[v[i].kind]);
+		int d = stack_device(f, v[i].stack);
+		if (d >= 0)
+			sb_printf(j, "\"device\":%d,", d);
+		sb_printf(j, "\"at_peak_bytes\":%lld,\"live_bytes\":%lld,",
 			  (long long)v[i].at_peak_bytes, (long long)v[i].live_bytes);
 		site_json_names(j, f, v[i].stack);
 		sb_putc(j, '}');
@@ -279,7 +340,7 @@ report_json(struct mfile *f, struct opts *o, struct sb *j, int first) {
 		sites_json(j, f, file_peak(f, o->kind), o);
 		size_t np;
 		const struct snap *last = &f->snaps[f->nsnaps - 1];
-		struct site *vp = at_peak_sites(f, last, &np);
+		struct site *vp = at_peak_sites(f, last, o, &np);
 		if (vp)
 			at_peak_json(j, f, last, vp, np, o);
 		free(vp);
@@ -337,7 +398,7 @@ report_text(struct mfile *f, struct opts *o) {
 		sites_text(f, last, o, "at the last snapshot");
 	}
 	size_t np;
-	struct site *vp = at_peak_sites(f, last, &np);
+	struct site *vp = at_peak_sites(f, last, o, &np);
 	const struct snap *pk = file_peak(f, o->kind);
 	if (vp) /* exact, whatever the snapshots caught */
 		at_peak_text(f, last, vp, np, o);

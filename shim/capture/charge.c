@@ -88,13 +88,14 @@ mt_heap_sample_point(size_t size) {
 	return 2;
 }
 
-/* hook: the exported hook's frame pointer when it is known (heap hooks),
+/* key: the stack's kind and device (stacks.h mt_stack_key).
+ * hook: the exported hook's frame pointer when it is known (heap hooks),
  * else 0.  Its return address is the first frame an unwind gives once
  * the shim's own frames are stripped: at MEMTALLY_DEPTH=1 the whole native
  * stack, without unwinding (libunwind steps through the shim's frames
  * first, ~100 ns); the CFI walker starts there. */
 static uint32_t
-capture(int kind, uintptr_t hook) {
+capture(int key, uintptr_t hook) {
 	uintptr_t pcs[MT_MAX_DEPTH];
 	int n; /* errno: mt_unwind keeps it (libunwind may set it), and
 		* nothing else here calls libc but memcpy/memset and the vDSO
@@ -114,7 +115,7 @@ capture(int kind, uintptr_t hook) {
 	}
 	if (n > (int)mt_cfg.initdepth + 1) /* else nothing to cut */
 		n = mt_unwind_loader_cut(pcs, n, (int)mt_cfg.initdepth);
-	return n == 1 ? mt_stack_intern1(pcs[0], kind, py) : mt_stack_intern(pcs, n, kind, py);
+	return n == 1 ? mt_stack_intern1(pcs[0], key, py) : mt_stack_intern(pcs, n, key, py);
 }
 
 /* While no writer thread runs (output/writer.h: it starts when needed):
@@ -172,6 +173,13 @@ mt_set_active(int on) {
 	__atomic_store_n(&mt_active, on, __ATOMIC_RELEASE);
 }
 
+/* The peak a tracked block's call site follows (stacks.h mt_peak_slot):
+ * its kind's, or for memory on a GPU its device's. */
+static inline int
+ptr_slot(const struct mt_ptr *e) {
+	return MT_LIKELY(e->kind == MT_HEAP) ? MT_HEAP : mt_peak_slot(mt_stack_key(e->kind, e->device));
+}
+
 /* plain: the solo thread's plain updates (solo.h), for heap entries only
  * (other kinds' totals are changed by any thread). */
 static void
@@ -182,7 +190,7 @@ uncharge(const struct mt_ptr *e, int plain) {
 		mt_event(MT_EV_FREE, e->kind, e->addr, e->size, e->stack);
 	if (e->sampled)
 		sample_weights(e->size, &bytes, &count);
-	mt_site_free(e->stack, e->kind, bytes, count, plain);
+	mt_site_free(e->stack, ptr_slot(e), bytes, count, plain);
 	struct mt_totals *t = &mt_totals[e->kind];
 	mt_addp(plain, &t->live_bytes, -bytes);
 	if (e->kind == MT_HEAP) { /* per-thread: no shared cache line */
@@ -282,7 +290,8 @@ int
 mt_dev_track(uintptr_t key, uint64_t size, int kind, int device, uint32_t stream,
 	     int flags, uint32_t stack) {
 	struct mt_ptr e = {.addr = key, .size = size,
-			   .stack = stack ? stack : capture(kind, 0), .kind = (uint8_t)kind,
+			   .stack = stack ? stack : capture(mt_stack_key(kind, device), 0),
+			   .kind = (uint8_t)kind,
 			   .device = (uint8_t)device, .flags = (uint8_t)flags,
 			   .stream = stream,
 			   .time_ms = (uint32_t)mt_ms_since_start()};
@@ -295,7 +304,7 @@ mt_dev_track(uintptr_t key, uint64_t size, int kind, int device, uint32_t stream
 	if (err == EEXIST && !(old.flags & MT_PTR_MAPPED))
 		uncharge(&old, 0);
 	if (!(flags & MT_PTR_MAPPED)) { /* a mapping of a handle: charged at create */
-		mt_site_alloc(e.stack, kind, (int64_t)size, 1, 0);
+		mt_site_alloc(e.stack, ptr_slot(&e), (int64_t)size, 1, 0);
 		mt_totals_alloc(kind, size);
 		count_tracked();
 	}
@@ -308,7 +317,7 @@ mt_dev_untrack(uintptr_t key, struct mt_ptr *e) {
 	if (!mt_ptrtab_take(key, e, 0))
 		return 0;
 	if (!(e->flags & MT_PTR_MAPPED)) {
-		mt_site_free(e->stack, e->kind, (int64_t)e->size, 1, 0);
+		mt_site_free(e->stack, ptr_slot(e), (int64_t)e->size, 1, 0);
 		mt_totals_free(e->kind, e->size, 1);
 	}
 	mt_event(MT_EV_FREE, e->kind, key & ~MT_TAG_MASK, e->size, e->stack);
@@ -316,8 +325,8 @@ mt_dev_untrack(uintptr_t key, struct mt_ptr *e) {
 }
 
 uint32_t
-mt_capture(int kind) {
-	return capture(kind, 0);
+mt_capture(int key) {
+	return capture(key, 0);
 }
 
 void

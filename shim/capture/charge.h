@@ -151,7 +151,9 @@ int mt_dev_track(uintptr_t key, uint64_t size, int kind, int device,
 		 uint32_t stream, int flags, uint32_t stack);
 /* Take key's entry into *e, uncharging unless mapped; 1 if it was there. */
 int mt_dev_untrack(uintptr_t key, struct mt_ptr *e);
-uint32_t mt_capture(int kind);
+/* The stack id of the calling code, for memory of key (stacks.h
+ * mt_stack_key: the kind, and the device for memory on a GPU). */
+uint32_t mt_capture(int key);
 /* After a successful mmap/mremap of [p, p+len).  stack: charge to this
  * stack id instead of capturing one (mremap moves the charge). */
 void mt_map_add(void *p, size_t len, int file, uint32_t stack);

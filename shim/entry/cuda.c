@@ -220,7 +220,7 @@ on_alloc(CUresult r, uintptr_t key, uint64_t size, int kind, int d, CUstream s,
 	} else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
 		int retry = mt_dev_oom(d);
 		driver_info(d, 1);
-		mt_event(MT_EV_OOM, kind, 0, size, mt_capture(kind));
+		mt_event(MT_EV_OOM, kind, 0, size, mt_capture(mt_stack_key(kind, d)));
 		mt_oom_cuda(api, size, d, mt_devs[d].drv_free, mt_devs[d].drv_total, retry);
 	}
 }

@@ -102,6 +102,11 @@ stack_line(struct mt_buf *b, uint32_t id, int mark) {
 		mt_buf_lit(b, "," MT_KEY(MT_F_PY));
 		mt_buf_u64(b, py);
 	}
+	int dev = mt_stack_device(id);
+	if (dev >= 0) { /* memory on a GPU: its figures are that device's */
+		mt_buf_lit(b, "," MT_KEY(MT_F_DEVICE));
+		mt_buf_i64(b, dev);
+	}
 	if (up) {
 		mt_buf_lit(b, "," MT_KEY(MT_F_UP));
 		mt_buf_u64(b, up);
@@ -196,7 +201,7 @@ site_json(struct mt_buf *b, uint32_t id, int kind, const struct mt_site *s,
 	mt_buf_lit(b, "," MT_KEY(MT_F_PEAK_BYTES));
 	mt_buf_i64(b, s->peak_bytes);
 	mt_buf_lit(b, "," MT_KEY(MT_F_AT_PEAK_BYTES));
-	mt_buf_i64(b, mt_site_at_peak(s, kind));
+	mt_buf_i64(b, mt_site_at_peak(s, mt_stack_peak_slot(id)));
 	if (s->peak_ms) { /* stamped: when the peak was reached, and the step */
 		mt_buf_lit(b, "," MT_KEY(MT_F_PEAK_MS));
 		mt_buf_u64(b, s->peak_ms - 1);
@@ -256,9 +261,9 @@ mt_callsites_json(struct mt_buf *b, int full, int dump) {
 	uint64_t nt = 0;
 	for (uint32_t id = 0; id < n; id++) {
 		{
-			int k = mt_stack_kind(id);
+			int k = mt_stack_kind(id), ps = mt_stack_peak_slot(id);
 			struct mt_site c; /* racy copies, summed */
-			if (!mt_site_read(id, k, &c))
+			if (!mt_site_read(id, ps, &c))
 				continue;
 			if (tv) {
 				top_push(&nt, (struct top){c.live_bytes, id,
@@ -274,7 +279,7 @@ mt_callsites_json(struct mt_buf *b, int full, int dump) {
 				site_json(b, id, k, &c, &first, 0);
 				continue;
 			}
-			uint64_t sig = row_sig(&c, mt_site_at_peak(&c, k));
+			uint64_t sig = row_sig(&c, mt_site_at_peak(&c, ps));
 			if (!full && (t->sig & ~TRACK_WRITTEN) == (sig & ~TRACK_WRITTEN))
 				continue; /* unchanged since the last snapshot */
 			if (site_json(b, id, k, &c, &first, 0))
@@ -283,7 +288,7 @@ mt_callsites_json(struct mt_buf *b, int full, int dump) {
 	}
 	for (uint64_t i = 0; tv && i < nt; i++) {
 		struct mt_site c;
-		mt_site_read(tv[i].id, (int)tv[i].kind, &c);
+		mt_site_read(tv[i].id, mt_stack_peak_slot(tv[i].id), &c);
 		site_json(b, tv[i].id, (int)tv[i].kind, &c, &first, 0);
 	}
 	mt_buf_putc(b, ']');

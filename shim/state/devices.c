@@ -6,6 +6,7 @@
 #include "platform/buf.h"
 #include "state/ptrtab.h"
 #include "state/sites.h"
+#include "state/totals.h"
 #include <string.h>
 
 struct mt_dev mt_devs[MT_MAXDEV];
@@ -18,7 +19,8 @@ mt_dev_alloc(int d, int kind, uint64_t size) {
 	v->used = 1;
 	mt_add(&v->allocs, 1);
 	mt_add(&v->live_count, 1);
-	mt_raise_peak(&v->peak_bytes, mt_add(&v->live_bytes, (int64_t)size));
+	if (mt_raise_peak(&v->peak_bytes, mt_add(&v->live_bytes, (int64_t)size)))
+		mt_peak_moved(MT_NKINDS + d % MT_MAXDEV); /* its sites' at-peak bytes */
 	return kind == MT_CUDA_VMM ? 0 : mt_dev_settle(d);
 }
 

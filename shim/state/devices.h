@@ -9,9 +9,9 @@
  */
 #ifndef MT_DEVICES_H
 #define MT_DEVICES_H
+#include "state/stacks.h" /* MT_MAXDEV */
 #include <stdint.h>
 
-#define MT_MAXDEV 64
 /* What became of a device's last OOM. */
 enum { MT_OOM_NONE, MT_OOM_PENDING, MT_OOM_RECOVERED, MT_OOM_RAISED };
 struct mt_dev {
@@ -31,7 +31,9 @@ extern struct mt_dev mt_devs[MT_MAXDEV];
 
 struct mt_ptr;
 /* A device allocation of size bytes of kind succeeded on device d (pinned
- * host memory is left out: it counts in the kind totals only).  Unless
+ * host memory is left out: it counts in the kind totals only); when the
+ * device's live bytes reach a new high its peak epoch moves (totals.h),
+ * so the caller charges the call site first.  Unless
  * kind is MT_CUDA_VMM, the same as mt_dev_settle after it. */
 int mt_dev_alloc(int d, int kind, uint64_t size);
 /* Memory on d became usable (an allocation, or a VMM mapping: a

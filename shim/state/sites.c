@@ -23,18 +23,18 @@ mt_sites_init(uint64_t max, int depth) {
 }
 
 struct mt_site *
-mt_site_get(uint32_t id, int kind) {
-	(void)kind; /* the id's own */
+mt_site_get(uint32_t id, int pslot) {
+	(void)pslot; /* any: the figures are the id's own */
 	return (struct mt_site *)mt_chunk_at(&sites, id);
 }
 
-/* Before a site's figures change: if its kind's peak moved since they
- * last changed, what they hold now is what they held at the peak.  (Two
+/* Before a site's figures change: if its peak (pslot: its pslot's, or its
+ * device's; stacks.h mt_peak_slot) moved since they last changed, what they hold now is what they held at the peak.  (Two
  * threads changing one site across a peak's move may save a figure one
  * change apart.) */
 static inline void
-keep_at_peak(struct mt_site *s, int kind) {
-	uint32_t e = __atomic_load_n(&mt_peak_epoch[kind], __ATOMIC_RELAXED);
+keep_at_peak(struct mt_site *s, int pslot) {
+	uint32_t e = __atomic_load_n(&mt_peak_epoch[pslot], __ATOMIC_RELAXED);
 	if (__builtin_expect(s->atpeak_epoch != e, 0)) {
 		s->atpeak_bytes = __atomic_load_n(&s->live_bytes, __ATOMIC_RELAXED);
 		s->atpeak_epoch = e;
@@ -136,8 +136,8 @@ peak_stamp(struct mt_site *s, int64_t was, int64_t live, int64_t bytes) {
 /* A charge to a site's figures: an allocation (alloc 1: live bytes up,
  * allocs and allocated bytes) or a free (live bytes down, frees). */
 static inline __attribute__((always_inline)) void
-own_charge(struct mt_site *s, int kind, int64_t bytes, int64_t count, int alloc) {
-	keep_at_peak(s, kind); /* the thread's own: one writer */
+own_charge(struct mt_site *s, int pslot, int64_t bytes, int64_t count, int alloc) {
+	keep_at_peak(s, pslot); /* the thread's own: one writer */
 	mt_add_plain(&s->live_bytes, alloc ? bytes : -bytes);
 	if (alloc) {
 		mt_add_plain(&s->allocs, (uint64_t)count);
@@ -148,9 +148,9 @@ own_charge(struct mt_site *s, int kind, int64_t bytes, int64_t count, int alloc)
 }
 
 static inline __attribute__((always_inline)) void
-shared_charge(uint32_t id, int kind, int64_t bytes, int64_t count, int plain, int alloc) {
-	struct mt_site *s = mt_site_get(id, kind);
-	keep_at_peak(s, kind);
+shared_charge(uint32_t id, int pslot, int64_t bytes, int64_t count, int plain, int alloc) {
+	struct mt_site *s = mt_site_get(id, pslot);
+	keep_at_peak(s, pslot);
 	int64_t live = mt_addp(plain, &s->live_bytes, alloc ? bytes : -bytes);
 	if (alloc) {
 		int64_t was = __atomic_load_n(&s->peak_bytes, __ATOMIC_RELAXED);
@@ -165,12 +165,12 @@ shared_charge(uint32_t id, int kind, int64_t bytes, int64_t count, int plain, in
 }
 
 static __attribute__((noinline)) void
-charge_slow(uint32_t id, int kind, int64_t bytes, int64_t count, int plain, int alloc) {
+charge_slow(uint32_t id, int pslot, int64_t bytes, int64_t count, int plain, int alloc) {
 	struct mt_site *s = mine_get(id);
 	if (s)
-		own_charge(s, kind, bytes, count, alloc);
+		own_charge(s, pslot, bytes, count, alloc);
 	else
-		shared_charge(id, kind, bytes, count, plain, alloc);
+		shared_charge(id, pslot, bytes, count, plain, alloc);
 }
 
 /* A site's live bytes now: the shared figures and every share summed
@@ -194,9 +194,9 @@ summed_live(uint32_t id, const struct mt_site *g) {
  * in peak_bytes whichever thread allocates it.  Rare (MT_SITE_BIG and
  * up), so it may walk the shares. */
 static __attribute__((noinline)) void
-charge_big(uint32_t id, int kind, int64_t bytes, int64_t count) {
-	struct mt_site *g = mt_site_get(id, kind);
-	keep_at_peak(g, kind);
+charge_big(uint32_t id, int pslot, int64_t bytes, int64_t count) {
+	struct mt_site *g = mt_site_get(id, pslot);
+	keep_at_peak(g, pslot);
 	mt_add(&g->live_bytes, bytes);
 	mt_add(&g->allocs, (uint64_t)count);
 	mt_add(&g->alloc_bytes, (uint64_t)bytes);
@@ -207,35 +207,35 @@ charge_big(uint32_t id, int kind, int64_t bytes, int64_t count) {
 }
 
 static inline __attribute__((always_inline)) void
-charge(uint32_t id, int kind, int64_t bytes, int64_t count, int plain, int alloc) {
+charge(uint32_t id, int pslot, int64_t bytes, int64_t count, int plain, int alloc) {
 	struct mt_site *s = mine_now(id);
 	if (MT_UNLIKELY(alloc && bytes >= MT_SITE_BIG) &&
 	    __atomic_load_n(&sites_split, __ATOMIC_RELAXED)) {
-		charge_big(id, kind, bytes, count);
+		charge_big(id, pslot, bytes, count);
 		return;
 	}
 	if (MT_LIKELY(s))
-		own_charge(s, kind, bytes, count, alloc);
+		own_charge(s, pslot, bytes, count, alloc);
 	else if (MT_UNLIKELY(my_slot))
-		charge_slow(id, kind, bytes, count, plain, alloc);
+		charge_slow(id, pslot, bytes, count, plain, alloc);
 	else
-		shared_charge(id, kind, bytes, count, plain, alloc);
+		shared_charge(id, pslot, bytes, count, plain, alloc);
 }
 
 void
-mt_site_alloc(uint32_t id, int kind, int64_t bytes, int64_t count, int plain) {
-	charge(id, kind, bytes, count, plain, 1);
+mt_site_alloc(uint32_t id, int pslot, int64_t bytes, int64_t count, int plain) {
+	charge(id, pslot, bytes, count, plain, 1);
 }
 
 void
-mt_site_free(uint32_t id, int kind, int64_t bytes, int64_t count, int plain) {
-	charge(id, kind, bytes, count, plain, 0);
+mt_site_free(uint32_t id, int pslot, int64_t bytes, int64_t count, int plain) {
+	charge(id, pslot, bytes, count, plain, 0);
 }
 
 void
-mt_site_unfree(uint32_t id, int kind, int64_t bytes, int64_t count) {
+mt_site_unfree(uint32_t id, int pslot, int64_t bytes, int64_t count) {
 	/* a free undone: a free of minus the bytes and count, atomic if shared */
-	charge_slow(id, kind, -bytes, -count, 0, 0);
+	charge_slow(id, pslot, -bytes, -count, 0, 0);
 }
 
 /* A site's at-peak share, against epoch e. */
@@ -253,11 +253,11 @@ share_of(uint32_t t, uint32_t id) {
 }
 
 int
-mt_site_read(uint32_t id, int kind, struct mt_site *out) {
-	struct mt_site *g = mt_site_get(id, kind);
+mt_site_read(uint32_t id, int pslot, struct mt_site *out) {
+	struct mt_site *g = mt_site_get(id, pslot);
 	if (!g)
 		return 0;
-	uint32_t e = __atomic_load_n(&mt_peak_epoch[kind], __ATOMIC_RELAXED);
+	uint32_t e = __atomic_load_n(&mt_peak_epoch[pslot], __ATOMIC_RELAXED);
 	*out = *g; /* racy copies, as every reader's */
 	int64_t at = at_peak_of(out, e);
 	int shares = 0;

@@ -21,7 +21,7 @@
  *   chunks.h   id -> element, arrays mapped a        lock-free reads
  *              chunk of 1024 ids at a time
  *   map64.c    u64 -> u32, for a caller's own table  the caller's lock
- *   stacks.h   (frames, kind, Python stack) -> id    lock-free; a new id
+ *   stacks.h   (frames, key, Python stack) -> id     lock-free; a new id
  *                                                    under the stack lock
  *   totals.h   kind -> exact process totals;         atomic adds
  *              thread slot -> heap counts
@@ -54,7 +54,8 @@ struct mt_site {
 	uint64_t alloc_bytes; /* bytes ever allocated */
 	uint64_t frees;       /* frees ever */
 	int64_t peak_bytes;   /* highest live_bytes seen */
-	/* live_bytes when its kind's total last reached its high-water mark:
+	/* live_bytes when its peak last moved (its kind's total reached a
+	 * new high; on a GPU, its device's live bytes: stacks.h mt_peak_slot):
 	 * saved at the site's first change after the mark moved (epoch
 	 * differs), so the hot path pays one compare; when the site has not
 	 * changed since, its figure at the peak is live_bytes itself. */
@@ -71,10 +72,11 @@ struct mt_site {
 /* An allocation this large raises its site's peak exactly however many
  * threads charge the site (sites.c: charge_big). */
 #define MT_SITE_BIG (256 << 10)
-/* A site's live bytes at its kind's peak (see atpeak_bytes). */
+/* A site's live bytes at its peak (see atpeak_bytes; pslot: the peak it
+ * is measured against, mt_stack_peak_slot of its id). */
 static inline int64_t
-mt_site_at_peak(const struct mt_site *s, int kind) {
-	return s->atpeak_epoch == __atomic_load_n(&mt_peak_epoch[kind], __ATOMIC_RELAXED)
+mt_site_at_peak(const struct mt_site *s, int pslot) {
+	return s->atpeak_epoch == __atomic_load_n(&mt_peak_epoch[pslot], __ATOMIC_RELAXED)
 		       ? s->atpeak_bytes
 		       : s->live_bytes;
 }
@@ -88,22 +90,23 @@ mt_site_live_count(const struct mt_site *s) {
  * ENOMEM. */
 int mt_sites_init(uint64_t max_stacks, int depth);
 
-/* Charge an allocation or free of (weighted) bytes/count to site id (its
- * kind is the id's own; the argument is kept for the callers' clarity).
+/* Charge an allocation or free of (weighted) bytes/count to site id;
+ * pslot: the peak its at-peak bytes follow (mt_peak_slot of its key: the
+ * caller knows it without looking the id up).
  * plain: plain updates, for the solo thread in a hook mt_plain_enter
  * allowed (solo.h); else atomic adds.  Never allocates.  Async-signal-safe. */
-void mt_site_alloc(uint32_t id, int kind, int64_t bytes, int64_t count, int plain);
-void mt_site_free(uint32_t id, int kind, int64_t bytes, int64_t count, int plain);
+void mt_site_alloc(uint32_t id, int pslot, int64_t bytes, int64_t count, int plain);
+void mt_site_free(uint32_t id, int pslot, int64_t bytes, int64_t count, int plain);
 /* Undo a free (a failed realloc keeps its block).  Async-signal-safe. */
-void mt_site_unfree(uint32_t id, int kind, int64_t bytes, int64_t count);
+void mt_site_unfree(uint32_t id, int pslot, int64_t bytes, int64_t count);
 /* The shared figures of a site: the whole of them while one thread
  * charges; read a site's figures with mt_site_read. */
-struct mt_site *mt_site_get(uint32_t id, int kind);
+struct mt_site *mt_site_get(uint32_t id, int pslot);
 /* A site's figures, the shared ones and every thread's share summed (the
- * at-peak bytes in atpeak_bytes, with the kind's epoch now); raises the
+ * at-peak bytes in atpeak_bytes, with pslot's epoch now); raises the
  * shared peak to what it read once threads have shares (sites.c).
  * Returns whether the site was ever charged.  For the writer. */
-int mt_site_read(uint32_t id, int kind, struct mt_site *out);
+int mt_site_read(uint32_t id, int pslot, struct mt_site *out);
 /* Whether site id was ever charged (an allocation in any of its
  * figures), without summing them.  For the writer. */
 int mt_site_charged(uint32_t id);

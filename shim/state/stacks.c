@@ -20,7 +20,7 @@
  * probing it never touches freed memory; a reader that misses there takes
  * the lock and looks again in the current index.
  *
- * A stack id names (frames, kind), so each id is one call site with one
+ * A stack id names (frames, key), so each id is one call site with one
  * set of figures (sites.c); the figures' chunk for an id is mapped before
  * the id is published.  (Keying by frames alone cost every stack a slot
  * per kind: 1 KiB a stack.)
@@ -40,7 +40,7 @@ struct stack {
 	uint32_t py;        /* Python stack id (python.h), 0 = none */
 	uint8_t n;          /* frames in all (depth <= 128) */
 	uint8_t nown;       /* frames of its own */
-	uint16_t kind;      /* enum mt_kind */
+	uint16_t key;       /* mt_stack_key: the kind, and the device */
 };
 /* The last stack each thread was given: the likeliest to share frames
  * with its next new one. */
@@ -150,8 +150,8 @@ frames_alloc(int n, uint32_t *at) {
  * last); the lanes run side by side.  Lanes are positions mod 4, so two
  * stacks with the same frames in another order hash apart. */
 static uint64_t
-hash_frames(const uintptr_t *pcs, int n, int kind, uint32_t py) {
-	uint64_t a = 0x9e3779b97f4a7c15ull ^ (uint64_t)n, b = 0xc2b2ae3d27d4eb4full ^ ((uint64_t)kind << 56),
+hash_frames(const uintptr_t *pcs, int n, int key, uint32_t py) {
+	uint64_t a = 0x9e3779b97f4a7c15ull ^ (uint64_t)n, b = 0xc2b2ae3d27d4eb4full ^ ((uint64_t)key << 48),
 		 c = 0x165667b19e3779f9ull ^ ((uint64_t)py << 24), d = 0x27d4eb2f165667c5ull;
 	int i = 0;
 	for (; i + 4 <= n; i += 4) {
@@ -185,15 +185,15 @@ walk(const struct stack *s, uintptr_t *out) {
 	}
 }
 
-/* Whether s is (pcs[0..n), kind, py) with hash h: the hash, depth, kind
+/* Whether s is (pcs[0..n), key, py) with hash h: the hash, depth, key
  * and Python stack, then its own frames; the rest (which it shares with
  * an earlier stack) by the 64-bit hash of all of them.  Walking the up
  * chain on every hit cost an exact malloc benchmark ~15% (a header per
  * step, cold); two stacks that differ only outside their own frames and
  * share the hash are 2^-64 a lookup. */
 static inline int
-same(const struct stack *s, uint64_t h, const uintptr_t *pcs, int n, int kind, uint32_t py) {
-	if (s->hash != h || s->n != (uint32_t)n || s->kind != (uint32_t)kind || s->py != py)
+same(const struct stack *s, uint64_t h, const uintptr_t *pcs, int n, int key, uint32_t py) {
+	if (s->hash != h || s->n != (uint32_t)n || s->key != (uint32_t)key || s->py != py)
 		return 0;
 	/* a loop, not memcmp: a few frames, where the call cost more than
 	 * the compare (memcmp was 4% of a depth-1 run) */
@@ -213,7 +213,7 @@ _Static_assert((uint64_t)MT_MAX_CHUNKS * MT_CHUNK_IDS <= 1u << ID_BITS, "ids fit
 #define SLOT(id, h) ((uint32_t)(id) | (uint32_t)((h) >> 54) << ID_BITS)
 
 static uint32_t
-probe(const struct index *ix, uint64_t h, const uintptr_t *pcs, int n, int kind,
+probe(const struct index *ix, uint64_t h, const uintptr_t *pcs, int n, int key,
       uint32_t py, uint64_t *slot_out) {
 	uint32_t tag = (uint32_t)(h >> 54);
 	for (uint64_t i = h & ix->mask;; i = (i + 1) & ix->mask) {
@@ -226,7 +226,7 @@ probe(const struct index *ix, uint64_t h, const uintptr_t *pcs, int n, int kind,
 		if (v >> ID_BITS != tag)
 			continue;
 		uint32_t id = v & ((1u << ID_BITS) - 1);
-		if (same(stack_at(id), h, pcs, n, kind, py))
+		if (same(stack_at(id), h, pcs, n, key, py))
 			return id;
 	}
 }
@@ -248,26 +248,26 @@ grow_index(void) {
 	return 0;
 }
 
-static uint32_t intern_new(const uintptr_t *pcs, int n, int kind, uint32_t py,
+static uint32_t intern_new(const uintptr_t *pcs, int n, int key, uint32_t py,
 			   uint64_t h, struct tentry *tc);
 
 uint32_t
-mt_stack_intern(const uintptr_t *pcs, int n, int kind, uint32_t py) {
+mt_stack_intern(const uintptr_t *pcs, int n, int key, uint32_t py) {
 	if (n <= 0 && !py)
-		return (uint32_t)kind;
+		return (uint32_t)MT_KEY_KIND(key);
 	if (n < 0)
 		n = 0;
-	uint64_t h = hash_frames(pcs, n, kind, py);
+	uint64_t h = hash_frames(pcs, n, key, py);
 	struct tentry *tc = &tcache[(h >> 20) & (TCACHE - 1)];
 	if (tc->hash == h)
 		return last_stack = (uint32_t)tc->id;
-	uint32_t id = probe(mt_load(&cur_index), h, pcs, n, kind, py, NULL);
+	uint32_t id = probe(mt_load(&cur_index), h, pcs, n, key, py, NULL);
 	if (MT_LIKELY(id)) {
 		tc->hash = h;
 		last_stack = (uint32_t)(tc->id = id);
 		return id;
 	}
-	return intern_new(pcs, n, kind, py, h, tc);
+	return intern_new(pcs, n, key, py, h, tc);
 }
 
 /* One frame (MEMTALLY_DEPTH=1, or a stack that is one frame): each
@@ -277,39 +277,39 @@ mt_stack_intern(const uintptr_t *pcs, int n, int kind, uint32_t py) {
 #define PC1 128
 static MT_TLS struct pc1 {
 	uintptr_t pc; /* 0: empty (no return address is 0) */
-	uint32_t py, kind, id;
+	uint32_t py, key, id;
 } pc1[PC1];
 
 static MT_NOINLINE uint32_t
-pc1_miss(uintptr_t pc, int kind, uint32_t py, struct pc1 *c) {
-	uint32_t id = mt_stack_intern(&pc, 1, kind, py);
+pc1_miss(uintptr_t pc, int key, uint32_t py, struct pc1 *c) {
+	uint32_t id = mt_stack_intern(&pc, 1, key, py);
 	if (id >= MT_NKINDS)
-		*c = (struct pc1){pc, py, (uint32_t)kind, id};
+		*c = (struct pc1){pc, py, (uint32_t)key, id};
 	return id;
 }
 
 uint32_t
-mt_stack_intern1(uintptr_t pc, int kind, uint32_t py) {
+mt_stack_intern1(uintptr_t pc, int key, uint32_t py) {
 	struct pc1 *c = &pc1[(pc ^ pc >> 9) & (PC1 - 1)];
-	if (MT_LIKELY(c->pc == pc && c->py == py && c->kind == (uint32_t)kind))
+	if (MT_LIKELY(c->pc == pc && c->py == py && c->key == (uint32_t)key))
 		return c->id;
-	return pc1_miss(pc, kind, py, c); /* out of line: the hit saves no registers */
+	return pc1_miss(pc, key, py, c); /* out of line: the hit saves no registers */
 }
 
 /* mt_stack_intern's miss in the shared index: look again under the lock,
  * then add the stack.  Out of line: its frame (a stack's worth of frames
  * to compare with the last) would cost every hit its set-up. */
 static __attribute__((noinline)) uint32_t
-intern_new(const uintptr_t *pcs, int n, int kind, uint32_t py, uint64_t h,
+intern_new(const uintptr_t *pcs, int n, int key, uint32_t py, uint64_t h,
 	   struct tentry *tc) {
 	uint32_t id;
 	mt_lock(&stack_lock);
 	uint64_t slot;
 	struct index *ix = cur_index;
-	id = probe(ix, h, pcs, n, kind, py, &slot);
+	id = probe(ix, h, pcs, n, key, py, &slot);
 	if (id)
 		goto out;
-	id = (uint32_t)kind; /* unless a new id is made below */
+	id = (uint32_t)MT_KEY_KIND(key); /* unless a new id is made below */
 	if (nstacks >= max_stacks || frames_total + (uint64_t)n > frames_cap ||
 	    mt_chunk_ensure(&stacks, nstacks) || mt_chunk_ensure(figures, nstacks)) {
 		mt_add(&mt_sites_dropped, 1); /* full: the caller charges id 0 */
@@ -322,7 +322,7 @@ intern_new(const uintptr_t *pcs, int n, int kind, uint32_t py, uint64_t h,
 		if (grow_index())
 			goto out;
 		ix = cur_index;
-		probe(ix, h, pcs, n, kind, py, &slot);
+		probe(ix, h, pcs, n, key, py, &slot);
 	}
 	/* The outer frames it shares with the thread's last stack (or the
 	 * last made, for a thread's first) are that stack's to hold. */
@@ -352,7 +352,7 @@ intern_new(const uintptr_t *pcs, int n, int kind, uint32_t py, uint64_t h,
 	s->n = (uint8_t)n;
 	s->nown = (uint8_t)(n - keep);
 	s->up = up;
-	s->kind = (uint16_t)kind;
+	s->key = (uint16_t)key;
 	s->py = py;
 	s->own = own;
 	memcpy(FRAMES_AT(own), pcs, (size_t)(n - keep) * sizeof *pcs);
@@ -370,7 +370,17 @@ out:
 
 int
 mt_stack_kind(uint32_t id) {
-	return id < MT_NKINDS ? (int)id : (int)stack_at(id)->kind;
+	return id < MT_NKINDS ? (int)id : MT_KEY_KIND((int)stack_at(id)->key);
+}
+
+int
+mt_stack_device(uint32_t id) {
+	return id < MT_NKINDS ? -1 : (int)(stack_at(id)->key >> 8) - 1;
+}
+
+int
+mt_stack_peak_slot(uint32_t id) {
+	return id < MT_NKINDS ? (int)id : mt_peak_slot(stack_at(id)->key);
 }
 
 uint32_t

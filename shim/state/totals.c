@@ -8,7 +8,7 @@
 
 struct mt_totals mt_totals[MT_NKINDS];
 struct mt_tcount mt_tcounts[MT_TSLOTS];
-uint32_t mt_peak_epoch[MT_NKINDS];
+uint32_t mt_peak_epoch[MT_PEAK_SLOTS];
 
 void
 mt_heap_counts(struct mt_totals *t) {

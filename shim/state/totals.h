@@ -39,14 +39,15 @@ void mt_heap_counts(struct mt_totals *t);
 void mt_totals_alloc(int kind, uint64_t bytes);
 void mt_totals_free(int kind, uint64_t bytes, int whole);
 
-/* Bumped when a kind's total live bytes reach a new high (one per kind).
+/* Bumped when a peak moves, one a slot (stacks.h: mt_peak_slot): a
+ * kind's total live bytes, or a device's (devices.c), reached a new high.
  * Hidden: every charge reads it (sites.c), PC-relative. */
-extern MT_HIDDEN uint32_t mt_peak_epoch[];
-/* A kind's total reached a new high at live: bump its epoch.  The caller
+extern MT_HIDDEN uint32_t mt_peak_epoch[MT_PEAK_SLOTS];
+/* The peak of slot reached a new high: bump its epoch.  The caller
  * charged the site first, so the site that made the peak counts in it. */
 static inline void
-mt_peak_moved(int kind) {
-	__atomic_add_fetch(&mt_peak_epoch[kind], 1, __ATOMIC_RELAXED);
+mt_peak_moved(int slot) {
+	__atomic_add_fetch(&mt_peak_epoch[slot], 1, __ATOMIC_RELAXED);
 }
 /* A fork child's totals, counts and epochs start from zero. */
 void mt_totals_reset(void);

@@ -11,7 +11,8 @@
  *           12000, then every lookup through the pointer it returned, with
  *           flags 0 and 2
  * argv[2] picks the work: "mix" (known allocations from known functions),
- * "vmm" (expandable segments), "mt" (8 threads x 2000 async pairs with the
+ * "gpus" (one call site on two devices, their peaks apart), "vmm"
+ * (expandable segments), "mt" (8 threads x 2000 async pairs with the
  * per-thread flag), "oom" (allocate until out of memory, check the dump is
  * on disk, free some and retry; argv[3] is the output directory).
  * Prints a JSON line with what the fake driver itself counted. */
@@ -162,6 +163,31 @@ NOINLINE static void dev1_alloc(void) {       /* device 1: 3 x 1 MiB */
 
 /* PyTorch's expandable segments: reserve, then create + map + set access
  * in 2 MiB pieces as the segment grows; shrink by unmap + release. */
+/* "gpus": one call site on two devices whose peaks fall at different
+ * times.  Device 1: gpu_site 32 MiB and gpu_other 8 MiB (its peak, 40
+ * MiB), then gpu_site's freed; device 0: gpu_site 64 MiB (the cuda kind's
+ * peak, 72 MiB, when device 1 holds 8).  At device 1's peak gpu_site held
+ * 32 MiB there; at the kind's peak, none. */
+NOINLINE static CUdeviceptr gpu_site(size_t n) {
+	CUdeviceptr d;
+	CK(p_cuMemAlloc_v2(&d, n));
+	return d;
+}
+NOINLINE static CUdeviceptr gpu_other(size_t n) {
+	CUdeviceptr d;
+	CK(p_cuMemAlloc_v2(&d, n));
+	return d;
+}
+NOINLINE static void gpus(void *ctx0, void *ctx1) {
+	for (int i = 0; i < 2; i++) { /* gpu_site's stack is the same both times */
+		CK(p_cuCtxSetCurrent(i ? ctx0 : ctx1));
+		CUdeviceptr d = gpu_site(i ? 64 * MIB : 32 * MIB);
+		if (!i) {
+			gpu_other(8 * MIB);
+			CK(p_cuMemFree_v2(d));
+		}
+	}
+}
 NOINLINE static void vmm_grow(void) {         /* 3 x 2 MiB created, 1 released: 4 MiB */
 	CUdeviceptr base;
 	CUhandle h[3];
@@ -226,6 +252,8 @@ int main(int argc, char **argv) {
 		CK(p_cuCtxSetCurrent(ctx1));
 		dev1_alloc();
 		CK(p_cuCtxSetCurrent(ctx0));
+	} else if (!strcmp(work, "gpus")) {
+		gpus(ctx0, ctx1);
 	} else if (!strcmp(work, "vmm")) {
 		vmm_grow();
 	} else if (!strcmp(work, "mt")) {

@@ -75,6 +75,49 @@ mt.eq((s.get('live_bytes'), s.get('live_count'), s.get('allocs')), (4 * MIB, 2, 
       'vmm: vmm_grow live bytes, count, allocs (3 created, 1 released)')
 mt.eq(snap['devices'][0]['live_bytes'], fake['used0'], 'vmm: device live bytes equal the driver\'s')
 
+# Two GPUs: a call site's bytes at the peak are its device's peak, not the
+# kind's (cuda_prog "gpus": device 1 peaks at 40 MiB with gpu_site holding
+# 32 MiB there; the cuda kind peaks later, when gpu_site holds 0 on device 1)
+if mt.case('gpus'):
+    fake, f = run('gpus', 'rt', 'gpus')
+    snap = f.final()
+    ids = [i for i, pcs in f.stacks.items() if pcs]
+    syms = dict(zip(ids, [fn for fn, _ in f.symbolize([f.stacks[i][0] for i in ids])]))
+    seen = {}
+    for c in snap['callsites']:
+        fn = syms.get(c['stack'])
+        if c['kind'] == 'cuda' and fn in ('gpu_site', 'gpu_other'):
+            seen[(fn, f.stack_device.get(c['stack']))] = (c['at_peak_bytes'], c['live_bytes'])
+    mt.eq(seen, {('gpu_site', 1): (32 * MIB, 0), ('gpu_site', 0): (64 * MIB, 64 * MIB),
+                 ('gpu_other', 1): (8 * MIB, 8 * MIB)},
+          'gpus: each device\'s call sites at that device\'s peak (at peak, live)')
+    devs = {d['device']: d['peak_bytes'] for d in snap['devices']}
+    mt.eq(devs, {0: 64 * MIB, 1: 40 * MIB}, 'gpus: each device\'s peak')
+    MTC = os.environ.get('MT_MEMTALLY') or os.path.join(B, 'memtally')
+    gdir = os.path.join(OUT, 'gpus')
+    r = subprocess.run([MTC, 'report', '--json', gdir], capture_output=True, text=True)
+    ap = json.loads(r.stdout)['processes'][0]['at_peak']
+    mt.eq(ap.get('device_peak_bytes'), {'0': 64 * MIB, '1': 40 * MIB},
+          'gpus: report --json names each GPU\'s peak')
+    rows = {(c['function'], c.get('device')): c['at_peak_bytes'] for c in ap['callsites']
+            if c['kind'] == 'cuda'}
+    mt.eq(rows, {('gpu_site', 0): 64 * MIB, ('gpu_site', 1): 32 * MIB, ('gpu_other', 1): 8 * MIB},
+          'gpus: report --json, each GPU\'s call sites at its peak')
+    r = subprocess.run([MTC, 'report', gdir], capture_output=True, text=True)
+    t = r.stdout
+    mt.check("top call sites at GPU 1's peak (40.0 MiB" in t and
+             t.index("GPU 1's peak") < t.index('32.0 MiB         0 B cuda      gpu_site'),
+             'gpus: report prints GPU 1\'s table, gpu_site 32 MiB there, none now:\n' + t)
+    r = subprocess.run([MTC, 'functions', '--json', '--device', '1', gdir],
+                       capture_output=True, text=True)
+    fns = {x['function']: (x['self_bytes'], x['inclusive_bytes'])
+           for x in json.loads(r.stdout)['processes'][0]['functions']}
+    mt.eq((fns.get('gpu_site'), fns.get('gpu_other'), fns.get('main')),
+          ((32 * MIB, 32 * MIB), (8 * MIB, 8 * MIB), (0, 40 * MIB)),
+          'gpus: functions --device 1, that GPU\'s call sites at its peak')
+    r = subprocess.run([MTC, 'report', '--device', '16', gdir], capture_output=True, text=True)
+    mt.check(r.returncode == 2 and 'from 0 to 15' in r.stderr, 'gpus: --device 16 is a usage error')
+
 # 8 threads, async with the per-thread flag: the _ptsz functions are called
 fake, f = run('mt', 'rt', 'mt')
 s = f.sites_by_function(f.final(), kinds=CUDA_KINDS).get(('mt_worker', 'cuda'), {})

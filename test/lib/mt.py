@@ -10,6 +10,7 @@ class File:
         self.maps = []
         self.stacks = {}
         self.stack_py = {}    # stack id -> pystack id (0: no Python frame)
+        self.stack_device = {}  # stack id -> CUDA device (memory on a GPU)
         self.python = None    # the python record
         self.pyframes = {}
         self.pystacks = {}
@@ -39,6 +40,8 @@ class File:
                         path, r['id'], r['keep'], len(up))
                     pcs += up[len(up) - r['keep']:]
                 self.stacks[r['id']] = pcs
+                if 'device' in r:
+                    self.stack_device[r['id']] = r['device']
                 if 'py' in r:
                     assert r['py'] == 0 or r['py'] in self.pystacks, \
                         '%s: pystack %d used before its record' % (path, r['py'])
