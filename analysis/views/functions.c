@@ -178,10 +178,13 @@ print_json(struct sb *j, struct mfile *f, const struct fntab *t, const struct sn
 
 static void
 print_text(struct mfile *f, const struct fntab *t, const struct snap *s, int at_peak, int64_t total,
-	   int top) {
+	   int top, int gpu) {
 	char a[16], b[16];
 	file_title(f);
-	if (at_peak)
+	if (at_peak && gpu)
+		printf("  live bytes per function at GPU %d's peak, %s in all:\n", gpu - 1,
+		       human(total, a));
+	else if (at_peak)
 		printf("  live bytes per function at the peak (each kind at its high-water mark), "
 		       "%s in all:\n", human(total, a));
 	else
@@ -231,7 +234,7 @@ one_file(struct mfile *f, struct opts *o, struct sb *j, int first) {
 	if (o->json)
 		print_json(j, f, &t, s, at_peak, total, o->top, first);
 	else
-		print_text(f, &t, s, at_peak, total, o->top);
+		print_text(f, &t, s, at_peak, total, o->top, o->ask.only_gpu);
 	fntab_free(&t);
 }
 
