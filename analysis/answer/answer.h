@@ -106,8 +106,11 @@ struct window {
 };
 /* The growth window of f: with a step mark (a counter that never falls;
  * "step" first), from the warm-up fraction of the steps on and up to the
- * first snapshot of the last step; without, from the warm-up fraction of
- * the time and up to the teardown (a fall to the end). */
+ * last snapshot that describes a step (the last of reason "step", else
+ * the first at the last step; a death by signal at a later step instead):
+ * the exit snapshot and whatever follows the steps are teardown; without,
+ * from the warm-up fraction of the time and up to the teardown (a fall to
+ * the end). */
 void answer_window(const struct mfile *f, double warmup, struct window *w);
 /* The same window cut to the snapshots that cover the steps [from, to]
  * (ranks: the steps every rank has): from the last at or before `from` to

@@ -39,15 +39,56 @@ step_mark(const struct mfile *f) {
 	return mk;
 }
 
+/* Snapshots that are teardown by their reason: the exit snapshot is
+ * written after the program's own exit path (an interpreter's frees). */
+static int
+is_exit(const struct snap *s) {
+	return !strcmp(s->reason, "exit");
+}
+
+/* A final snapshot written as a signal ended the process (SIGTERM from a
+ * pool or a launcher, SIGINT, ...): the state when it died, no teardown. */
+static int
+is_death(const struct snap *s) {
+	return !strncmp(s->reason, "signal-", 7);
+}
+
+/* The last snapshot that describes a step: the last one of reason "step"
+ * (written by the marking thread, of the state at the mark); without any,
+ * the first at the last step value.  A death after it, at a later step,
+ * ends the window instead.  Exit snapshots are never in it. */
+static size_t
+steps_end(const struct mfile *f, const char *mk, double vn) {
+	size_t end = 0, first_vn = 0;
+	for (size_t i = 0; i < f->nsnaps; i++) {
+		const struct snap *s = &f->snaps[i];
+		double v = snap_step(s, mk);
+		if (isnan(v) || is_exit(s))
+			continue;
+		if (!strcmp(s->reason, "step"))
+			end = i + 1;
+		if (v == vn && !first_vn)
+			first_vn = i + 1;
+	}
+	if (!end)
+		end = first_vn;
+	for (size_t i = end; i < f->nsnaps; i++)
+		if (is_death(&f->snaps[i]) && snap_step(&f->snaps[i], mk) >
+						     snap_step(&f->snaps[end - 1], mk))
+			end = i + 1;
+	return end;
+}
+
 /* On steps: from the warm-up fraction of the steps (snapshots before the
- * first step are start-up) to the first snapshot at the last step (what
- * follows is teardown).  0 when the run has fewer than two steps. */
+ * first step are start-up) to the last snapshot that describes a step
+ * (steps_end: what follows is teardown, or work after the loop).  0 when
+ * the run has fewer than two steps. */
 static int
 by_steps(const struct mfile *f, const char *mk, double warmup, struct window *w) {
 	double v0 = NAN, vn = NAN;
 	for (size_t i = 0; i < f->nsnaps; i++) {
 		double v = snap_step(&f->snaps[i], mk);
-		if (isnan(v))
+		if (isnan(v) || is_exit(&f->snaps[i]))
 			continue;
 		if (isnan(v0))
 			v0 = v;
@@ -55,15 +96,16 @@ by_steps(const struct mfile *f, const char *mk, double warmup, struct window *w)
 	}
 	if (isnan(v0) || !(vn > v0))
 		return 0;
+	size_t end = steps_end(f, mk, vn);
+	if (!end)
+		return 0;
+	vn = snap_step(&f->snaps[end - 1], mk);
+	if (!(vn > v0))
+		return 0;
 	double from = v0 + warmup * (vn - v0);
-	size_t lo = 0, end = 0;
+	size_t lo = 0;
 	while (lo < f->nsnaps && !(snap_step(&f->snaps[lo], mk) >= from))
 		lo++;
-	for (end = lo; end < f->nsnaps; end++)
-		if (snap_step(&f->snaps[end], mk) == vn) {
-			end++;
-			break;
-		}
 	w->lo = lo;
 	w->end = end;
 	w->by_step = 1;

@@ -133,6 +133,11 @@ writer_maybe(void) {
 	if (mt_trigger_pending() || (mt_cfg.rise > 0 && (host >= 4 << 20 || dev >= 4 << 20)) ||
 	    (!(++tick & 4095) && mt_py_loaded_since()))
 		mt_trigger_start_writer();
+	/* The time cadence of a process that has not needed the thread (a
+	 * small program stays single-threaded): this thread writes it, looked
+	 * at every 256th allocation. */
+	else if (!(tick & 255) && mt_cadence_time_due(mt_now_ns()))
+		mt_trigger_sync(MT_REASON_INTERVAL);
 }
 
 static inline __attribute__((always_inline)) void

@@ -34,26 +34,40 @@ memtally_snapshot(const char *label) {
 	return r;
 }
 
-/* MEMTALLY_STEPS=N: a "step" mark that reaches a multiple of N (from
- * below: floor(value / N) grew) asks the writer for a snapshot, as the
- * snapshot signal does: an atomic or and a futex wake, no wait.  Requests
- * made while one is being written are answered by the next snapshot. */
+/* Which "step" marks get a snapshot.  MEMTALLY_STEPS=N: each one that
+ * reaches a multiple of N (from below: floor(value / N) grew).  Else the
+ * cadence (MEMTALLY_CADENCE): a step is a mark that moves the value
+ * forward; the first 64 steps each get one, then every 2nd step for 64
+ * snapshots, every 4th, and so on (mt_cadence_step, trigger.h). */
 static int
 step_due(const char *name, double old, double value) {
-	if (!mt_cfg.steps || !name || strcmp(name, "step"))
+	if (!name || strcmp(name, "step"))
 		return 0;
-	double n = (double)mt_cfg.steps;
 	if (old != old) /* a new mark: counted from 0 */
 		old = 0;
-	return __builtin_floor(value / n) > __builtin_floor(old / n);
+	if (mt_cfg.steps) {
+		double n = (double)mt_cfg.steps;
+		if (value > old)
+			mt_cadence_step();
+		return __builtin_floor(value / n) > __builtin_floor(old / n);
+	}
+	/* counted however snapshots are asked for: the time cadence steps
+	 * aside while steps move */
+	int due = value > old && mt_cadence_step();
+	return mt_cfg.cadence && due;
 }
 
+/* A step snapshot describes its step: it is written here, by the marking
+ * thread, of the state at the mark (as MEMTALLY_EVERY's is by the
+ * allocating thread), not by the writer thread a moment later, when a
+ * function's locals may be gone.  The caller of memtally_mark holds no
+ * shim lock (it is the program's own call). */
 MT_EXPORT int
 memtally_mark(const char *name, double value) {
 	double old;
 	int r = mt_mark_set(name, value, &old);
 	if (!r && step_due(name, old, value) && __atomic_load_n(&mt_active, __ATOMIC_ACQUIRE))
-		mt_trigger(MT_REASON_STEP);
+		mt_trigger_sync(MT_REASON_STEP);
 	return r;
 }
 

@@ -60,7 +60,7 @@ preoom_watch(void) {
 /* The state of the loop between wake-ups. */
 struct loop {
 	uint64_t period, next, tick, next_tick;
-	int preoom;
+	int preoom, cadence; /* cadence: the time cadence (trigger.h) */
 	int64_t base_host, base_dev;
 };
 
@@ -82,6 +82,8 @@ due(struct loop *L, uint64_t now, int64_t host, int64_t dev) {
 		if (mt_cfg.rise > 0 && (risen(host, L->base_host) || risen(dev, L->base_dev)))
 			bits |= MT_REASON_RISE;
 	}
+	if (L->cadence && mt_cadence_time_due(now))
+		bits |= MT_REASON_INTERVAL;
 	if (L->period && now >= L->next) {
 		bits |= MT_REASON_INTERVAL;
 		L->next += L->period;
@@ -97,6 +99,9 @@ sleep_until_due(struct loop *L, uint32_t w, uint64_t now) {
 	uint64_t wake = L->period ? L->next : 0;
 	if (L->tick && (!wake || L->next_tick < wake))
 		wake = L->next_tick;
+	uint64_t cad = L->cadence ? mt_cadence_time_next() : 0;
+	if (cad && (!wake || cad < wake))
+		wake = cad;
 	if (mt_py_waiting() && (!wake || wake > now + 1000000000u))
 		wake = now + 1000000000u;
 	if (wake) {
@@ -112,7 +117,8 @@ static void *
 writer_main(void *arg) {
 	(void)arg;
 	mt_self.guard = 1; /* this thread's own allocations are not tracked */
-	struct loop L = {.period = (uint64_t)(mt_cfg.interval * 1e9), .preoom = preoom_watch()};
+	struct loop L = {.period = (uint64_t)(mt_cfg.interval * 1e9), .preoom = preoom_watch(),
+			 .cadence = mt_cadence_time_next() != 0};
 	L.next = L.period ? mt_now_ns() + L.period : 0;
 	/* the watches read every 100 ms (three syscalls for the cgroup) */
 	L.tick = L.preoom || mt_cfg.rise > 0 ? 100000000u : 0;
@@ -134,6 +140,7 @@ writer_main(void *arg) {
 			uint32_t serving = mt_request_take(lab);
 			L.base_host = host, L.base_dev = dev;
 			mt_snapshot_write(mt_reason_name(bits), lab[0] ? lab : NULL);
+			mt_cadence_wrote(now, mt_now_ns());
 			mt_request_served(serving);
 			continue;
 		}
@@ -206,21 +213,27 @@ mt_writer_resume(int was_running) {
 		mt_writer_start();
 }
 
-/* MEMTALLY_EVERY: the allocating thread writes the snapshot itself (it
- * holds no shim lock there: charge.c's count_tracked). */
+/* MEMTALLY_EVERY, a step snapshot, and the time cadence while no writer
+ * thread runs: the calling thread writes the snapshot itself (it holds no
+ * shim lock there: charge.c's count_tracked and writer_maybe, api.c's
+ * memtally_mark). */
 static void
 write_now(int reason) {
 	int g = mt_self.guard;
 	mt_self.guard = 1;
 	if (mt_py_waiting()) /* as the writer looks before each */
 		mt_py_init();
+	uint64_t t0 = mt_now_ns();
 	mt_snapshot_write(mt_reason_name(reason), NULL);
+	mt_cadence_wrote(t0, mt_now_ns());
 	mt_self.guard = g;
 }
 
 void
 mt_writer_init(void) {
 	mt_trigger_set_writer(write_now, mt_writer_start);
+	if (mt_cfg.cadence && !(mt_cfg.interval > 0))
+		mt_cadence_init(mt_now_ns());
 	if (mt_cfg.interval > 0 || preoom_watch())
 		mt_writer_start(); /* periodic work from the first moment */
 }

@@ -18,8 +18,9 @@
 #define MT_OPTIONS(X)                                                          \
 	X(out, OUT, PATH, "./memtally-out", "", "", "output directory (created)") \
 	X(every, EVERY, U64, "0", "0", "1099511627776", "snapshot every N tracked allocations, written by the allocating thread at the N-th (0 = off)") \
-	X(interval, INTERVAL, SECS, "0", "0", "86400", "snapshot every T seconds (0 = off; fractions allowed)") \
-	X(steps, STEPS, U64, "100", "0", "1099511627776", "snapshot each time the \"step\" mark reaches a multiple of N (memtally_mark; under `memtally run` PyTorch's optimizer steps are marked without code), from memtally's thread while the program goes on (0 = off)") \
+	X(cadence, CADENCE, BOOL, "1", "", "", "snapshots that serve any run length, with no other option: at each of the first 64 \"step\" marks, then every 2nd step for 64 more, every 4th, and so on; without steps the same on time (from every 20 ms, never more than 5% of the time spent writing); under 2,000 snapshots a process for any run. MEMTALLY_STEPS or MEMTALLY_INTERVAL set replaces its part (0: only the triggers set)") \
+	X(interval, INTERVAL, SECS, "0", "0", "86400", "snapshot every T seconds (0 = off: the cadence's own, MEMTALLY_CADENCE; fractions allowed)") \
+	X(steps, STEPS, U64, "0", "0", "1099511627776", "snapshot each time the \"step\" mark reaches a multiple of N (memtally_mark; under `memtally run` PyTorch's optimizer steps are marked without code), written by the marking thread, of the state at the mark (0 = off: the cadence's own, MEMTALLY_CADENCE)") \
 	X(rise, RISE, FRAC, "0.25", "0", "1", "snapshot when live host (heap + mmap) or device bytes rise this fraction, and 4 MiB, above the lowest since the last snapshot; checked every 100 ms (0 = off)") \
 	X(signal, SIGNAL, SIG, "USR1", "", "", "signal that requests a snapshot: USR1, USR2, RTMIN+n or RTMAX-n (or their numbers: 10, 12, 34-64), or none") \
 	X(sample, SAMPLE, SIZE, "0", "0", "1T", "mean bytes between heap samples (0 = exact); K/M/G suffixes") \
@@ -68,6 +69,7 @@ enum mt_opt_type { MT_PATH, MT_U64, MT_SIZE, MT_SECS, MT_SIG, MT_BOOL,
 struct mt_config {
 	char out[1024];      /* absolute output directory */
 	uint64_t every;      /* tracked allocations between snapshots */
+	int cadence;         /* bool: the doubling cadence on steps and time */
 	double interval;     /* seconds between snapshots, 0 = off */
 	uint64_t steps;      /* "step" marks between snapshots, 0 = off */
 	double rise;         /* fraction above the last snapshot's live bytes */

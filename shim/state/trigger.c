@@ -73,6 +73,77 @@ mt_trigger_start_writer(void) {
 }
 
 
+static uint64_t cad_steps, cad_taken, cad_stride = 1;
+
+int
+mt_cadence_step(void) {
+	uint64_t k = __atomic_add_fetch(&cad_steps, 1, __ATOMIC_RELAXED);
+	uint64_t stride = __atomic_load_n(&cad_stride, __ATOMIC_RELAXED);
+	if (k % stride)
+		return 0;
+	if (__atomic_add_fetch(&cad_taken, 1, __ATOMIC_RELAXED) % MT_CADENCE_RUN == 0)
+		__atomic_store_n(&cad_stride, stride * 2, __ATOMIC_RELAXED);
+	return 1;
+}
+
+uint64_t
+mt_cadence_steps(void) {
+	return __atomic_load_n(&cad_steps, __ATOMIC_RELAXED);
+}
+
+#define CAD_T0 20000000ull /* ns: the first period */
+static struct {
+	uint64_t next, period, taken, steps_seen, floor;
+} ct;
+
+void
+mt_cadence_init(uint64_t now) {
+	ct.period = CAD_T0;
+	ct.taken = 0;
+	ct.floor = 0;
+	ct.steps_seen = mt_cadence_steps();
+	__atomic_store_n(&ct.next, now + CAD_T0, __ATOMIC_RELEASE);
+}
+
+uint64_t
+mt_cadence_time_next(void) {
+	return __atomic_load_n(&ct.next, __ATOMIC_ACQUIRE);
+}
+
+int
+mt_cadence_time_due(uint64_t now) {
+	uint64_t next = __atomic_load_n(&ct.next, __ATOMIC_ACQUIRE);
+	if (!next || now < next)
+		return 0;
+	/* one caller moves it on; the others see the new next */
+	uint64_t period = __atomic_load_n(&ct.period, __ATOMIC_RELAXED);
+	uint64_t after = now + period;
+	if (after < ct.floor)
+		after = ct.floor;
+	if (!__atomic_compare_exchange_n(&ct.next, &next, after, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_RELAXED))
+		return 0;
+	uint64_t steps = mt_cadence_steps();
+	if (steps != __atomic_exchange_n(&ct.steps_seen, steps, __ATOMIC_RELAXED))
+		return 0; /* steps moved meanwhile: theirs describe the run */
+	if (__atomic_add_fetch(&ct.taken, 1, __ATOMIC_RELAXED) % MT_CADENCE_RUN == 0)
+		__atomic_store_n(&ct.period, period * 2, __ATOMIC_RELAXED);
+	return 1;
+}
+
+void
+mt_cadence_wrote(uint64_t t0, uint64_t t1) {
+	if (t1 <= t0)
+		return;
+	uint64_t floor = t1 + 19 * (t1 - t0);
+	__atomic_store_n(&ct.floor, floor, __ATOMIC_RELAXED);
+	uint64_t next = __atomic_load_n(&ct.next, __ATOMIC_ACQUIRE);
+	while (next && next < floor &&
+	       !__atomic_compare_exchange_n(&ct.next, &next, floor, 0, __ATOMIC_ACQ_REL,
+					    __ATOMIC_ACQUIRE))
+		;
+}
+
 const char *
 mt_reason_name(int bits) {
 	if (bits & MT_REASON_EXIT)
@@ -179,4 +250,8 @@ mt_trigger_postfork_child(int follow) {
 		pending = 0;
 	writer_running = 0; /* the child starts its own */
 	coalesced = 0;
+	cad_steps = cad_taken = 0; /* its own cadence, from its own start */
+	cad_stride = 1;
+	if (ct.next)
+		mt_cadence_init(mt_now_ns());
 }

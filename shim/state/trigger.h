@@ -64,6 +64,32 @@ void mt_request_served(uint32_t served);
 /* Sleep until triggered after word w, or until the timeout (NULL: none). */
 void mt_trigger_sleep(uint32_t w, const struct timespec *ts);
 
+/* The cadence on steps (MEMTALLY_CADENCE): count one step (a "step" mark
+ * that moved forward); 1 when it gets a snapshot.  The first 64 steps
+ * each get one, then every 2nd step for 64 snapshots, every 4th, and so
+ * on: a run of any length has 32 to 64 snapshots in its last half, and a
+ * million steps make about 900.  Atomics: marks from two threads at once
+ * may give one snapshot more or less, never a wrong one. */
+int mt_cadence_step(void);
+/* Steps counted so far (the writer's time cadence steps aside while they
+ * move). */
+uint64_t mt_cadence_steps(void);
+enum { MT_CADENCE_RUN = 64 };
+/* The cadence on time, for processes without steps (DataLoader workers,
+ * C programs) and a stepped process's time before and after its steps: a
+ * snapshot every 20 ms at first, the period doubling after each 64, and
+ * never sooner than 19 times the last snapshot's writing time after it
+ * ended (at most 5% of the time spent writing).  While steps move, time
+ * snapshots step aside (the steps' are the ones that describe the run).
+ * mt_cadence_time_due: 1 when one is due at now (and it is counted: one
+ * caller gets it); the writer thread asks it, and while none runs the
+ * allocating thread does (charge.c).  mt_cadence_time_next: when the next
+ * is due (0: off).  mt_cadence_wrote: a snapshot took [t0, t1]. */
+int mt_cadence_time_due(uint64_t now);
+uint64_t mt_cadence_time_next(void);
+void mt_cadence_wrote(uint64_t t0, uint64_t t1);
+void mt_cadence_init(uint64_t now);
+
 /* fork: the request lock around fork; the child forgets what was pending. */
 void mt_trigger_prefork(void);
 void mt_trigger_postfork_parent(void);
