@@ -9,6 +9,7 @@
 #   5. the shim's tables from 4 threads under ThreadSanitizer
 #   6. libFuzzer on the command's reader and writers (FUZZ_SECONDS each)
 #   7. the HTML page's script parses (node --check), where node exists
+#   8. the whole matrix of trainer shapes (test_trainers, MEMTALLY_TRAINERS=all)
 set -u
 cd "$(dirname "$0")/.."
 STRICT=${STRICT:-"-Werror -Wmissing-prototypes -Wstrict-prototypes -Wshadow"}
@@ -46,6 +47,7 @@ stage valgrind bash test/valgrind.sh
 stage tsan tsan
 stage fuzz bash test/fuzz/run.sh
 stage page-script js
+stage trainers env MEMTALLY_TRAINERS=all MEMTALLY_TEST=test_trainers MEMTALLY_TEST_TIMEOUT=1200 bash test/run.sh
 [ ${#failed[@]} -gt 0 ] && echo "check failed: ${failed[*]}"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
