@@ -69,10 +69,8 @@ enum { SITES_FULL, SITES_DELTA, SITES_TOP };
 /* Whether s is the final snapshot of a process a signal killed (reason
  * "signal-term", "signal-int", ...; shim/format.h): the state the
  * process held when it was killed, the real end of its run, not
- * teardown (nothing was freed on a way out).  Its one exception: CPython
- * ends an uncaught KeyboardInterrupt by re-raising SIGINT after its
- * finalization, so there "signal-int" follows a teardown as "exit" does
- * (doc/FORMAT.md). */
+ * teardown (nothing was freed on a way out; CPython's SIGINT after an
+ * uncaught KeyboardInterrupt, raised once finalized, is written "exit"). */
 static inline int
 snap_killed(const struct snap *s) {
 	return !strncmp(s->reason, MT_REASON_KILLED, sizeof MT_REASON_KILLED - 1);

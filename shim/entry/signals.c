@@ -72,6 +72,7 @@
 #include "state/trigger.h"
 #include "platform/buf.h"
 #include "capture/charge.h"
+#include "capture/python.h"
 #include "output/snapshot.h"
 #include <dlfcn.h>
 #include <signal.h>
@@ -157,7 +158,16 @@ final_snapshot(const struct death *d, int fault) {
 	if (fault && mt_self.guard)
 		return; /* a fault inside the shim (or a call it forwards) */
 	mt_self.guard++; /* nothing below allocates; if it did, untracked */
-	mt_snapshot_final(d->reason, 2000000000u);
+	const char *reason = d->reason;
+	/* CPython ends an uncaught KeyboardInterrupt by finalizing, then
+	 * setting SIG_DFL and re-raising SIGINT (3.8+): what it holds now is
+	 * its teardown, as at exit(), not the state the signal found, so the
+	 * snapshot says "exit" (the views read it as teardown). */
+	if (d->sig == SIGINT && mt_py_finalizing()) {
+		reason = "exit";
+		mt_py_exit_hold(); /* as the exit snapshot (3.10's daemon threads) */
+	}
+	mt_snapshot_final(reason, 2000000000u);
 	mt_self.guard--;
 }
 

@@ -1,8 +1,8 @@
 """py_die.py SIG HOW — a Python process that dies by a signal (test_death).
 SIG: TERM, INT, HUP, QUIT, ABRT (a name of the signal module without SIG).
 HOW: self (os.kill itself), wait (print "ready", wait for the test's),
-own (its own handler with signal.signal: prints, exits 7), keyboard (INT
-left to Python's default: an uncaught KeyboardInterrupt).  Prints what
+own (its own handler with signal.signal: prints, exits 7), default
+(signal.SIG_DFL set, then self).  Prints what
 the signal module reports of the disposition, so runs compare."""
 import os, signal, sys, time
 
@@ -21,6 +21,8 @@ if how == 'own':
         sys.exit(7)
     print('previous:', name(signal.signal(sig, h)), flush=True)
     print('now:', 'own' if signal.getsignal(sig) is h else 'other', flush=True)
+if how == 'default':  # the default action put back: the signal kills it
+    print('previous:', name(signal.signal(sig, signal.SIG_DFL)), flush=True)
 if how == 'wait':
     print('ready', flush=True)
     while True:
