@@ -12,11 +12,15 @@
  *             sends the signal to itself;
  *           reset: as own, then puts SIG_DFL back with signal() and sends
  *             it (the default action must kill it);
- *           ignore: SIG_IGN with signal(), then sends it (it lives on)
+ *           ignore: SIG_IGN with signal(), then sends it (it lives on);
+ *           family: goes through sysv_signal, sigset, bsd_signal,
+ *             sigignore and ssignal, printing what each returns, ends at
+ *             SIG_DFL and sends it (the default action must kill it)
  *     THREADS  threads that allocate meanwhile (default 0)
  * Before dying it keeps 64 blocks of 10000 bytes (the final snapshot's
  * live heap). */
 #include <fcntl.h>
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* sigset, sigignore */
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -25,6 +29,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+extern void (*bsd_signal(int, void (*)(int)))(int); /* not declared since POSIX 2008 */
 
 static void *keep[64];
 static volatile int stop;
@@ -135,6 +141,24 @@ main(int argc, char **argv) {
 		void (*prev)(int) = signal(sig, SIG_IGN);
 		printf("signal's previous: %s\n", name_of(prev));
 		show("after ignore", sig);
+	}
+	if (!strcmp(how, "family")) {
+		void (*p)(int) = sysv_signal(sig, own);
+		printf("sysv_signal's previous: %s\n", p == own ? "own" : name_of(p));
+		show("after sysv_signal", sig);
+		p = sigset(sig, SIG_DFL);
+		printf("sigset's previous: %s\n", p == own ? "own" : name_of(p));
+		p = bsd_signal(sig, own);
+		printf("bsd_signal's previous: %s\n", p == own ? "own" : name_of(p));
+		sigignore(sig);
+		show("after sigignore", sig);
+		p = ssignal(sig, SIG_DFL);
+		printf("ssignal's previous: %s\n", p == own ? "own" : name_of(p));
+		p = sigset(sig, SIG_HOLD);
+		printf("sigset hold's previous: %s\n", p == own ? "own" : name_of(p));
+		p = sigset(sig, SIG_DFL);
+		printf("sigset's previous: %s\n", p == SIG_HOLD ? "SIG_HOLD" : name_of(p));
+		show("after the family", sig);
 	}
 	if (!strcmp(how, "wait")) {
 		printf("ready\n");

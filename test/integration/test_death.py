@@ -141,6 +141,9 @@ if mt.case('own'):
         compare('C %s own handler, then SIG_DFL again' % s, [PROG, s, 'reset'], REASON[s],
                 live=640000, want_status='killed by %d%s' % (SIGNUM[s], ', core' if s == 'quit' else ''),
                 core=True)
+    for s in ('term', 'int'):  # the rest of the signal() family, back to SIG_DFL
+        compare('C %s through sysv_signal, sigset, bsd_signal, sigignore, ssignal' % s,
+                [PROG, s, 'family'], REASON[s], live=640000, want_status='killed by %d' % SIGNUM[s])
     for s in ('term', 'hup'):
         compare('C %s ignored by the program' % s, [PROG, s, 'ignore'], 'exit', want_status='exit 0')
     for s in ('term', 'int', 'hup'):
