@@ -8,7 +8,7 @@ the process itself, by the test while it waits, with threads allocating;
 a program's own handler (sigaction, signal, Python's signal.signal) runs
 as without the shim and sees what it would have seen; SIG_DFL put back
 re-arms ours; SIG_IGN set by the program or inherited is kept; a spawn
-Pool's workers stopped by pool.terminate(); faults (SIGSEGV, SIGBUS) best
+and a fork Pool's workers stopped by pool.terminate(); faults (SIGSEGV, SIGBUS) best
 effort: the same termination, never a hang; a process snapshotting on
 every allocation (the writer lock busy) killed at any moment: it dies of
 the signal, and nothing follows a final snapshot."""
@@ -196,11 +196,11 @@ if mt.case('python'):
 # ---- a spawn Pool terminated ----------------------------------------------
 if mt.case('pool'):
     script = os.path.join(PYDIR, 'py_diepool.py')
-    for shim in (False, True):
+    for shim, ctx in ((False, 'spawn'), (True, 'spawn'), (True, 'fork')):
         d = tempfile.mkdtemp(dir=OUT)
-        st, so, se, out = run([PY, script, d], shim)
-        mt.eq((describe(st), so), ('exit 0', 'terminated 2\n'), 'pool (shim %s): ends as asked (%r)'
-              % (shim, se[-300:]))
+        st, so, se, out = run([PY, script, d, ctx], shim)
+        mt.eq((describe(st), so), ('exit 0', 'terminated 2\n'), 'pool %s (shim %s): ends as asked (%r)'
+              % (ctx, shim, se[-300:]))
         if not shim:
             continue
         pids = sorted(int(p) for p in os.listdir(d))
@@ -208,11 +208,11 @@ if mt.case('pool'):
         for pid in pids:
             f = byp.get(pid)
             mt.check(f is not None and f.snapshots[-1]['reason'] == 'signal-term',
-                     'pool worker %d: its file ends with signal-term (%s)'
-                     % (pid, f and [s['reason'] for s in f.snapshots]))
+                     'pool %s worker %d: its file ends with signal-term (%s)'
+                     % (ctx, pid, f and [s['reason'] for s in f.snapshots]))
         main = byp.get(min(byp)) if byp else None
         mt.check(main is not None and main.snapshots[-1]['reason'] == 'exit',
-                 'pool: the main process ends with exit')
+                 'pool %s: the main process ends with exit' % ctx)
 
 # ---- the writer lock busy: killed at any moment, no hang ------------------
 if mt.case('busy'):

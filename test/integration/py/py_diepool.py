@@ -1,4 +1,4 @@
-"""py_diepool.py DIR — a spawn Pool whose two workers are stopped by
+"""py_diepool.py DIR [CONTEXT] — a Pool (spawn, or CONTEXT: fork) whose two workers are stopped by
 pool.terminate() (SIGTERM) while they allocate (test_death).  Each worker
 writes its pid into DIR when it starts; the main process waits for both
 files, then terminates the pool."""
@@ -13,7 +13,7 @@ def work(d):
 
 if __name__ == '__main__':
     d = sys.argv[1]
-    pool = mp.get_context('spawn').Pool(2)
+    pool = mp.get_context(sys.argv[2] if len(sys.argv) > 2 else 'spawn').Pool(2)
     pool.map_async(work, [d, d], chunksize=1)
     for _ in range(6000):  # a watchdog, not a timing: the test's own bounds it
         if len(os.listdir(d)) >= 2:
