@@ -179,10 +179,11 @@ death(int sig, siginfo_t *si, void *uc) {
 	/* A fault the kernel raised (si_code > 0) comes back by itself when
 	 * the faulting instruction runs again under SIG_DFL, with the
 	 * kernel's own siginfo in the core; one sent by kill, tgkill or
-	 * raise (si_code <= 0) is sent again. */
+	 * raise (si_code <= 0) is sent again.  Either is a fault for the
+	 * snapshot (faulthandler re-raises a real one with raise). */
 	int fault = d && d->fault && si && si->si_code > 0;
 	if (d)
-		final_snapshot(d, fault);
+		final_snapshot(d, d->fault);
 	struct sigaction dfl;
 	memset(&dfl, 0, sizeof dfl);
 	dfl.sa_handler = SIG_DFL;
