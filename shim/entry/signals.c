@@ -219,10 +219,27 @@ install_death(int sig) {
 	return real_sigaction(sig, &a, NULL);
 }
 
+/* The real functions, looked up once (from the constructor, or the first
+ * call if that comes before it): signal() is async-signal-safe, and a
+ * handler that re-installs itself with it must not reach dlsym. */
+typedef sighandler_t (*signal_fn)(int, sighandler_t);
+static struct {
+	signal_fn signal, bsd_signal, ssignal, sysv_signal, sigset;
+	int (*sigignore)(int);
+} real;
+
 static void
 resolve(void) {
-	if (!real_sigaction)
-		real_sigaction = (sigaction_fn)mt_dlsym(RTLD_NEXT, "sigaction");
+	if (__atomic_load_n(&real_sigaction, __ATOMIC_ACQUIRE))
+		return;
+	real.signal = (signal_fn)mt_dlsym(RTLD_NEXT, "signal");
+	real.bsd_signal = (signal_fn)mt_dlsym(RTLD_NEXT, "bsd_signal");
+	real.ssignal = (signal_fn)mt_dlsym(RTLD_NEXT, "ssignal");
+	real.sysv_signal = (signal_fn)mt_dlsym(RTLD_NEXT, "sysv_signal");
+	real.sigset = (signal_fn)mt_dlsym(RTLD_NEXT, "sigset");
+	real.sigignore = (int (*)(int))mt_dlsym(RTLD_NEXT, "sigignore");
+	__atomic_store_n(&real_sigaction, (sigaction_fn)mt_dlsym(RTLD_NEXT, "sigaction"),
+			 __ATOMIC_RELEASE);
 }
 
 void
@@ -342,36 +359,34 @@ managed(int sig) {
 		(__atomic_load_n(&armed, __ATOMIC_ACQUIRE) && death_of(sig)));
 }
 
-#define REAL_SIGNAL(name)                                                      \
-	((sighandler_t(*)(int, sighandler_t))mt_dlsym(RTLD_NEXT, name))
-
 /* glibc's signal, bsd_signal and ssignal are one function: BSD semantics
  * (SA_RESTART, the signal blocked in its handler). */
 static sighandler_t
-bsd_like(const char *name, int sig, sighandler_t h) {
+bsd_like(signal_fn own_real, int sig, sighandler_t h) {
 	resolve();
 	if (!managed(sig)) {
-		sighandler_t (*real)(int, sighandler_t) = REAL_SIGNAL(name);
-		if (!real)
-			real = REAL_SIGNAL("signal");
-		return real ? real(sig, h) : SIG_ERR;
+		signal_fn f = own_real ? own_real : real.signal;
+		return f ? f(sig, h) : SIG_ERR;
 	}
 	return set_like(sig, h, SA_RESTART, 1);
 }
 
 MT_EXPORT sighandler_t
 signal(int sig, sighandler_t h) {
-	return bsd_like("signal", sig, h);
+	resolve();
+	return bsd_like(real.signal, sig, h);
 }
 
 MT_EXPORT sighandler_t
 bsd_signal(int sig, sighandler_t h) {
-	return bsd_like("bsd_signal", sig, h);
+	resolve();
+	return bsd_like(real.bsd_signal, sig, h);
 }
 
 MT_EXPORT sighandler_t
 ssignal(int sig, sighandler_t h) {
-	return bsd_like("ssignal", sig, h);
+	resolve();
+	return bsd_like(real.ssignal, sig, h);
 }
 
 /* System V semantics: reset to SIG_DFL when taken, not blocked, no
@@ -379,10 +394,8 @@ ssignal(int sig, sighandler_t h) {
 MT_EXPORT sighandler_t
 sysv_signal(int sig, sighandler_t h) {
 	resolve();
-	if (!managed(sig)) {
-		sighandler_t (*real)(int, sighandler_t) = REAL_SIGNAL("sysv_signal");
-		return real ? real(sig, h) : SIG_ERR;
-	}
+	if (!managed(sig))
+		return real.sysv_signal ? real.sysv_signal(sig, h) : SIG_ERR;
 	return set_like(sig, h, SA_RESETHAND | SA_NODEFER, 0);
 }
 
@@ -390,10 +403,8 @@ sysv_signal(int sig, sighandler_t h) {
 MT_EXPORT sighandler_t
 sigset(int sig, sighandler_t h) {
 	resolve();
-	if (!managed(sig)) {
-		sighandler_t (*real)(int, sighandler_t) = REAL_SIGNAL("sigset");
-		return real ? real(sig, h) : SIG_ERR;
-	}
+	if (!managed(sig))
+		return real.sigset ? real.sigset(sig, h) : SIG_ERR;
 	sigset_t s, os;
 	sigemptyset(&s);
 	sigaddset(&s, sig);
@@ -416,9 +427,7 @@ sigset(int sig, sighandler_t h) {
 MT_EXPORT int
 sigignore(int sig) {
 	resolve();
-	if (!managed(sig)) {
-		int (*real)(int) = (int (*)(int))mt_dlsym(RTLD_NEXT, "sigignore");
-		return real ? real(sig) : -1;
-	}
+	if (!managed(sig))
+		return real.sigignore ? real.sigignore(sig) : -1;
 	return set_like(sig, SIG_IGN, 0, 0) == SIG_ERR ? -1 : 0;
 }
