@@ -187,7 +187,10 @@ death(int sig, siginfo_t *si, void *uc) {
 	struct sigaction dfl;
 	memset(&dfl, 0, sizeof dfl);
 	dfl.sa_handler = SIG_DFL;
-	__atomic_store_n(&ours[sig], 0, __ATOMIC_RELEASE);
+	/* (a vfork child shares our memory, not our handlers: its flag
+	 * would be the parent's) */
+	if (mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0) == __atomic_load_n(&owner, __ATOMIC_RELAXED))
+		__atomic_store_n(&ours[sig], 0, __ATOMIC_RELEASE);
 	real_sigaction(sig, &dfl, NULL);
 	if (!fault) {
 		/* Pending on this thread while the handler blocks it; unblocked
