@@ -75,6 +75,12 @@ mt_utf8_len(const unsigned char *p, size_t avail) {
 #define MT_R_TRACE "trace"
 #define MT_R_OUTCOME "outcome"
 
+/* A snapshot's reason that begins so is the final snapshot of a process
+ * a signal killed: "signal-term", "signal-int", "signal-hup",
+ * "signal-quit", "signal-abrt", "signal-segv", "signal-bus" (the plain
+ * "signal" is MEMTALLY_SIGNAL's, an ordinary one). */
+#define MT_REASON_KILLED "signal-"
+
 /* every record */
 #define MT_F_TYPE "type"
 /* header */

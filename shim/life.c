@@ -6,7 +6,9 @@
  * Invariants that bind here:
  *  - Snapshots are written by the writer thread (output/writer.c: started
  *    when first needed, with every signal blocked), never by a signal
- *    handler; the final one by the thread that runs exit(), an exec one by
+ *    handler but one: the final one of a death by signal, by the thread
+ *    that took it, when it holds no shim lock (entry/signals.c); the
+ *    final one of an exit by the thread that runs exit(), an exec one by
  *    the exec'ing thread, MEMTALLY_EVERY's by the allocating thread, a C
  *    API request by its caller when no writer runs.
  *  - fork: the prefork hooks take the modules' locks in table order, the
@@ -67,6 +69,7 @@ static int init_cuda(void) { mt_cuda_init(); return 0; }
 static int init_python(void) { mt_py_init(); return 0; }
 static void loader_parent(void) { mt_loader_postfork(0); }
 static void loader_child(int follow) { (void)follow; mt_loader_postfork(1); }
+static void signals_child(int follow) { (void)follow; mt_signal_postfork_child(); }
 
 static const struct module {
 	const char *name;
@@ -91,6 +94,7 @@ static const struct module {
 	{"unwind", init_unwind, NULL, NULL, NULL},
 	{"procstat", init_procstat, NULL, NULL, NULL},
 	{"cuda", init_cuda, NULL, NULL, NULL},
+	{"signals", NULL, NULL, NULL, signals_child},
 };
 #define NMODULES (sizeof modules / sizeof modules[0])
 
@@ -119,6 +123,9 @@ postfork_child(void) {
 		if (modules[i].child)
 			modules[i].child(follow);
 	mt_exec_owner(mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0), 1);
+	/* the child hooks re-initialised the locks prefork took: this, the
+	 * child's one thread, holds none */
+	mt_locks_held = 0;
 	if (!follow) {
 		mt_set_active(0);
 	} else {

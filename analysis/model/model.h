@@ -4,6 +4,7 @@
 #define MTA_MODEL_H
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "shim/format.h"
 
 #define K_ENUM_(e, n) K_##e,
@@ -64,6 +65,16 @@ struct snap {
 };
 
 enum { SITES_FULL, SITES_DELTA, SITES_TOP };
+
+/* Whether s is the final snapshot of a process a signal killed (reason
+ * "signal-term", "signal-int", ...; shim/format.h): the state the
+ * process held when it was killed, the real end of its run, not
+ * teardown (nothing was freed on a way out; CPython's SIGINT after an
+ * uncaught KeyboardInterrupt, raised once finalized, is written "exit"). */
+static inline int
+snap_killed(const struct snap *s) {
+	return !strncmp(s->reason, MT_REASON_KILLED, sizeof MT_REASON_KILLED - 1);
+}
 
 struct module {
 	char *path;

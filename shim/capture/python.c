@@ -459,6 +459,15 @@ mt_py_init(void) {
 		__atomic_store_n(&mt_py_on, 1, __ATOMIC_RELEASE);
 }
 
+int
+mt_py_finalizing(void) {
+	if (!__atomic_load_n(&mt_py_on, __ATOMIC_ACQUIRE))
+		return 0;
+	if (mt_pyi.L.finalizing)
+		return rd(mt_pyi.L.finalizing) != 0;
+	return mt_pyi.is_finalizing && mt_pyi.is_finalizing();
+}
+
 void
 mt_py_stats(uint64_t *stacks, uint64_t *frames, uint64_t *retired,
 	    uint64_t *dropped, uint64_t *bytes) {

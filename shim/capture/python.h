@@ -40,6 +40,10 @@ uint32_t mt_py_capture(void);
  * (return addresses lo < pc <= hi) for mt_unwind to stop or cut at; 0
  * when every frame is kept (MEMTALLY_PYNATIVE=1, no interpreter). */
 int mt_py_cut_range(uintptr_t *lo, uintptr_t *hi);
+/* Whether the interpreter is finalizing or has finalized (CPython keeps
+ * the flag set after Py_FinalizeEx).  One load; async-signal-safe.  0
+ * without frames. */
+int mt_py_finalizing(void);
 /* Before the exit snapshot: in a finalized Python 3.10, take the GIL's
  * mutex for good, so its daemon threads cannot wake into the interpreter
  * state Py_FinalizeEx freed (pyfind.c). */

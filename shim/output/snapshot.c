@@ -193,13 +193,11 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
  *  "callsites":[{"stack":7,"kind":"heap","live_bytes":4096000,...}],
  *  "shim":{"memory_bytes":...,"stacks":12,"dropped_stacks":0,...}}
  */
-void
-mt_snapshot_write(const char *reason, const char *lab) {
-	/* MEMTALLY_HOST=0: only CUDA is tracked; a process that never used
-	 * it leaves no file. */
-	if (!mt_cfg.host && !mt_devices_used())
-		return;
-	mt_lock(&W.lock);
+/* One snapshot, the writer lock held (and released here).  final: the
+ * process's last (the exit snapshot, or one written as a signal kills
+ * it): later writes are refused, so nothing follows it in the file. */
+static void
+write_locked(const char *reason, const char *lab, int final) {
 	if (W.closed) {
 		mt_unlock(&W.lock);
 		return;
@@ -253,10 +251,42 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	/* The exit snapshot is the last: the writer thread, waiting on the
 	 * lock with an interval snapshot, must not write one after it (the
 	 * file then ended at the exit level plus a later one, and the
-	 * teardown was read as part of the run). */
-	if (!strcmp(reason, "exit"))
+	 * teardown was read as part of the run).  So is a signal's final
+	 * one. */
+	if (final)
 		W.closed = 1;
 	mt_unlock(&W.lock);
+}
+
+void
+mt_snapshot_write(const char *reason, const char *lab) {
+	/* MEMTALLY_HOST=0: only CUDA is tracked; a process that never used
+	 * it leaves no file. */
+	if (!mt_cfg.host && !mt_devices_used())
+		return;
+	mt_lock(&W.lock);
+	write_locked(reason, lab, !strcmp(reason, "exit"));
+}
+
+int
+mt_snapshot_final(const char *reason, uint64_t wait_ns) {
+	if (!mt_cfg.host && !mt_devices_used())
+		return 1;
+	/* Bounded: the lock's holder is another thread (the caller holds no
+	 * shim lock), which may itself wait on something the interrupted
+	 * code holds (the loader's lock in dl_iterate_phdr). */
+	uint64_t deadline = mt_now_ns() + wait_ns;
+	while (!mt_trylock(&W.lock)) {
+		if (mt_now_ns() >= deadline)
+			return 1;
+		mt_sys(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
+	}
+	if (W.closed) {
+		mt_unlock(&W.lock);
+		return 1;
+	}
+	write_locked(reason, NULL, 1);
+	return 0;
 }
 
 void

@@ -19,16 +19,26 @@
  *
  * Rules: never calls malloc; may run in any thread.  Every function that
  * writes takes the writer lock; it is called from the writer thread, or
- * from exit(), never from a hook or a signal handler.
+ * from exit(), never from a hook; from a signal handler only
+ * mt_snapshot_final, by a thread that holds no shim lock.
  */
 #ifndef MT_SNAPSHOT_H
 #define MT_SNAPSHOT_H
+#include <stdint.h>
 
 /* Reserve buffers, read host, exe and argv.  0 or ENOMEM.  Never allocates. */
 int mt_snapshot_init(char **argv, char **envp);
 /* Write one snapshot (and the header, maps and stacks it needs).  label
  * names a request (C API) or is NULL.  Takes the writer lock. */
 void mt_snapshot_write(const char *reason, const char *label);
+/* The last snapshot of a process a signal is about to kill, written by
+ * the thread that took the signal, from its handler (entry/signals.c),
+ * which holds no shim lock.  Waits at most wait_ns for the writer lock
+ * (another thread's snapshot in progress), then gives up.  Later writes
+ * are refused.  0 written; 1 not (file closed, no lock in time, or a
+ * write that failed is counted as the exit's would be).  Never
+ * allocates; async-signal-safe given no shim lock held by the caller. */
+int mt_snapshot_final(const char *reason, uint64_t wait_ns);
 /* At start, in a process that may change identity (root, CAP_SETUID or
  * CAP_SETGID): make the file now, with the checks of file.c, while the
  * process still has the identity it started with; a drop to another user

@@ -38,6 +38,7 @@ mt_wall_ns(void) {
 /* The process's start (the constructor's, or a fork child's). */
 uint64_t mt_start_mono_ns, mt_start_wall_ns;
 int32_t mt_step_now = -1;
+MT_TLS int mt_locks_held;
 
 void
 mt_clock_start(void) {

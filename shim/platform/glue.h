@@ -165,7 +165,16 @@ mt_raise_peak(int64_t *peak, int64_t live) {
 
 /* A spin lock that yields: held only for a few hundred instructions (a
  * table probe, a rehash), never across a call out of the shim.  fork
- * safety: mt_prefork takes every lock, the child re-initialises them. */
+ * safety: mt_prefork takes every lock, the child re-initialises them.
+ *
+ * mt_locks_held counts the shim locks the calling thread holds or is
+ * taking (raised before the attempt, lowered after the release, so a
+ * signal that lands in between reads it high, never low): a signal
+ * handler that would write a snapshot (entry/signals.c) writes only when
+ * it is 0, since a snapshot may need a lock the interrupted code holds.
+ * A fork child's one thread holds none (life.c sets it to 0). */
+extern MT_TLS int mt_locks_held;
+
 typedef struct {
 	int v; /* 0 free, 1 held */
 } mt_lock_t;
@@ -173,6 +182,8 @@ typedef struct {
 static inline void
 mt_lock(mt_lock_t *l) {
 	int spins = 0;
+	mt_locks_held++;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST); /* counted before taken */
 	for (;;) {
 		int e = 0;
 		if (!__atomic_load_n(&l->v, __ATOMIC_RELAXED) &&
@@ -192,13 +203,21 @@ mt_lock(mt_lock_t *l) {
 static inline int
 mt_trylock(mt_lock_t *l) {
 	int e = 0;
-	return __atomic_compare_exchange_n(&l->v, &e, 1, 0, __ATOMIC_ACQUIRE,
-					   __ATOMIC_RELAXED);
+	mt_locks_held++;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_compare_exchange_n(&l->v, &e, 1, 0, __ATOMIC_ACQUIRE,
+					__ATOMIC_RELAXED))
+		return 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	mt_locks_held--;
+	return 0;
 }
 
 static inline void
 mt_unlock(mt_lock_t *l) {
 	__atomic_store_n(&l->v, 0, __ATOMIC_RELEASE);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST); /* released before uncounted */
+	mt_locks_held--;
 }
 
 /* Monotonic and wall clocks through the vDSO (no syscall, no allocation). */
