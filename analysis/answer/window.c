@@ -46,13 +46,6 @@ is_exit(const struct snap *s) {
 	return !strcmp(s->reason, "exit");
 }
 
-/* A final snapshot written as a signal ended the process (SIGTERM from a
- * pool or a launcher, SIGINT, ...): the state when it died, no teardown. */
-static int
-is_death(const struct snap *s) {
-	return !strncmp(s->reason, "signal-", 7);
-}
-
 /* The last snapshot that describes a step: the last one of reason "step"
  * (written by the marking thread, of the state at the mark); without any,
  * the first at the last step value.  A death after it, at a later step,
@@ -73,7 +66,7 @@ steps_end(const struct mfile *f, const char *mk, double vn) {
 	if (!end)
 		end = first_vn;
 	for (size_t i = end; i < f->nsnaps; i++)
-		if (is_death(&f->snaps[i]) && snap_step(&f->snaps[i], mk) >
+		if (snap_killed(&f->snaps[i]) && snap_step(&f->snaps[i], mk) >
 						     snap_step(&f->snaps[end - 1], mk))
 			end = i + 1;
 	return end;
