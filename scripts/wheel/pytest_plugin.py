@@ -19,6 +19,7 @@ MB, GB, TB (powers of 1000), KiB, MiB, GiB, TiB or K, M, G, T (powers of
 1024); a bad value is a usage error naming the marker.  Files go to
 --memtally-out (ini memtally_out; default memtally-out), one a process, for
 `memtally report` afterwards.  doc/python.md."""
+import dis
 import gc
 import glob
 import json
@@ -163,10 +164,12 @@ class _Plugin:
             gc.collect()
             memtally.peak_reset()
             f0 = memtally.figures()
-            runtest()
-            f1 = memtally.figures()
-            host, dev = f1.host_peak - f0.host_live, f1.device_peak - f0.device_live
-            self.peaks.append((item.nodeid, host, dev))
+            try:
+                runtest()
+            finally:  # a test that fails of its own has its peak too
+                f1 = memtally.figures()
+                host, dev = f1.host_peak - f0.host_live, f1.device_peak - f0.device_live
+                self.peaks.append((item.nodeid, host, dev))
             for k, got in (('peak', host), ('cuda', dev)):
                 if k in spec and got > spec[k]:
                     self._fail(item, '%s peak %s is over its memtally_limit %s=%r' % (
@@ -243,7 +246,7 @@ class _Plugin:
         co = getattr(fn, '__code__', None)
         if co is None or os.path.realpath(co.co_filename) != path:
             return path, None
-        last = max([ln for _, _, ln in co.co_lines() if ln] + [co.co_firstlineno])
+        last = max([ln for _, ln in dis.findlinestarts(co) if ln] + [co.co_firstlineno])
         return path, (co.co_firstlineno, last)
 
     def _rows(self, item, kind, per_call):
