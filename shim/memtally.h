@@ -47,8 +47,9 @@ int memtally_torch_oom(int device, unsigned long long size, unsigned long long l
 
 /* The process's own figures now, while the shim records it: bytes live
  * per kind and the highest live bytes since the last memtally_peak_reset
- * (or since start), per kind and for host memory (heap + mmap) and device
- * memory (cuda + cuda_managed + cuda_vmm) together.  Kinds are indexed in
+ * (or since the first call of either: the shim follows these peaks from
+ * then on), per kind and for host memory (heap + mmap) and device memory
+ * (cuda + cuda_managed + cuda_vmm) together.  Kinds are indexed in
  * doc/FORMAT.md's order: heap, mmap, mmap_file, cuda, cuda_host,
  * cuda_managed, cuda_vmm (nkinds of them).  size: sizeof *f, so a later,
  * longer struct stays compatible.  Lock-free, allocation-free.  Returns 0,

@@ -108,7 +108,8 @@ def snapshot(label=''):
 
 class Figures:
     """Bytes live now and the highest live bytes since the last
-    peak_reset() (or since start): .live and .peak are dicts by kind
+    peak_reset() (or the first figures() call: the shim follows the
+    peaks from the first call of either on): .live and .peak by kind
     ("heap", "mmap", "cuda", ...), .host_live/.host_peak (heap + mmap) and
     .device_live/.device_peak (cuda + cuda_managed + cuda_vmm) sums.
     Without the shim .recording is False, every figure 0, and .reason and

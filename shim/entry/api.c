@@ -88,6 +88,8 @@ memtally_figures(struct memtally_figures *f, unsigned long size) {
 	struct memtally_figures z;
 	memset(&z, 0, sizeof z);
 	int on = __atomic_load_n(&mt_active, __ATOMIC_ACQUIRE);
+	if (on && !__atomic_load_n(&mt_since_on, __ATOMIC_RELAXED))
+		mt_since_reset(); /* the first call starts the peaks */
 	if (on) {
 		_Static_assert(MT_NKINDS <= 8, "memtally_figures holds 8 kinds");
 		z.nkinds = MT_NKINDS;

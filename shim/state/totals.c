@@ -10,6 +10,7 @@ struct mt_totals mt_totals[MT_NKINDS];
 struct mt_tcount mt_tcounts[MT_TSLOTS];
 uint32_t mt_peak_epoch[MT_PEAK_SLOTS];
 int64_t mt_since_peak[MT_NSINCE];
+int mt_since_on;
 
 void
 mt_heap_counts(struct mt_totals *t) {
@@ -61,6 +62,7 @@ mt_totals_reset(void) {
 
 void
 mt_since_reset(void) {
+	__atomic_store_n(&mt_since_on, 1, __ATOMIC_RELAXED); /* then the figures it starts from */
 	for (int i = 0; i < MT_NSINCE; i++)
 		__atomic_store_n(&mt_since_peak[i], mt_since_live(i), __ATOMIC_RELAXED);
 }

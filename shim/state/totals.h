@@ -52,10 +52,13 @@ mt_peak_moved(int slot) {
 /* Peaks since the last mt_since_reset (memtally_peak_reset, entry/api.c):
  * one a kind, then host memory (heap + mmap) and device memory (cuda +
  * cuda_managed + cuda_vmm) together, the sums the writer uses.  Raised
- * beside the kinds' own peaks (mt_totals_alloc, charge.c's heap path):
- * a relaxed load and a compare unless a peak moves.  Async-signal-safe. */
+ * beside the kinds' own peaks (mt_totals_alloc, charge.c's heap path)
+ * once the first reset set mt_since_on: until then one load and a branch
+ * an allocation (a program that never asks pays no more), after it a few
+ * relaxed loads and compares unless a peak moves.  Async-signal-safe. */
 enum { MT_SINCE_HOST = MT_NKINDS, MT_SINCE_DEV, MT_NSINCE };
 extern MT_HIDDEN int64_t mt_since_peak[MT_NSINCE];
+extern MT_HIDDEN int mt_since_on;
 /* The live bytes a since-peak slot follows (a kind, or a sum). */
 static inline int64_t
 mt_since_live(int slot) {
@@ -81,13 +84,16 @@ mt_since_put(int plain, int slot, int64_t live) {
  * plain: the solo thread's plain store (state/solo.h). */
 static inline void
 mt_since_raise(int plain, int kind, int64_t live) {
+	if (MT_LIKELY(!__atomic_load_n(&mt_since_on, __ATOMIC_RELAXED)))
+		return;
 	mt_since_put(plain, kind, live);
 	if (kind == MT_HEAP || kind == MT_MMAP)
 		mt_since_put(plain, MT_SINCE_HOST, mt_since_live(MT_SINCE_HOST));
 	else if (kind == MT_CUDA || kind == MT_CUDA_MANAGED || kind == MT_CUDA_VMM)
 		mt_since_put(plain, MT_SINCE_DEV, mt_since_live(MT_SINCE_DEV));
 }
-/* Every since-peak to the live bytes now. */
+/* Every since-peak to the live bytes now; they are followed from the
+ * first call on. */
 void mt_since_reset(void);
 
 /* A fork child's totals, counts and epochs start from zero. */
