@@ -112,7 +112,11 @@ def pytest_configure(config):
         'test keeps more than max_per_call (with --memtally)')
     if not _enabled(config):
         return
-    out = os.path.abspath(config.getoption('memtally_out') or config.getini('memtally_out'))
+    out = config.getoption('memtally_out')  # relative to where pytest runs
+    if not out:  # the ini's: relative to its folder
+        out = os.path.join(str(getattr(config, 'rootpath', '') or os.getcwd()),
+                           config.getini('memtally_out'))
+    out = os.path.abspath(out)
     if not memtally.active():
         _reexec(config, out)
     config.pluginmanager.register(_Plugin(config), 'memtally-session')

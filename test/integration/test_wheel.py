@@ -195,10 +195,12 @@ with open(os.path.join(ini, 'pytest.ini'), 'w') as f:
 with open(os.path.join(ini, 'test_x.py'), 'w') as f:
     f.write('import pytest\n\n@pytest.mark.memtally_limit(peak="1 MB")\ndef test_big_over():\n'
             '    x = bytearray(8 << 20)  # names: big\n')
-r = run([vpy, '-m', 'pytest', '-p', 'no:cacheprovider', 'test_x.py'], cwd=ini)
+os.makedirs(os.path.join(ini, 'sub'))
+r = run([vpy, '-m', 'pytest', '-p', 'no:cacheprovider', '../test_x.py'], cwd=os.path.join(ini, 'sub'))
 mt.check(r.returncode == 1 and re.search(r'^  test_x.py:5 ', r.stdout, re.M) and
          glob.glob(os.path.join(ini, 'out', 'memtally.*')),
-         'the ini option memtally = true runs under the shim (%s)' % r.stdout[-600:])
+         'the ini option memtally = true runs under the shim, its memtally_out relative to the '
+         'ini\'s folder (%s)' % r.stdout[-600:])
 for bad, marker in (('peak="24 parsecs"', 'memtally_limit(peak=...)'),
                     ('cuda="-1"', 'memtally_limit(cuda=...)'),
                     ('pk="1 MB"', 'memtally_limit: takes peak= and cuda=')):
