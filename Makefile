@@ -30,7 +30,7 @@ AN_OBJ := $(AN_SRC:analysis/%.c=$(B)/analysis/%.o)
 AN_CFLAGS := $(WARN) $(CFLAGS) -Ianalysis -I. -D_GNU_SOURCE -fstack-protector-strong -D_FORTIFY_SOURCE=2
 AN_LIBS := -ldw -lelf -lm -lstdc++ -lprotobuf-c -lz -lzstd
 
-.PHONY: all test check bench demo install clean deps format soak bundle proto
+.PHONY: all test check bench demo install clean deps format soak bundle proto wheel
 all: $(B)/libmemtally.so $(B)/memtally $(B)/memtally-config $(B)/demo_trainer
 
 $(B)/shim/%.o: shim/%.c $(SHIM_HDR)
@@ -88,6 +88,16 @@ bundle: all
 	$(CC) -o $(B)/bundle/memtally $(AN_OBJ) $(SHIM_CONFIG_OBJ) $(AN_LIBS) $(BUNDLE_RPATH)
 	bash scripts/bundle-libs.sh $(B)/bundle
 	mkdir -p $(B)/bundle/python && cp $(PY_FILES) $(B)/bundle/python/
+
+# wheel: dist/memtally-$(VERSION)-py3-none-manylinux_<glibc>_<arch>.whl, the
+# bundle (shim, command, their libraries, the Python hook) inside a
+# `memtally` Python package with the `memtally` command, `python -m
+# memtally` and the pytest plugin; written by scripts/wheel/build.py with
+# the standard library alone (no network).  pip install dist/memtally-*.whl
+VERSION ?= 0.1.0
+wheel: bundle
+	rm -f dist/memtally-*.whl
+	python3 scripts/wheel/build.py $(VERSION) $(B)/bundle scripts/python dist
 
 test: deps
 	$(MAKE) all

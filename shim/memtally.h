@@ -45,6 +45,27 @@ int memtally_torch_figures(int device, double step, unsigned long long allocated
 int memtally_torch_oom(int device, unsigned long long size, unsigned long long limit,
 		       unsigned long long free_bytes, char *stem, unsigned long n);
 
+/* The process's own figures now, while the shim records it: bytes live
+ * per kind and the highest live bytes since the last memtally_peak_reset
+ * (or since the first call of either: the shim follows these peaks from
+ * then on), per kind and for host memory (heap + mmap) and device memory
+ * (cuda + cuda_managed + cuda_vmm) together.  Kinds are indexed in
+ * doc/FORMAT.md's order: heap, mmap, mmap_file, cuda, cuda_host,
+ * cuda_managed, cuda_vmm (nkinds of them).  size: sizeof *f, so a later,
+ * longer struct stays compatible.  Lock-free, allocation-free.  Returns 0,
+ * or -1 when the shim is inactive (then *f is zeroed). */
+struct memtally_figures {
+	unsigned nkinds;
+	unsigned long long live[8], peak[8];
+	unsigned long long host_live, host_peak, device_live, device_peak;
+};
+int memtally_figures(struct memtally_figures *f, unsigned long size);
+
+/* Start the peaks memtally_figures reads again from the live bytes now
+ * (the whole-process peaks in snapshots are untouched).  Lock-free,
+ * allocation-free.  Returns 0, or -1 when the shim is inactive. */
+int memtally_peak_reset(void);
+
 #ifdef __cplusplus
 }
 #endif

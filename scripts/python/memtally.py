@@ -14,10 +14,17 @@ optimizer step of a PyTorch program is marked "step" without these lines
 (memtally_torch.py, doc/python.md); a program's own "step" mark through
 mark() wins over the automatic one.
 
+The process's own figures, while it runs under the shim:
+
+    memtally.peak_reset()
+    model(batch)
+    f = memtally.figures()      # f.recording is False without the shim
+    print(f.host_peak - f.host_live, f.peak['cuda'])
+
 Pure ctypes; nothing is imported beyond the standard library."""
 import ctypes
 
-__all__ = ['mark', 'snapshot', 'active', 'on_step']
+__all__ = ['mark', 'snapshot', 'active', 'on_step', 'figures', 'peak_reset', 'Figures']
 
 try:
     _lib = ctypes.CDLL(None)
@@ -29,6 +36,28 @@ try:
     _snap.restype = ctypes.c_int
 except (OSError, AttributeError):
     _mark = _snap = None
+
+# doc/FORMAT.md's kinds, in the order of memtally_figures' arrays
+KINDS = ('heap', 'mmap', 'mmap_file', 'cuda', 'cuda_host', 'cuda_managed', 'cuda_vmm')
+
+
+class _CFigures(ctypes.Structure):
+    _fields_ = [('nkinds', ctypes.c_uint), ('live', ctypes.c_ulonglong * 8),
+                ('peak', ctypes.c_ulonglong * 8)] + [
+        (n, ctypes.c_ulonglong) for n in ('host_live', 'host_peak', 'device_live', 'device_peak')]
+
+
+try:
+    _figs = ctypes.CDLL(None).memtally_figures
+    _figs.argtypes = [ctypes.POINTER(_CFigures), ctypes.c_ulong]
+    _figs.restype = ctypes.c_int
+    _reset = ctypes.CDLL(None).memtally_peak_reset
+    _reset.restype = ctypes.c_int
+except (OSError, AttributeError):
+    _figs = _reset = None
+
+NOT_RECORDING = ('memtally is not recording this process (libmemtally.so is not loaded: '
+                 'run it under `memtally run -- ...` or with LD_PRELOAD=libmemtally.so)')
 
 
 def active():
@@ -75,3 +104,48 @@ def snapshot(label=''):
     if _snap is None:
         return False
     return _snap(str(label).encode()) == 0
+
+
+class Figures:
+    """Bytes live now and the highest live bytes since the last
+    peak_reset() (or the first figures() call: the shim follows the
+    peaks from the first call of either on): .live and .peak by kind
+    ("heap", "mmap", "cuda", ...), .host_live/.host_peak (heap + mmap) and
+    .device_live/.device_peak (cuda + cuda_managed + cuda_vmm) sums.
+    Without the shim .recording is False, every figure 0, and .reason and
+    str() say so."""
+
+    def __init__(self, c=None):
+        self.recording = c is not None
+        self.reason = '' if self.recording else NOT_RECORDING
+        n = c.nkinds if c is not None else 0
+        self.live = {k: (c.live[i] if i < n else 0) for i, k in enumerate(KINDS)}
+        self.peak = {k: (c.peak[i] if i < n else 0) for i, k in enumerate(KINDS)}
+        for a in ('host_live', 'host_peak', 'device_live', 'device_peak'):
+            setattr(self, a, getattr(c, a) if c is not None else 0)
+
+    def __repr__(self):
+        if not self.recording:
+            return '<memtally.Figures: %s>' % self.reason
+        return ('<memtally.Figures host %d live, %d peak; device %d live, %d peak>'
+                % (self.host_live, self.host_peak, self.device_live, self.device_peak))
+
+    __str__ = __repr__
+
+
+def figures():
+    """The process's own figures now (a Figures); lock-free in the shim,
+    cheap enough for every step."""
+    if _figs is None:
+        return Figures()
+    c = _CFigures()
+    if _figs(ctypes.byref(c), ctypes.sizeof(c)) != 0:
+        return Figures()
+    return Figures(c)
+
+
+def peak_reset():
+    """Start figures()' peaks again from the live bytes now (a test, a
+    step); the peaks snapshots carry are untouched.  Returns False when
+    not recording."""
+    return _reset is not None and _reset() == 0

@@ -233,7 +233,9 @@ mt_heap_track(void *p, size_t size, uintptr_t hook, int how) {
 	if (err == EEXIST) /* freed behind our back: forget the old one */
 		uncharge(&old, plain);
 	mt_site_alloc(e.stack, MT_HEAP, bytes, count, plain);
-	int peak = mt_raise_peakp(plain, &t->peak_bytes, mt_addp(plain, &t->live_bytes, bytes));
+	int64_t live = mt_addp(plain, &t->live_bytes, bytes);
+	int peak = mt_raise_peakp(plain, &t->peak_bytes, live);
+	mt_since_raise(plain, MT_HEAP, live); /* memtally_figures' peaks */
 	mt_plain_leave(plain);
 	if (size >= mt_cfg.exact_above) /* large blocks go to the event ring */
 		mt_event(MT_EV_ALLOC, MT_HEAP, (uintptr_t)p, size, e.stack);

@@ -3,7 +3,8 @@
  * Entry-point layer: the request goes to the writer thread (trigger.c), or
  * is written here when no writer runs; marks live in marks.c, and a
  * "step" mark asks for a snapshot every MEMTALLY_STEPS steps; PyTorch's
- * caching-allocator figures live in devices.c, its OOMs go to oom.c.
+ * caching-allocator figures live in devices.c, its OOMs go to oom.c;
+ * the process's own figures (memtally_figures) are read from totals.c.
  * Rules: never calls malloc; may run in any thread.
  */
 #include "platform/glue.h"
@@ -14,6 +15,7 @@
 #include "capture/python.h"
 #include "state/trigger.h"
 #include "state/devices.h"
+#include "state/totals.h"
 #include "output/oom.h"
 #include "platform/config.h"
 #include <string.h>
@@ -90,4 +92,44 @@ memtally_torch_oom(int device, unsigned long long size, unsigned long long limit
 	if (!__atomic_load_n(&mt_active, __ATOMIC_ACQUIRE))
 		return -1;
 	return mt_oom_torch(device, size, limit, free_bytes, stem, n);
+}
+
+/* Relaxed loads of the totals (totals.h): no lock, no allocation, any
+ * thread.  A figure read while another thread allocates may be a few
+ * bytes stale; each is one atomic load. */
+MT_EXPORT int
+memtally_figures(struct memtally_figures *f, unsigned long size) {
+	struct memtally_figures z;
+	memset(&z, 0, sizeof z);
+	int on = __atomic_load_n(&mt_active, __ATOMIC_ACQUIRE);
+	if (on && !__atomic_load_n(&mt_since_on, __ATOMIC_RELAXED))
+		mt_since_reset(); /* the first call starts the peaks */
+	if (on) {
+		_Static_assert(MT_NKINDS <= 8, "memtally_figures holds 8 kinds");
+		z.nkinds = MT_NKINDS;
+		for (int k = 0; k < MT_NKINDS; k++) {
+			int64_t live = mt_since_live(k);
+			int64_t peak = __atomic_load_n(&mt_since_peak[k], __ATOMIC_RELAXED);
+			z.live[k] = live > 0 ? (unsigned long long)live : 0;
+			z.peak[k] = peak > live ? (unsigned long long)peak : z.live[k];
+		}
+		int64_t h = mt_since_live(MT_SINCE_HOST), d = mt_since_live(MT_SINCE_DEV);
+		int64_t hp = __atomic_load_n(&mt_since_peak[MT_SINCE_HOST], __ATOMIC_RELAXED);
+		int64_t dp = __atomic_load_n(&mt_since_peak[MT_SINCE_DEV], __ATOMIC_RELAXED);
+		z.host_live = h > 0 ? (unsigned long long)h : 0;
+		z.host_peak = hp > h ? (unsigned long long)hp : z.host_live;
+		z.device_live = d > 0 ? (unsigned long long)d : 0;
+		z.device_peak = dp > d ? (unsigned long long)dp : z.device_live;
+	}
+	if (f)
+		memcpy(f, &z, size < sizeof z ? size : sizeof z);
+	return on ? 0 : -1;
+}
+
+MT_EXPORT int
+memtally_peak_reset(void) {
+	if (!__atomic_load_n(&mt_active, __ATOMIC_ACQUIRE))
+		return -1;
+	mt_since_reset();
+	return 0;
 }

@@ -9,6 +9,8 @@
 struct mt_totals mt_totals[MT_NKINDS];
 struct mt_tcount mt_tcounts[MT_TSLOTS];
 uint32_t mt_peak_epoch[MT_PEAK_SLOTS];
+int64_t mt_since_peak[MT_NSINCE];
+int mt_since_on;
 
 void
 mt_heap_counts(struct mt_totals *t) {
@@ -33,8 +35,10 @@ mt_totals_alloc(int kind, uint64_t bytes) {
 	mt_add(&t->allocs, 1);
 	mt_add(&t->alloc_bytes, bytes);
 	mt_add(&t->live_count, 1);
-	if (mt_raise_peak(&t->peak_bytes, mt_add(&t->live_bytes, (int64_t)bytes)))
+	int64_t live = mt_add(&t->live_bytes, (int64_t)bytes);
+	if (mt_raise_peak(&t->peak_bytes, live))
 		mt_peak_moved(kind);
+	mt_since_raise(0, kind, live);
 }
 
 void
@@ -53,4 +57,12 @@ mt_totals_reset(void) {
 	memset(mt_totals, 0, sizeof mt_totals);
 	memset(mt_peak_epoch, 0, sizeof mt_peak_epoch);
 	memset(mt_tcounts, 0, sizeof mt_tcounts);
+	memset(mt_since_peak, 0, sizeof mt_since_peak);
+}
+
+void
+mt_since_reset(void) {
+	__atomic_store_n(&mt_since_on, 1, __ATOMIC_RELAXED); /* then the figures it starts from */
+	for (int i = 0; i < MT_NSINCE; i++)
+		__atomic_store_n(&mt_since_peak[i], mt_since_live(i), __ATOMIC_RELAXED);
 }

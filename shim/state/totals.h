@@ -49,6 +49,53 @@ static inline void
 mt_peak_moved(int slot) {
 	__atomic_add_fetch(&mt_peak_epoch[slot], 1, __ATOMIC_RELAXED);
 }
+/* Peaks since the last mt_since_reset (memtally_peak_reset, entry/api.c):
+ * one a kind, then host memory (heap + mmap) and device memory (cuda +
+ * cuda_managed + cuda_vmm) together, the sums the writer uses.  Raised
+ * beside the kinds' own peaks (mt_totals_alloc, charge.c's heap path)
+ * once the first reset set mt_since_on: until then one load and a branch
+ * an allocation (a program that never asks pays no more), after it a few
+ * relaxed loads and compares unless a peak moves.  Async-signal-safe. */
+enum { MT_SINCE_HOST = MT_NKINDS, MT_SINCE_DEV, MT_NSINCE };
+extern MT_HIDDEN int64_t mt_since_peak[MT_NSINCE];
+extern MT_HIDDEN int mt_since_on;
+/* The live bytes a since-peak slot follows (a kind, or a sum). */
+static inline int64_t
+mt_since_live(int slot) {
+#define MT_LIVE_(k) __atomic_load_n(&mt_totals[k].live_bytes, __ATOMIC_RELAXED)
+	if (slot == MT_SINCE_HOST)
+		return MT_LIVE_(MT_HEAP) + MT_LIVE_(MT_MMAP);
+	if (slot == MT_SINCE_DEV)
+		return MT_LIVE_(MT_CUDA) + MT_LIVE_(MT_CUDA_MANAGED) + MT_LIVE_(MT_CUDA_VMM);
+	return MT_LIVE_(slot);
+#undef MT_LIVE_
+}
+static inline void
+mt_since_put(int plain, int slot, int64_t live) {
+	int64_t *p = &mt_since_peak[slot];
+	if (live <= __atomic_load_n(p, __ATOMIC_RELAXED))
+		return;
+	if (plain)
+		__atomic_store_n(p, live, __ATOMIC_RELAXED);
+	else
+		mt_raise_peak(p, live);
+}
+/* kind's live bytes became live: raise its since-peak and its sum's.
+ * plain: the solo thread's plain store (state/solo.h). */
+static inline void
+mt_since_raise(int plain, int kind, int64_t live) {
+	if (MT_LIKELY(!__atomic_load_n(&mt_since_on, __ATOMIC_RELAXED)))
+		return;
+	mt_since_put(plain, kind, live);
+	if (kind == MT_HEAP || kind == MT_MMAP)
+		mt_since_put(plain, MT_SINCE_HOST, mt_since_live(MT_SINCE_HOST));
+	else if (kind == MT_CUDA || kind == MT_CUDA_MANAGED || kind == MT_CUDA_VMM)
+		mt_since_put(plain, MT_SINCE_DEV, mt_since_live(MT_SINCE_DEV));
+}
+/* Every since-peak to the live bytes now; they are followed from the
+ * first call on. */
+void mt_since_reset(void);
+
 /* A fork child's totals, counts and epochs start from zero. */
 void mt_totals_reset(void);
 
