@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # run.sh — `make bench`: memtally beside heaptrack, jemalloc prof and
-# gperftools, in one run; writes test/bench/RESULTS.md (bench.py).
+# gperftools, in one run; writes test/bench/RESULTS.md (bench.py), then
+# the snapshot cadence's cost and file size (cadence.py: RESULTS-cadence.md).
 set -eu
 cd "$(dirname "$0")/../.."
 MEMTALLY_DEPS_EXTRA="heaptrack google-perftools libjemalloc2 hyperfine" bash scripts/setup-deps.sh
 make -s tests
 /usr/bin/python3 test/bench/bench.py
+/usr/bin/python3 test/bench/cadence.py
