@@ -3,6 +3,6 @@
 # gperftools, in one run; writes test/bench/RESULTS.md (bench.py).
 set -eu
 cd "$(dirname "$0")/../.."
-MEMTALLY_DEPS_EXTRA="heaptrack google-perftools libjemalloc2 hyperfine" bash scripts/setup-deps.sh
+MEMTALLY_DEPS_EXTRA="heaptrack google-perftools libjemalloc2 hyperfine valgrind" bash scripts/setup-deps.sh
 make -s tests
 /usr/bin/python3 test/bench/bench.py
