@@ -135,6 +135,16 @@ struct memo {
 	uint64_t gen;
 	int n;     /* frames recorded */
 	int final; /* the walk stopped at frame n - 1 (else it went on, or ended at max) */
+	/* for mt_cfi_keep: where the walk's last step read a zero return
+	 * address (0: it did not end so), its stop range and max, and
+	 * whether it started at a caller (from) and was recorded whole */
+	uintptr_t endat, stop_lo, stop_hi;
+	int max, whole;
+	/* a walk that ended at max (or after its stop frame): the frame it
+	 * gave last, not stepped and so not in f (its pc is the stack's
+	 * last, read by the step before) */
+	int at_max;
+	struct mframe tail;
 };
 static MT_TLS struct memo memos[2];
 static MT_TLS unsigned memo_cur;
@@ -201,6 +211,7 @@ follow(const struct memo *old, int on, struct memo *rec, uintptr_t *pcs, uintptr
 	*bp = old->f[*j].bp;
 	if (*j == on - 1 && old->final && *n < *max) { /* it stopped here: so does this one */
 		remember(rec, *k, *sp, *pc, *bp, 0);
+		rec->endat = old->endat;
 		return 1;
 	}
 	++*j; /* this frame is stepped below; the next may meet the last walk again */
@@ -243,7 +254,8 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 	const struct memo *old = &memos[memo_cur];
 	struct memo *rec = &memos[memo_cur ^ 1];
 	int on = old->gen == full && old->hi == hi ? old->n : 0; /* else: forgotten */
-	int k = 0, j = 0, final = 1;
+	int k = 0, j = 0, final = 1, max0 = max;
+	rec->endat = 0;
 	if (mt_pc_in(pc, stop_lo, stop_hi))
 		max = n; /* from a caller that is the stop frame */
 	for (;; k++) {
@@ -256,6 +268,9 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 			break;
 		if (n >= max) {
 			final = 0;
+			rec->tail.sp = sp;
+			rec->tail.pc = pc;
+			rec->tail.bp = bp;
 			break;
 		}
 		remember(rec, k, sp, pc, bp, 0);
@@ -279,8 +294,10 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 		}
 		pc = ((const uintptr_t *)cfa)[-1];
 		sp = cfa;
-		if (!pc)
+		if (!pc) {
+			rec->endat = cfa - 8;
 			break;
+		}
 		pcs[n++] = pc;
 		if (mt_pc_in(pc, stop_lo, stop_hi))
 			max = n; /* the stop frame: the walk ends after it */
@@ -293,6 +310,114 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 	rec->final = final && k <= MEMO_N;
 	rec->hi = hi;
 	rec->gen = full;
+	rec->stop_lo = stop_lo;
+	rec->stop_hi = stop_hi;
+	rec->max = max0;
+	rec->whole = from && k <= MEMO_N;
+	rec->at_max = !final;
 	memo_cur ^= 1;
 	return n;
 }
+
+/* ---- recall -----------------------------------------------------------
+ * What a capture from a hook ends as (its stack id) is a function of the
+ * walk's start (the hook's caller's pc, sp, rbp), of the stack words the
+ * walk read (each frame's return address, rbp where a step read it, the
+ * zero return address it may have ended at) and of what else it was
+ * given (the stack's top, the rule table's generation, the stop range,
+ * max, and the caller's tag: the stack's key and Python stack).  The same
+ * start and the same words give the same frames, exactly, so the same
+ * id: a thread's loop allocating from the same few places finds its
+ * stack here for the price of comparing those words (~5 instructions a
+ * word) instead of walking, cutting and interning it.  A word that
+ * changed (another caller at the same depth) is a miss, and the capture
+ * walks.  Each thread's own table, direct-mapped by the start; read and
+ * written only by its own thread with the re-entry guard held (a signal
+ * handler's allocation meanwhile is not captured), so no atomics. */
+#define RC_BITS 4
+#define RC_W 64 /* words a stack may need to be kept: 1-2 a frame (16 KiB a thread in all) */
+struct recall {
+	uintptr_t pc, sp, bp, hi, stop_lo, stop_hi;
+	uint64_t gen, tag;
+	int max, nw;
+	uint32_t id;
+	struct {
+		uintptr_t at, val; /* a word's address, what it held */
+	} w[RC_W];
+};
+static MT_TLS struct recall recalls[1u << RC_BITS];
+
+static inline struct recall *
+recall_slot(uintptr_t pc, uintptr_t sp) {
+	return &recalls[((pc ^ sp) * 0x9e3779b97f4a7c15ull) >> (64 - RC_BITS)];
+}
+
+int
+mt_cfi_recall(uintptr_t from, uintptr_t hi, uintptr_t stop_lo, uintptr_t stop_hi, int max,
+	      uint64_t tag, uint32_t *id) {
+	uintptr_t pc = ((const uintptr_t *)from)[1], sp = from + 16,
+		  bp = ((const uintptr_t *)from)[0];
+	const struct recall *r = recall_slot(pc, sp);
+	/* one branch for the walk's inputs (the start, its tag, its bounds) */
+	if ((r->pc ^ pc) | (r->sp ^ sp) | (r->bp ^ bp) | (r->tag ^ tag) | (r->hi ^ hi) |
+	    (r->stop_lo ^ stop_lo) | (r->stop_hi ^ stop_hi) | (uint64_t)(r->max ^ max) |
+	    (r->gen ^ __atomic_load_n(&mt_cfi_gen, __ATOMIC_ACQUIRE)))
+		return 0;
+	/* every word lies between sp and hi - 8, as when the walk read it;
+	 * two a step, one branch for both */
+	int i = 0, nw = r->nw;
+	for (; i + 2 <= nw; i += 2)
+		if ((*(const uintptr_t *)r->w[i].at ^ r->w[i].val) |
+		    (*(const uintptr_t *)r->w[i + 1].at ^ r->w[i + 1].val))
+			return 0;
+	if (i < nw && *(const uintptr_t *)r->w[i].at != r->w[i].val)
+		return 0;
+	*id = r->id;
+	return 1;
+}
+
+void
+mt_cfi_keep(uint64_t tag, uint32_t id) {
+	const struct memo *m = &memos[memo_cur]; /* the last walk */
+	if (!m->whole || m->n <= 0)
+		return;
+	const struct mframe *f = m->f;
+	struct recall *r = recall_slot(f[0].pc, f[0].sp);
+	uintptr_t sp = f[0].sp;
+	int nw = 0;
+	r->pc = 0; /* no match while it is rewritten, nor if it cannot be kept */
+	/* each step's words: the return address it read, and rbp where it
+	 * read it; the frame a walk ended at max with was given by a step
+	 * too */
+	for (int k = 1; k <= m->n; k++) {
+		const struct mframe *to = k < m->n ? &f[k] : m->at_max ? &m->tail : NULL;
+		if (!to)
+			break;
+		if (nw + 2 > RC_W)
+			return;
+		r->w[nw].at = to->sp - 8;
+		r->w[nw++].val = to->pc;
+		if (f[k - 1].slot) {
+			r->w[nw].at = f[k - 1].slot;
+			r->w[nw++].val = to->bp;
+		}
+	}
+	if (m->endat) {
+		if (nw + 1 > RC_W)
+			return;
+		r->w[nw].at = m->endat;
+		r->w[nw++].val = 0;
+	}
+	r->pc = f[0].pc;
+	r->sp = sp;
+	r->bp = f[0].bp;
+	r->hi = m->hi;
+	r->gen = m->gen;
+	r->stop_lo = m->stop_lo;
+	r->stop_hi = m->stop_hi;
+	r->max = m->max;
+	r->tag = tag;
+	r->nw = nw;
+	r->id = id;
+}
+

@@ -13,6 +13,7 @@
 #                                      also callgrind_annotate's top functions
 #                                      of that run, per pair (the long run
 #                                      minus the short one)
+#   INSN_SHIM                          the shim to measure (build/libmemtally.so)
 #   INSN_N1, INSN_N2                   the two run lengths (20000, 120000)
 #   INSN_QUICK=1                       while optimizing: exact and sampled only,
 #                                      bare glibc's taken as given (INSN_BARE_SHALLOW,
@@ -20,7 +21,7 @@
 set -eu
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
-SHIM=$ROOT/build/libmemtally.so
+SHIM=${INSN_SHIM:-$ROOT/build/libmemtally.so}
 QUICK=${INSN_QUICK:-0}
 if [ "$QUICK" = 1 ]; then N1=${INSN_N1:-5000} N2=${INSN_N2:-25000}; else N1=${INSN_N1:-20000} N2=${INSN_N2:-120000}; fi
 TMP=$(mktemp -d /tmp/mtinsn.XXXXXX)
