@@ -381,11 +381,25 @@ mt_cfi_keep(uint64_t tag, uint32_t id) {
 	const struct memo *m = &memos[memo_cur]; /* the last walk */
 	if (!m->whole || m->n <= 0)
 		return;
+	uint64_t full = __atomic_load_n(&mt_cfi_gen, __ATOMIC_ACQUIRE);
+	if (m->gen != full)
+		return;
 	const struct mframe *f = m->f;
 	struct recall *r = recall_slot(f[0].pc, f[0].sp);
 	uintptr_t sp = f[0].sp;
 	int nw = 0;
 	r->pc = 0; /* no match while it is rewritten, nor if it cannot be kept */
+	/* live[k]: frame k's rbp decides where the walk goes (its rule's CFA
+	 * is rbp-based, or rbp passes unchanged to a frame where it is); a
+	 * step's read of rbp matters only when the next frame's is live (in
+	 * code without frame pointers most are not: one word a frame) */
+	struct entry *cache = l1_fresh(full);
+	uint8_t live[MEMO_N + 1];
+	live[m->n] = 0; /* the frame ended at max is not stepped */
+	for (int k = m->n - 1; k >= 1; k--) {
+		uint64_t rule = rule_of(cache, f[k].pc, 0, full & MT_CFI_GEN_MASK);
+		live[k] = (R_KIND(rule) == STEP && R_CFA_RBP(rule)) || (!f[k].slot && live[k + 1]);
+	}
 	/* each step's words: the return address it read, and rbp where it
 	 * read it; the frame a walk ended at max with was given by a step
 	 * too */
@@ -397,7 +411,7 @@ mt_cfi_keep(uint64_t tag, uint32_t id) {
 			return;
 		r->w[nw].at = to->sp - 8;
 		r->w[nw++].val = to->pc;
-		if (f[k - 1].slot) {
+		if (f[k - 1].slot && live[k]) {
 			r->w[nw].at = f[k - 1].slot;
 			r->w[nw++].val = to->bp;
 		}
