@@ -335,7 +335,7 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
  * written only by its own thread with the re-entry guard held (a signal
  * handler's allocation meanwhile is not captured), so no atomics. */
 #define RC_BITS 4
-#define RC_W 64 /* words a stack may need to be kept: 1-2 a frame (16 KiB a thread in all) */
+#define RC_W 64 /* words a stack may need to be kept: 1-2 a frame (17 KiB a thread in all) */
 struct recall {
 	uintptr_t pc, sp, bp, hi, stop_lo, stop_hi;
 	uint64_t gen, tag;
