@@ -341,7 +341,7 @@ struct recall {
 	uint64_t gen, tag;
 	int max, nw;
 	uint32_t id;
-	struct {
+	struct rword {
 		uintptr_t at, val; /* a word's address, what it held */
 	} w[RC_W];
 };
@@ -364,14 +364,10 @@ mt_cfi_recall(uintptr_t from, uintptr_t hi, uintptr_t stop_lo, uintptr_t stop_hi
 	    (r->gen ^ __atomic_load_n(&mt_cfi_gen, __ATOMIC_ACQUIRE)))
 		return 0;
 	/* every word lies between sp and hi - 8, as when the walk read it;
-	 * two a step, one branch for both */
-	int i = 0, nw = r->nw;
-	for (; i + 2 <= nw; i += 2)
-		if ((*(const uintptr_t *)r->w[i].at ^ r->w[i].val) |
-		    (*(const uintptr_t *)r->w[i + 1].at ^ r->w[i + 1].val))
+	 * two a step, one branch for both (the count is even: mt_cfi_keep) */
+	for (const struct rword *w = r->w, *end = r->w + r->nw; w < end; w += 2)
+		if ((*(const uintptr_t *)w[0].at ^ w[0].val) | (*(const uintptr_t *)w[1].at ^ w[1].val))
 			return 0;
-	if (i < nw && *(const uintptr_t *)r->w[i].at != r->w[i].val)
-		return 0;
 	*id = r->id;
 	return 1;
 }
@@ -421,6 +417,10 @@ mt_cfi_keep(uint64_t tag, uint32_t id) {
 			return;
 		r->w[nw].at = m->endat;
 		r->w[nw++].val = 0;
+	}
+	if (nw & 1) { /* even, for mt_cfi_recall: the last again (RC_W is even) */
+		r->w[nw] = r->w[nw - 1];
+		nw++;
 	}
 	r->pc = f[0].pc;
 	r->sp = sp;
