@@ -145,6 +145,9 @@ struct memo {
 	 * last, read by the step before) */
 	int at_max;
 	struct mframe tail;
+	/* each frame's rule takes its CFA from rbp (mt_cfi_keep: whether the
+	 * rbp a step read decides anything) */
+	uint8_t rbp_cfa[MEMO_N];
 };
 static MT_TLS struct memo memos[2];
 static MT_TLS unsigned memo_cur;
@@ -200,9 +203,11 @@ follow(const struct memo *old, int on, struct memo *rec, uintptr_t *pcs, uintptr
 		m = -m;
 		*max = *n + m;
 	}
-	if (*k < MEMO_N) /* frames j .. j+m-1, as far as the record goes */
-		memcpy(rec->f + *k, old->f + *j,
-		       (size_t)(*k + m <= MEMO_N ? m : MEMO_N - *k) * sizeof *rec->f);
+	if (*k < MEMO_N) { /* frames j .. j+m-1, as far as the record goes */
+		size_t c = (size_t)(*k + m <= MEMO_N ? m : MEMO_N - *k);
+		memcpy(rec->f + *k, old->f + *j, c * sizeof *rec->f);
+		memcpy(rec->rbp_cfa + *k, old->rbp_cfa + *j, c);
+	}
 	*j += m;
 	*k += m;
 	*n += m;
@@ -211,6 +216,8 @@ follow(const struct memo *old, int on, struct memo *rec, uintptr_t *pcs, uintptr
 	*bp = old->f[*j].bp;
 	if (*j == on - 1 && old->final && *n < *max) { /* it stopped here: so does this one */
 		remember(rec, *k, *sp, *pc, *bp, 0);
+		if (*k < MEMO_N)
+			rec->rbp_cfa[*k] = old->rbp_cfa[*j];
 		rec->endat = old->endat;
 		return 1;
 	}
@@ -275,6 +282,8 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 		}
 		remember(rec, k, sp, pc, bp, 0);
 		uint64_t r = rule_of(cache, pc, k == 0 && inner, g);
+		if (k < MEMO_N)
+			rec->rbp_cfa[k] = R_KIND(r) == STEP && R_CFA_RBP(r);
 		if (R_KIND(r) != STEP) {
 			if (R_KIND(r) == OUTERMOST)
 				break;
@@ -334,7 +343,9 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
  * walks.  Each thread's own table, direct-mapped by the start; read and
  * written only by its own thread with the re-entry guard held (a signal
  * handler's allocation meanwhile is not captured), so no atomics. */
-#define RC_BITS 4
+#define RC_SETS 8 /* of 2 ways: 8 starts hashed to 16 direct-mapped
+		   * slots collide more often than not (a loop over 8 sites
+		   * missed a quarter of its captures in most stack layouts) */
 #define RC_W 64 /* words a stack may need to be kept: 1-2 a frame (17 KiB a thread in all) */
 struct recall {
 	uintptr_t pc, sp, bp, hi, stop_lo, stop_hi;
@@ -345,19 +356,23 @@ struct recall {
 		uintptr_t at, val; /* a word's address, what it held */
 	} w[RC_W];
 };
-static MT_TLS struct recall recalls[1u << RC_BITS];
+static MT_TLS struct recall recalls[RC_SETS][2];
+static MT_TLS struct rset {
+	uintptr_t cand_pc[2], cand_sp[2]; /* the last two starts offered to the set */
+	int mru;                          /* its way last hit or kept */
+	int next;                         /* the cand to replace next */
+} rsets[RC_SETS];
 
-static inline struct recall *
-recall_slot(uintptr_t pc, uintptr_t sp) {
-	return &recalls[((pc ^ sp) * 0x9e3779b97f4a7c15ull) >> (64 - RC_BITS)];
+static inline unsigned
+recall_set(uintptr_t pc, uintptr_t sp) {
+	return (unsigned)(((pc ^ sp) * 0x9e3779b97f4a7c15ull) >> 61); /* RC_SETS == 8 */
 }
 
-int
-mt_cfi_recall(uintptr_t from, uintptr_t hi, uintptr_t stop_lo, uintptr_t stop_hi, int max,
-	      uint64_t tag, uint32_t *id) {
-	uintptr_t pc = ((const uintptr_t *)from)[1], sp = from + 16,
-		  bp = ((const uintptr_t *)from)[0];
-	const struct recall *r = recall_slot(pc, sp);
+/* way r of the start's set: 1 and *id when it holds the start and its
+ * words still hold what they held */
+static inline int
+recall_way(const struct recall *r, uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t hi,
+	   uintptr_t stop_lo, uintptr_t stop_hi, int max, uint64_t tag, uint32_t *id) {
 	/* one branch for the walk's inputs (the start, its tag, its bounds) */
 	if ((r->pc ^ pc) | (r->sp ^ sp) | (r->bp ^ bp) | (r->tag ^ tag) | (r->hi ^ hi) |
 	    (r->stop_lo ^ stop_lo) | (r->stop_hi ^ stop_hi) | (uint64_t)(r->max ^ max) |
@@ -372,30 +387,61 @@ mt_cfi_recall(uintptr_t from, uintptr_t hi, uintptr_t stop_lo, uintptr_t stop_hi
 	return 1;
 }
 
+int
+mt_cfi_recall(uintptr_t from, uintptr_t hi, uintptr_t stop_lo, uintptr_t stop_hi, int max,
+	      uint64_t tag, uint32_t *id) {
+	uintptr_t pc = ((const uintptr_t *)from)[1], sp = from + 16,
+		  bp = ((const uintptr_t *)from)[0];
+	unsigned s = recall_set(pc, sp);
+	struct rset *set = &rsets[s];
+	int w = set->mru;
+	if (recall_way(&recalls[s][w], pc, sp, bp, hi, stop_lo, stop_hi, max, tag, id))
+		return 1;
+	if (!recall_way(&recalls[s][w ^ 1], pc, sp, bp, hi, stop_lo, stop_hi, max, tag, id))
+		return 0;
+	set->mru = w ^ 1;
+	return 1;
+}
+
 void
 mt_cfi_keep(uint64_t tag, uint32_t id) {
 	const struct memo *m = &memos[memo_cur]; /* the last walk */
 	if (!m->whole || m->n <= 0)
 		return;
-	uint64_t full = __atomic_load_n(&mt_cfi_gen, __ATOMIC_ACQUIRE);
-	if (m->gen != full)
-		return;
 	const struct mframe *f = m->f;
-	struct recall *r = recall_slot(f[0].pc, f[0].sp);
 	uintptr_t sp = f[0].sp;
+	unsigned s = recall_set(f[0].pc, sp);
+	struct rset *set = &rsets[s];
+	/* the way that holds this start (its words changed), else kept the
+	 * second time a start misses in this set while it is one of the last
+	 * two offered, in the way not used last: a start seen once (a program
+	 * allocating from more places than the table holds, in no order)
+	 * costs a look, not a keep (~10 instructions a frame) */
+	int w = recalls[s][0].pc == f[0].pc && recalls[s][0].sp == sp   ? 0
+		: recalls[s][1].pc == f[0].pc && recalls[s][1].sp == sp ? 1
+									 : -1;
+	if (w < 0) {
+		if ((set->cand_pc[0] != f[0].pc || set->cand_sp[0] != sp) &&
+		    (set->cand_pc[1] != f[0].pc || set->cand_sp[1] != sp)) {
+			set->cand_pc[set->next] = f[0].pc;
+			set->cand_sp[set->next] = sp;
+			set->next ^= 1;
+			return;
+		}
+		w = set->mru ^ 1;
+	}
+	set->mru = w;
+	struct recall *r = &recalls[s][w];
 	int nw = 0;
 	r->pc = 0; /* no match while it is rewritten, nor if it cannot be kept */
 	/* live[k]: frame k's rbp decides where the walk goes (its rule's CFA
 	 * is rbp-based, or rbp passes unchanged to a frame where it is); a
 	 * step's read of rbp matters only when the next frame's is live (in
 	 * code without frame pointers most are not: one word a frame) */
-	struct entry *cache = l1_fresh(full);
 	uint8_t live[MEMO_N + 1];
 	live[m->n] = 0; /* the frame ended at max is not stepped */
-	for (int k = m->n - 1; k >= 1; k--) {
-		uint64_t rule = rule_of(cache, f[k].pc, 0, full & MT_CFI_GEN_MASK);
-		live[k] = (R_KIND(rule) == STEP && R_CFA_RBP(rule)) || (!f[k].slot && live[k + 1]);
-	}
+	for (int k = m->n - 1; k >= 1; k--)
+		live[k] = m->rbp_cfa[k] || (!f[k].slot && live[k + 1]);
 	/* each step's words: the return address it read, and rbp where it
 	 * read it; the frame a walk ended at max with was given by a step
 	 * too */

@@ -33,7 +33,9 @@ gcc -O2 -g -o "$TMP/insnbench" test/bench/insnbench.c
 # ir CONFIG SHAPE N: the program's total instructions (callgrind's summary)
 ir() {
 	local cfg=$1 shape=$2 n=$3 out="$TMP/cg.$1.$2.$3"
-	local -a env=(env)
+	# a fixed environment: the stack's layout (and so which starts share
+	# a set of the shim's per-thread tables) does not follow the caller's
+	local -a env=(env -i PATH="$PATH")
 	case $cfg in
 	bare) ;;
 	exact) env+=(LD_PRELOAD="$SHIM" MEMTALLY_OUT="$TMP/out" MEMTALLY_SAMPLE=0) ;;
