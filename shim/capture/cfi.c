@@ -135,6 +135,19 @@ struct memo {
 	uint64_t gen;
 	int n;     /* frames recorded */
 	int final; /* the walk stopped at frame n - 1 (else it went on, or ended at max) */
+	/* for mt_cfi_keep: where the walk's last step read a zero return
+	 * address (0: it did not end so), its stop range and max, and
+	 * whether it started at a caller (from) and was recorded whole */
+	uintptr_t endat, stop_lo, stop_hi;
+	int max, whole;
+	/* a walk that ended at max (or after its stop frame): the frame it
+	 * gave last, not stepped and so not in f (its pc is the stack's
+	 * last, read by the step before) */
+	int at_max;
+	struct mframe tail;
+	/* each frame's rule takes its CFA from rbp (mt_cfi_keep: whether the
+	 * rbp a step read decides anything) */
+	uint8_t rbp_cfa[MEMO_N];
 };
 static MT_TLS struct memo memos[2];
 static MT_TLS unsigned memo_cur;
@@ -190,9 +203,11 @@ follow(const struct memo *old, int on, struct memo *rec, uintptr_t *pcs, uintptr
 		m = -m;
 		*max = *n + m;
 	}
-	if (*k < MEMO_N) /* frames j .. j+m-1, as far as the record goes */
-		memcpy(rec->f + *k, old->f + *j,
-		       (size_t)(*k + m <= MEMO_N ? m : MEMO_N - *k) * sizeof *rec->f);
+	if (*k < MEMO_N) { /* frames j .. j+m-1, as far as the record goes */
+		size_t c = (size_t)(*k + m <= MEMO_N ? m : MEMO_N - *k);
+		memcpy(rec->f + *k, old->f + *j, c * sizeof *rec->f);
+		memcpy(rec->rbp_cfa + *k, old->rbp_cfa + *j, c);
+	}
 	*j += m;
 	*k += m;
 	*n += m;
@@ -201,6 +216,9 @@ follow(const struct memo *old, int on, struct memo *rec, uintptr_t *pcs, uintptr
 	*bp = old->f[*j].bp;
 	if (*j == on - 1 && old->final && *n < *max) { /* it stopped here: so does this one */
 		remember(rec, *k, *sp, *pc, *bp, 0);
+		if (*k < MEMO_N)
+			rec->rbp_cfa[*k] = old->rbp_cfa[*j];
+		rec->endat = old->endat;
 		return 1;
 	}
 	++*j; /* this frame is stepped below; the next may meet the last walk again */
@@ -243,7 +261,8 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 	const struct memo *old = &memos[memo_cur];
 	struct memo *rec = &memos[memo_cur ^ 1];
 	int on = old->gen == full && old->hi == hi ? old->n : 0; /* else: forgotten */
-	int k = 0, j = 0, final = 1;
+	int k = 0, j = 0, final = 1, max0 = max;
+	rec->endat = 0;
 	if (mt_pc_in(pc, stop_lo, stop_hi))
 		max = n; /* from a caller that is the stop frame */
 	for (;; k++) {
@@ -256,10 +275,15 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 			break;
 		if (n >= max) {
 			final = 0;
+			rec->tail.sp = sp;
+			rec->tail.pc = pc;
+			rec->tail.bp = bp;
 			break;
 		}
 		remember(rec, k, sp, pc, bp, 0);
 		uint64_t r = rule_of(cache, pc, k == 0 && inner, g);
+		if (k < MEMO_N)
+			rec->rbp_cfa[k] = R_KIND(r) == STEP && R_CFA_RBP(r);
 		if (R_KIND(r) != STEP) {
 			if (R_KIND(r) == OUTERMOST)
 				break;
@@ -279,8 +303,10 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 		}
 		pc = ((const uintptr_t *)cfa)[-1];
 		sp = cfa;
-		if (!pc)
+		if (!pc) {
+			rec->endat = cfa - 8;
 			break;
+		}
 		pcs[n++] = pc;
 		if (mt_pc_in(pc, stop_lo, stop_hi))
 			max = n; /* the stop frame: the walk ends after it */
@@ -293,6 +319,165 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 	rec->final = final && k <= MEMO_N;
 	rec->hi = hi;
 	rec->gen = full;
+	rec->stop_lo = stop_lo;
+	rec->stop_hi = stop_hi;
+	rec->max = max0;
+	rec->whole = from && k <= MEMO_N;
+	rec->at_max = !final;
 	memo_cur ^= 1;
 	return n;
 }
+
+/* ---- recall -----------------------------------------------------------
+ * What a capture from a hook ends as (its stack id) is a function of the
+ * walk's start (the hook's caller's pc, sp, rbp), of the stack words the
+ * walk read (each frame's return address, rbp where a step read it, the
+ * zero return address it may have ended at) and of what else it was
+ * given (the stack's top, the rule table's generation, the stop range,
+ * max, and the caller's tag: the stack's key and Python stack).  The same
+ * start and the same words give the same frames, exactly, so the same
+ * id: a thread's loop allocating from the same few places finds its
+ * stack here for the price of comparing those words (~5 instructions a
+ * word) instead of walking, cutting and interning it.  A word that
+ * changed (another caller at the same depth) is a miss, and the capture
+ * walks.  Each thread's own table, direct-mapped by the start; read and
+ * written only by its own thread with the re-entry guard held (a signal
+ * handler's allocation meanwhile is not captured), so no atomics. */
+#define RC_SETS 8 /* of 2 ways: 8 starts hashed to 16 direct-mapped
+		   * slots collide more often than not (a loop over 8 sites
+		   * missed a quarter of its captures in most stack layouts) */
+#define RC_W 64 /* words a stack may need to be kept: 1-2 a frame (17 KiB a thread in all) */
+struct recall {
+	uintptr_t pc, sp, bp, hi, stop_lo, stop_hi;
+	uint64_t gen, tag;
+	int max, nw;
+	uint32_t id;
+	struct rword {
+		uintptr_t at, val; /* a word's address, what it held */
+	} w[RC_W];
+};
+static MT_TLS struct recall recalls[RC_SETS][2];
+static MT_TLS struct rset {
+	uintptr_t cand_pc[2], cand_sp[2]; /* the last two starts offered to the set */
+	int mru;                          /* its way last hit or kept */
+	int next;                         /* the cand to replace next */
+} rsets[RC_SETS];
+
+static inline unsigned
+recall_set(uintptr_t pc, uintptr_t sp) {
+	return (unsigned)(((pc ^ sp) * 0x9e3779b97f4a7c15ull) >> 61); /* RC_SETS == 8 */
+}
+
+/* way r of the start's set: 1 and *id when it holds the start and its
+ * words still hold what they held */
+static inline int
+recall_way(const struct recall *r, uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t hi,
+	   uintptr_t stop_lo, uintptr_t stop_hi, int max, uint64_t tag, uint32_t *id) {
+	/* one branch for the walk's inputs (the start, its tag, its bounds) */
+	if ((r->pc ^ pc) | (r->sp ^ sp) | (r->bp ^ bp) | (r->tag ^ tag) | (r->hi ^ hi) |
+	    (r->stop_lo ^ stop_lo) | (r->stop_hi ^ stop_hi) | (uint64_t)(r->max ^ max) |
+	    (r->gen ^ __atomic_load_n(&mt_cfi_gen, __ATOMIC_ACQUIRE)))
+		return 0;
+	/* every word lies between sp and hi - 8, as when the walk read it;
+	 * two a step, one branch for both (the count is even: mt_cfi_keep) */
+	for (const struct rword *w = r->w, *end = r->w + r->nw; w < end; w += 2)
+		if ((*(const uintptr_t *)w[0].at ^ w[0].val) | (*(const uintptr_t *)w[1].at ^ w[1].val))
+			return 0;
+	*id = r->id;
+	return 1;
+}
+
+int
+mt_cfi_recall(uintptr_t from, uintptr_t hi, uintptr_t stop_lo, uintptr_t stop_hi, int max,
+	      uint64_t tag, uint32_t *id) {
+	uintptr_t pc = ((const uintptr_t *)from)[1], sp = from + 16,
+		  bp = ((const uintptr_t *)from)[0];
+	unsigned s = recall_set(pc, sp);
+	struct rset *set = &rsets[s];
+	int w = set->mru;
+	if (recall_way(&recalls[s][w], pc, sp, bp, hi, stop_lo, stop_hi, max, tag, id))
+		return 1;
+	if (!recall_way(&recalls[s][w ^ 1], pc, sp, bp, hi, stop_lo, stop_hi, max, tag, id))
+		return 0;
+	set->mru = w ^ 1;
+	return 1;
+}
+
+void
+mt_cfi_keep(uint64_t tag, uint32_t id) {
+	const struct memo *m = &memos[memo_cur]; /* the last walk */
+	if (!m->whole || m->n <= 0)
+		return;
+	const struct mframe *f = m->f;
+	uintptr_t sp = f[0].sp;
+	unsigned s = recall_set(f[0].pc, sp);
+	struct rset *set = &rsets[s];
+	/* the way that holds this start (its words changed), else kept the
+	 * second time a start misses in this set while it is one of the last
+	 * two offered, in the way not used last: a start seen once (a program
+	 * allocating from more places than the table holds, in no order)
+	 * costs a look, not a keep (~10 instructions a frame) */
+	int w = recalls[s][0].pc == f[0].pc && recalls[s][0].sp == sp   ? 0
+		: recalls[s][1].pc == f[0].pc && recalls[s][1].sp == sp ? 1
+									 : -1;
+	if (w < 0) {
+		if ((set->cand_pc[0] != f[0].pc || set->cand_sp[0] != sp) &&
+		    (set->cand_pc[1] != f[0].pc || set->cand_sp[1] != sp)) {
+			set->cand_pc[set->next] = f[0].pc;
+			set->cand_sp[set->next] = sp;
+			set->next ^= 1;
+			return;
+		}
+		w = set->mru ^ 1;
+	}
+	set->mru = w;
+	struct recall *r = &recalls[s][w];
+	int nw = 0;
+	r->pc = 0; /* no match while it is rewritten, nor if it cannot be kept */
+	/* live[k]: frame k's rbp decides where the walk goes (its rule's CFA
+	 * is rbp-based, or rbp passes unchanged to a frame where it is); a
+	 * step's read of rbp matters only when the next frame's is live (in
+	 * code without frame pointers most are not: one word a frame) */
+	uint8_t live[MEMO_N + 1];
+	live[m->n] = 0; /* the frame ended at max is not stepped */
+	for (int k = m->n - 1; k >= 1; k--)
+		live[k] = m->rbp_cfa[k] || (!f[k].slot && live[k + 1]);
+	/* each step's words: the return address it read, and rbp where it
+	 * read it; the frame a walk ended at max with was given by a step
+	 * too */
+	for (int k = 1; k <= m->n; k++) {
+		const struct mframe *to = k < m->n ? &f[k] : m->at_max ? &m->tail : NULL;
+		if (!to)
+			break;
+		if (nw + 2 > RC_W)
+			return;
+		r->w[nw].at = to->sp - 8;
+		r->w[nw++].val = to->pc;
+		if (f[k - 1].slot && live[k]) {
+			r->w[nw].at = f[k - 1].slot;
+			r->w[nw++].val = to->bp;
+		}
+	}
+	if (m->endat) {
+		if (nw + 1 > RC_W)
+			return;
+		r->w[nw].at = m->endat;
+		r->w[nw++].val = 0;
+	}
+	if (nw & 1) { /* even, for mt_cfi_recall: the last again (RC_W is even) */
+		r->w[nw] = r->w[nw - 1];
+		nw++;
+	}
+	r->pc = f[0].pc;
+	r->sp = sp;
+	r->bp = f[0].bp;
+	r->hi = m->hi;
+	r->gen = m->gen;
+	r->stop_lo = m->stop_lo;
+	r->stop_hi = m->stop_hi;
+	r->max = m->max;
+	r->tag = tag;
+	r->nw = nw;
+	r->id = id;
+}
+

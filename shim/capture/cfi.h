@@ -25,6 +25,16 @@ int mt_cfi_init(void *(*sym)(void *, const char *));
  * Never allocates. */
 int mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t stop_hi,
 		uintptr_t from);
+/* Recall (cfi.c): the id a capture from `from` (as mt_cfi_walk's) found
+ * last time, kept by mt_cfi_keep, when this walk would read the same
+ * stack words from the same start under the same hi, stop range, max,
+ * rule generation and caller's tag: 1 and *id, else 0.  Reads only words
+ * the kept walk read, between from and hi.  Never allocates. */
+int mt_cfi_recall(uintptr_t from, uintptr_t hi, uintptr_t stop_lo, uintptr_t stop_hi, int max,
+		  uint64_t tag, uint32_t *id);
+/* Keep id (with tag) as what the calling thread's last walk, one from a
+ * caller recorded whole, ends as.  Only right after that walk. */
+void mt_cfi_keep(uint64_t tag, uint32_t id);
 /* After dlclose: every cached rule is forgotten (an object loaded at the
  * same address must not be walked by the unloaded one's rules). */
 void mt_cfi_forget(void);

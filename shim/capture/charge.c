@@ -94,28 +94,43 @@ mt_heap_sample_point(size_t size) {
  * the shim's own frames are stripped: at MEMTALLY_DEPTH=1 the whole native
  * stack, without unwinding (libunwind steps through the shim's frames
  * first, ~100 ns); the CFI walker starts there. */
-static uint32_t
-capture(int key, uintptr_t hook) {
+/* The walk and what follows it, out of line: its frame (a stack's worth
+ * of return addresses) would cost a recalled capture its set-up. */
+static MT_NOINLINE uint32_t
+capture_walk(int key, uintptr_t hook, uint32_t py, uintptr_t stop_lo, uintptr_t stop_hi,
+	     uint64_t tag) {
 	uintptr_t pcs[MT_MAX_DEPTH];
-	int n; /* errno: mt_unwind keeps it (libunwind may set it), and
-		* nothing else here calls libc but memcpy/memset and the vDSO
-		* clock: the hooks' callers see their own errno */
+	int n = mt_unwind(pcs, (int)mt_cfg.depth, mt_cfg.unwind, stop_lo, stop_hi, hook);
+	if (n > (int)mt_cfg.initdepth + 1) /* else nothing to cut */
+		n = mt_unwind_loader_cut(pcs, n, (int)mt_cfg.initdepth);
+	uint32_t id = n == 1 ? mt_stack_intern1(pcs[0], key, py) : mt_stack_intern(pcs, n, key, py);
+	if (hook) /* not an id of the unknown stack: the table may have room later */
+		mt_unwind_keep(tag, id >= MT_NKINDS ? id : 0);
+	return id;
+}
+
+static inline __attribute__((always_inline)) uint32_t
+capture(int key, uintptr_t hook) {
+	/* errno: mt_unwind keeps it (libunwind may set it), and nothing else
+	 * here calls libc but memcpy/memset and the vDSO clock: the hooks'
+	 * callers see their own errno */
 	/* the Python stack first: with one, the native stack ends at the
 	 * eval loop (mt_py_cut_range: mt_unwind stops or cuts there; one
 	 * frame needs no cut) */
-	uint32_t py = mt_py_capture();
+	uint32_t py = mt_py_on ? mt_py_capture() : 0;
 	uintptr_t stop_lo = 0, stop_hi = 0;
 	if (py)
 		mt_py_cut_range(&stop_lo, &stop_hi);
-	if (hook && mt_cfg.depth == 1) {
-		pcs[0] = ((const uintptr_t *)hook)[1]; /* its return address */
-		n = 1;
-	} else {
-		n = mt_unwind(pcs, (int)mt_cfg.depth, mt_cfg.unwind, stop_lo, stop_hi, hook);
-	}
-	if (n > (int)mt_cfg.initdepth + 1) /* else nothing to cut */
-		n = mt_unwind_loader_cut(pcs, n, (int)mt_cfg.initdepth);
-	return n == 1 ? mt_stack_intern1(pcs[0], key, py) : mt_stack_intern(pcs, n, key, py);
+	if (hook && mt_cfg.depth == 1) /* its return address */
+		return mt_stack_intern1(((const uintptr_t *)hook)[1], key, py);
+	/* the same stack as a capture from here before: its id without a
+	 * walk (unwind.h mt_unwind_recall; what follows the walk, the cut
+	 * and the interning, is a function of the frames, key and py) */
+	uint64_t tag = (uint64_t)py << 32 | (uint32_t)key;
+	uint32_t id;
+	if (hook && mt_unwind_recall(hook, (int)mt_cfg.depth, mt_cfg.unwind, stop_lo, stop_hi, tag, &id))
+		return id;
+	return capture_walk(key, hook, py, stop_lo, stop_hi, tag);
 }
 
 /* While no writer thread runs (output/writer.h: it starts when needed):
@@ -123,7 +138,8 @@ capture(int key, uintptr_t hook) {
  * start a thread), once live host or device bytes pass the 4 MiB a
  * MEMTALLY_RISE snapshot needs at least, or when objects were loaded
  * while Python is looked for (an embedder's libpython: the writer finds
- * it; looked at every 4096th allocation).  Here no shim lock is held. */
+ * it; looked at every 64th look, about every
+ * 4096th allocation).  Here no shim lock is held. */
 static MT_NOINLINE void
 writer_maybe(void) {
 	static uint32_t tick;
@@ -131,7 +147,7 @@ writer_maybe(void) {
 	int64_t dev = mt_totals[MT_CUDA].live_bytes + mt_totals[MT_CUDA_MANAGED].live_bytes +
 		      mt_totals[MT_CUDA_VMM].live_bytes;
 	if (mt_trigger_pending() || (mt_cfg.rise > 0 && (host >= 4 << 20 || dev >= 4 << 20)) ||
-	    (!(++tick & 4095) && mt_py_loaded_since()))
+	    (!(++tick & 63) && mt_py_loaded_since()))
 		mt_trigger_start_writer();
 	/* The time cadence of a process that has not needed the thread (a
 	 * small program stays single-threaded): this thread writes it, looked
@@ -140,9 +156,17 @@ writer_maybe(void) {
 		mt_trigger_sync(MT_REASON_INTERVAL);
 }
 
+/* writer_maybe's pace: each thread looks at every 64th of its tracked
+ * allocations, at any of 64 KiB or more, and whenever a snapshot is
+ * pending (summing the totals on every allocation was ~45 instructions
+ * of exact mode's pair); below 64 KiB, 63 allocations add less than the
+ * 4 MiB a rise needs. */
+static MT_TLS uint32_t writer_tick;
+
 static inline __attribute__((always_inline)) void
-count_tracked(void) {
-	if (MT_UNLIKELY(!mt_writer_up()))
+count_tracked(uint64_t size) {
+	if (MT_UNLIKELY(!mt_writer_up()) &&
+	    (size >= 65536 || !(++writer_tick & 63) || mt_trigger_pending()))
 		writer_maybe();
 	/* One counter all threads add to: only when MEMTALLY_EVERY needs it
 	 * (its cache line bouncing between two threads was the exact malloc
@@ -242,7 +266,7 @@ mt_heap_track(void *p, size_t size, uintptr_t hook, int how) {
 	mt_tc_add(&tc->live_count, (uint64_t)count);
 	if (peak)
 		mt_peak_moved(MT_HEAP);
-	count_tracked();
+	count_tracked(size);
 }
 
 void
@@ -313,7 +337,7 @@ mt_dev_track(uintptr_t key, uint64_t size, int kind, int device, uint32_t stream
 	if (!(flags & MT_PTR_MAPPED)) { /* a mapping of a handle: charged at create */
 		mt_site_alloc(e.stack, ptr_slot(&e), (int64_t)size, 1, 0);
 		mt_totals_alloc(kind, size);
-		count_tracked();
+		count_tracked(size);
 	}
 	mt_event(MT_EV_ALLOC, kind, key & ~MT_TAG_MASK, size, e.stack);
 	return (int)e.stack;
@@ -348,7 +372,7 @@ mt_map_add(void *p, size_t len, int file, uint32_t stack) {
 		mt_add(&mt_dropped_live, 1);
 	} else {
 		mt_event(MT_EV_ALLOC, m.kind, m.start, m.end - m.start, m.stack);
-		count_tracked();
+		count_tracked(m.end - m.start);
 	}
 }
 

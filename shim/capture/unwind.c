@@ -250,7 +250,7 @@ mt_loader_postfork(int child) {
  * capture cuts (max frames, the stop range).  A difference is written to
  * stderr with both stacks; the destructor writes the counts.  The shim's
  * own formatter and write(2): this runs inside malloc too. */
-static uint64_t chk_walks, chk_differ;
+static uint64_t chk_walks, chk_differ, chk_recalls;
 
 /* frames past the shim's, cut after the first in the stop range and at max */
 static int
@@ -292,12 +292,61 @@ chk_report(void) {
 	char mem[128];
 	struct mt_buf buf;
 	mt_buf_fixed(&buf, mem, sizeof mem);
-	mt_buf_printf(&buf, "memtally-cfi-check: walks %lu differ %lu handed %lu\n",
+	mt_buf_printf(&buf, "memtally-cfi-check: walks %lu differ %lu handed %lu recalls %lu\n",
 		      (unsigned long)chk_walks, (unsigned long)chk_differ,
-		      (unsigned long)mt_cfi_handed());
+		      (unsigned long)mt_cfi_handed(), (unsigned long)chk_recalls);
 	mt_write_all(2, buf.p, buf.len);
 }
 #endif
+
+/* The capture in progress walked with the CFI walker from a hook, whole:
+ * mt_unwind_keep may keep its id (then clears it). */
+static MT_TLS int walked;
+#ifdef MT_CFI_CHECK
+/* the checking build: a recall's id, checked against the walk's */
+static MT_TLS uint32_t chk_recalled;
+#endif
+
+int
+mt_unwind_recall(uintptr_t hook, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi,
+		 uint64_t tag, uint32_t *id) {
+	uintptr_t sp = hook + 16;
+	if (how != MT_UNWIND_CFI || !hook || sp < stk_lo || sp >= stk_hi)
+		return 0;
+#ifdef MT_CFI_CHECK
+	/* every capture walks (and is checked against libunwind); a recall's
+	 * id is checked against the walk's in mt_unwind_keep */
+	chk_recalled = 0;
+	uint32_t got;
+	if (mt_cfi_recall(hook, stk_hi, stop_lo, stop_hi, max, tag, &got))
+		chk_recalled = got;
+	(void)id;
+	return 0;
+#else
+	return mt_cfi_recall(hook, stk_hi, stop_lo, stop_hi, max, tag, id);
+#endif
+}
+
+void
+mt_unwind_keep(uint64_t tag, uint32_t id) {
+#ifdef MT_CFI_CHECK
+	if (chk_recalled) {
+		__atomic_add_fetch(&chk_recalls, 1, __ATOMIC_RELAXED);
+		if (chk_recalled != id && __atomic_add_fetch(&chk_differ, 1, __ATOMIC_RELAXED) <= 20) {
+			char mem[128];
+			struct mt_buf buf;
+			mt_buf_fixed(&buf, mem, sizeof mem);
+			mt_buf_printf(&buf, "memtally-cfi-check: differs: recall %u walk %u\n",
+				      (unsigned)chk_recalled, (unsigned)id);
+			mt_write_all(2, buf.p, buf.len);
+		}
+		chk_recalled = 0;
+	}
+#endif
+	if (walked && id)
+		mt_cfi_keep(tag, id);
+	walked = 0;
+}
 
 int
 mt_unwind(uintptr_t *pcs, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi,
@@ -306,12 +355,14 @@ mt_unwind(uintptr_t *pcs, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi
 	enum { EXTRA = 8 };
 	uintptr_t tmp[MT_MAX_DEPTH + EXTRA];
 	int want = max + EXTRA, n = -1, stopped = 0;
+	walked = 0;
 	if (how == MT_UNWIND_FP)
 		n = fp_walk(tmp, want);
 	else if (how == MT_UNWIND_CFI && stack_known((uintptr_t)__builtin_frame_address(0))) {
 		/* from the hook's caller: no frame of the shim's to skip */
 		n = mt_cfi_walk(tmp, hook ? max : want, stk_hi, stop_lo, stop_hi, hook);
 		stopped = n >= 0; /* at the first frame in the stop range */
+		walked = stopped && hook;
 #ifdef MT_CFI_CHECK
 		if (n >= 0)
 			chk_walk(tmp, n, max, stop_lo, stop_hi);

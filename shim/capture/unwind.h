@@ -29,6 +29,19 @@ enum { MT_UNWIND_LIBUNWIND = 0, MT_UNWIND_FP = 1, MT_UNWIND_CFI = 2 };
 int mt_unwind(uintptr_t *pcs, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi,
 	      uintptr_t hook);
 
+/* A capture from hook that the CFI walker made before and would make
+ * again the same (cfi.h mt_cfi_recall: the same start and stack words,
+ * max, stop range and tag): 1 and the id mt_unwind_keep kept for it, else
+ * 0 (then mt_unwind, and mt_unwind_keep with what it became).  tag: what
+ * else the id depends on (the stack's key and Python stack).  In the
+ * checking build (MT_CFI_CHECK) always 0: every capture walks, and
+ * mt_unwind_keep checks what the recall would have given. */
+int mt_unwind_recall(uintptr_t hook, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi,
+		     uint64_t tag, uint32_t *id);
+/* After mt_unwind, the id its stack was interned as (0: keep nothing,
+ * e.g. the table was full): kept for mt_unwind_recall when the walk was
+ * the CFI walker's from a hook. */
+void mt_unwind_keep(uint64_t tag, uint32_t id);
 /* Captures the CFI walker handed to libunwind (mt_cfi_handed). */
 uint64_t mt_unwind_fallbacks(void);
 /* Bytes the walkers keep (the CFI walker's rule table in use). */

@@ -140,6 +140,14 @@ def main():
           'This machine is noisy (the anchors study saw bare glibc vary by +-25%% between rounds): ratios below about '
           '1.2x are within the noise.' % (time.strftime('%Y-%m-%d'), os.cpu_count(), os.uname().release,
                                            subprocess.run(['gcc', '--version'], capture_output=True, text=True).stdout.splitlines()[0], ROUNDS), '']
+    # instructions per malloc/free pair, counted by callgrind (noise-free)
+    env = dict(os.environ, INSN_N1='1000', INSN_N2='2000') if QUICK else os.environ
+    r = subprocess.run(['bash', os.path.join(ROOT, 'test/bench/insn.sh')], capture_output=True, text=True,
+                       env=env, check=True)
+    md += ['## Instructions per allocation (callgrind)', '',
+           'What memtally adds to one malloc/free pair, in instructions: counted, not timed, so the figures do '
+           'not move with the machine\'s load (test/bench/insn.sh; `INSN_QUICK=1` for a quicker run while '
+           'optimizing, `INSN_ANNOTATE=exact:shallow` for where they go).', '', r.stdout.strip(), '']
     # (a) the malloc benchmark
     mb = lambda n: [os.path.join(TMP, 'mallocbench_fp' if n.endswith('fp') else 'mallocbench'),
                     str(OPS // 50 if n in ('gperftools heap', 'jemalloc prof 0') else OPS), '2']

@@ -4,7 +4,7 @@
 # the snapshot cadence's cost and file size (cadence.py: RESULTS-cadence.md).
 set -eu
 cd "$(dirname "$0")/../.."
-MEMTALLY_DEPS_EXTRA="heaptrack google-perftools libjemalloc2 hyperfine" bash scripts/setup-deps.sh
+MEMTALLY_DEPS_EXTRA="heaptrack google-perftools libjemalloc2 hyperfine valgrind" bash scripts/setup-deps.sh
 make -s tests
 /usr/bin/python3 test/bench/bench.py
 /usr/bin/python3 test/bench/cadence.py

@@ -9,5 +9,6 @@ echo "$out" | grep -q '^bench smoke: ok$'
 for row in 'memtally exact' 'memtally sampled' 'heaptrack -r' 'jemalloc prof 19' 'gperftools heap'; do
 	echo "$out" | grep -q "^| $row |" || { echo "missing row: $row"; exit 1; }
 done
+echo "$out" | grep -q '^| 20-27-frame stacks' || { echo "missing: the instruction table"; exit 1; }
 echo "$out" | grep -E '^\| (memtally exact|heaptrack -r) \|' | head -4
 echo "bench smoke ok"
