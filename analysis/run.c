@@ -100,7 +100,7 @@ is_static(const char *cmd) {
 		if (!found)
 			return 0;
 	}
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY); /* a FIFO: never wait */
 	if (fd < 0)
 		return 0;
 	Elf64_Ehdr eh;

@@ -6,6 +6,7 @@
 #include "read/reader.h"
 #include "base/util.h"
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -48,8 +49,10 @@ follow_file(struct follow *w) {
 long
 follow_poll(struct follow *w, size_t budget) {
 	long n = lines_read(&w->l, budget, 1);
-	while (w->f.nsnaps > FOLLOW_SNAPS)
+	while (w->f.nsnaps > FOLLOW_SNAPS) {
 		mfile_thin(&w->f, 120000);
+		w->l.c.rows_ref = 0; /* indexes moved (snaprec.c's repeated rows) */
+	}
 	if (w->l.damage[0] && !w->warned) {
 		w->warned = 1;
 		w->f.damaged = w->f.truncated = 1;
