@@ -19,12 +19,12 @@ struct follow {
 
 struct follow *
 follow_open(const char *path) {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0)
-		return NULL;
 	struct stat st;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		close(fd);
+	char why[PATH_MAX + 128];
+	int fd = open_regular(path, &st, why, sizeof why);
+	if (fd < 0) { /* a FIFO, a device: refused (exit 1), never read */
+		warnx("%s; left out", why);
+		load_refused();
 		return NULL;
 	}
 	struct follow *w = xcalloc(1, sizeof *w);
@@ -55,6 +55,7 @@ follow_poll(struct follow *w, size_t budget) {
 	}
 	if (w->l.damage[0] && !w->warned) {
 		w->warned = 1;
+		load_refused(); /* top --once: exit 1, as every command on damage */
 		w->f.damaged = w->f.truncated = 1;
 		warnx("%s; not followed further", w->l.damage);
 	}

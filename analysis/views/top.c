@@ -47,6 +47,8 @@ struct view {
 	size_t n, cap;
 	char **dumps;
 	size_t ndumps, capd;
+	char **refused;  /* files follow_open refused (said once) */
+	size_t nrefused, capr;
 	size_t sel;
 	int by_growth, show_stack, native;
 	uint64_t polled_bytes;
@@ -57,6 +59,9 @@ known(struct view *v, const char *path) {
 	for (size_t i = 0; i < v->n; i++)
 		if (!strcmp(v->p[i].path, path))
 			return 1;
+	for (size_t i = 0; i < v->nrefused; i++)
+		if (!strcmp(v->refused[i], path))
+			return 1;
 	return 0;
 }
 
@@ -65,8 +70,11 @@ add_file(struct view *v, const char *path) {
 	if (known(v, path))
 		return;
 	struct follow *w = follow_open(path);
-	if (!w)
+	if (!w) { /* not a regular file: said once, not followed */
+		v->refused = xgrow(v->refused, v->nrefused + 1, &v->capr, sizeof *v->refused);
+		v->refused[v->nrefused++] = xstrdup(path);
 		return;
+	}
 	follow_file(w)->native = v->native;
 	v->p = xgrow(v->p, v->n + 1, &v->cap, sizeof *v->p);
 	v->p[v->n++] = (struct proc){.path = xstrdup(path), .w = w, .sus_lines = -1};
