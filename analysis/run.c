@@ -343,7 +343,8 @@ preload_env(void) {
  * owner exits or dies, so a killed run leaves no stale lock (the file may
  * stay; the next run takes it).  The ranks of one launcher's job
  * (`srun memtally run ...`: each rank runs memtally run) share it: they
- * hold it shared, under the job's key.  The file holds "pid key", for
+ * hold it shared, under the job's key; so do the runs a run starts (a
+ * script that runs `memtally run` under `memtally run`: MEMTALLY_RUN_JOB).  The file holds "pid key", for
  * the message and that check.  The last run out unlinks it. */
 #define LOCK_NAME ".memtally-run.lock"
 static int lock_fd = -1;
@@ -352,10 +353,13 @@ static int lock_fd = -1;
  * job write one directory together. */
 static void
 job_key(char *k, size_t n) {
+	const char *mine = getenv("MEMTALLY_RUN_JOB"); /* a run inside a run: its key */
 	const char *slurm = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID"),
 		   *pmix = getenv("PMIX_NAMESPACE"), *ompi = getenv("OMPI_MCA_ess_base_jobid"),
 		   *elastic = getenv("TORCHELASTIC_RUN_ID");
-	if (slurm && *slurm)
+	if (mine && *mine)
+		snprintf(k, n, "%s", mine);
+	else if (slurm && *slurm)
 		snprintf(k, n, "slurm:%s.%s", slurm, step ? step : "");
 	else if (pmix && *pmix)
 		snprintf(k, n, "pmix:%s", pmix);
@@ -402,12 +406,14 @@ run_lock(const char *absout) {
 			continue;
 		}
 		if (alone) {
+			if (!key[0]) /* the runs this one starts join it */
+				snprintf(key, sizeof key, "run:%ld", (long)getpid());
+			setenv("MEMTALLY_RUN_JOB", key, 1);
 			char who[200];
 			int n = snprintf(who, sizeof who, "%ld %s\n", (long)getpid(), key);
 			if (ftruncate(fd, 0) || pwrite(fd, who, (size_t)n, 0) != n)
 				(void)0; /* for the message and the job check only */
-			if (key[0])
-				flock(fd, LOCK_SH); /* the job's other ranks may join */
+			flock(fd, LOCK_SH); /* the job's other ranks, the runs it starts, may join */
 		} else { /* shared: with the ranks of our own job only */
 			char who[200] = "";
 			ssize_t n = pread(fd, who, sizeof who - 1, 0);
