@@ -20,8 +20,9 @@
  * shim's records are larger than what the model keeps of them (a
  * snapshot line, 1.5 KB and more, for 1 KB), and rows that repeat are
  * kept once (snaprec.c); a file of small records that each cost more
- * (bare snapshots of 70 bytes, stacks of 64 frames in 40 bytes by "up")
- * is not the shim's, and is refused before it takes the machine. */
+ * (bare snapshots of 70 bytes, 1 KB each) is not the shim's, and is
+ * refused before it takes the machine.  Not counted: the frames a stack
+ * takes from its "up" (records.c; at most MT_MAX_DEPTH a record). */
 #define RD_MEM_RATIO 8
 #define RD_MEM_FLOOR (16ull << 20)
 

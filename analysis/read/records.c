@@ -168,7 +168,12 @@ stack(struct ctx *c, struct jv *o) {
 	uint32_t ix = idmap_slot(&f->stackmap, (void **)&f->stacks, &f->nstacks, &f->cap_stacks,
 				 sizeof *f->stacks, id);
 	struct stack *s = &f->stacks[ix];
-	c->held += sizeof *s + n * sizeof *s->pcs + 32; /* 32: its ids in the map */
+	/* the frames it takes from "up" are not counted against the bound
+	 * (reader.h): a real trainer's deep stacks share long prefixes, and
+	 * refusing them would refuse the shim's own files; what one record
+	 * can stand for is bounded by MT_MAX_DEPTH instead.  32: its ids in
+	 * the map. */
+	c->held += sizeof *s + (n - (size_t)keep) * sizeof *s->pcs + 32;
 	free(s->pcs);
 	s->pcs = xmalloc(n * sizeof *s->pcs + 1);
 	if (n)
