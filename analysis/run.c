@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -100,7 +101,7 @@ is_static(const char *cmd) {
 		if (!found)
 			return 0;
 	}
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY); /* a FIFO: never wait */
 	if (fd < 0)
 		return 0;
 	Elf64_Ehdr eh;
@@ -336,6 +337,107 @@ preload_env(void) {
 	set_python_path();
 }
 
+/* One `memtally run` writes a directory at a time: two at once mixed
+ * their processes into one run.  The lock is flock(2) on LOCK_NAME in the
+ * directory, held to the end of the run: the kernel releases it when its
+ * owner exits or dies, so a killed run leaves no stale lock (the file may
+ * stay; the next run takes it).  The ranks of one launcher's job
+ * (`srun memtally run ...`: each rank runs memtally run) share it: they
+ * hold it shared, under the job's key; so do the runs a run starts (a
+ * script that runs `memtally run` under `memtally run`: MEMTALLY_RUN_JOB).  The file holds "pid key", for
+ * the message and that check.  The last run out unlinks it. */
+#define LOCK_NAME ".memtally-run.lock"
+static int lock_fd = -1;
+
+/* The launcher job this run is a rank of ("" when none): ranks of one
+ * job write one directory together. */
+static void
+job_key(char *k, size_t n) {
+	const char *mine = getenv("MEMTALLY_RUN_JOB"); /* a run inside a run: its key */
+	const char *slurm = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID"),
+		   *pmix = getenv("PMIX_NAMESPACE"), *ompi = getenv("OMPI_MCA_ess_base_jobid"),
+		   *elastic = getenv("TORCHELASTIC_RUN_ID");
+	if (mine && *mine)
+		snprintf(k, n, "%s", mine);
+	else if (slurm && *slurm)
+		snprintf(k, n, "slurm:%s.%s", slurm, step ? step : "");
+	else if (pmix && *pmix)
+		snprintf(k, n, "pmix:%s", pmix);
+	else if (ompi && *ompi)
+		snprintf(k, n, "ompi:%s", ompi);
+	else if (elastic && *elastic)
+		snprintf(k, n, "torchelastic:%s", elastic);
+	else
+		k[0] = 0;
+	for (char *c = k; *c; c++) /* one word on one line */
+		if (*c <= ' ')
+			*c = '_';
+}
+
+static void
+lock_refused(int fd, const char *absout, const char *path) {
+	char who[160] = "";
+	ssize_t n = pread(fd, who, sizeof who - 1, 0);
+	who[n > 0 ? n : 0] = 0;
+	who[strcspn(who, " \n")] = 0;
+	die(EXIT_USAGE, "%s is being written by another memtally run (pid %s, holding %s): name "
+			"another --out, or wait for it to end",
+	    absout, who[0] ? who : "?", path);
+}
+
+static char *
+run_lock(const char *absout) {
+	struct sb p = {0};
+	char key[128];
+	job_key(key, sizeof key);
+	sb_printf(&p, "%s/" LOCK_NAME, absout);
+	for (int tries = 0; tries < 100; tries++) {
+		int fd = open(p.p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0640);
+		if (fd < 0)
+			die(EXIT_USAGE, "%s: %s", p.p, strerror(errno));
+		int alone = !flock(fd, LOCK_EX | LOCK_NB);
+		if (!alone && (!key[0] || flock(fd, LOCK_SH | LOCK_NB)))
+			lock_refused(fd, absout, p.p);
+		/* the file locked must still be the one at the path: the last
+		 * run out unlinks it (run_unlock), maybe after we opened it */
+		struct stat a, b;
+		if (fstat(fd, &a) || stat(p.p, &b) || a.st_ino != b.st_ino || a.st_dev != b.st_dev) {
+			close(fd);
+			continue;
+		}
+		if (alone) {
+			if (!key[0]) /* the runs this one starts join it */
+				snprintf(key, sizeof key, "run:%ld", (long)getpid());
+			setenv("MEMTALLY_RUN_JOB", key, 1);
+			char who[200];
+			int n = snprintf(who, sizeof who, "%ld %s\n", (long)getpid(), key);
+			if (ftruncate(fd, 0) || pwrite(fd, who, (size_t)n, 0) != n)
+				(void)0; /* for the message and the job check only */
+			flock(fd, LOCK_SH); /* the job's other ranks, the runs it starts, may join */
+		} else { /* shared: with the ranks of our own job only */
+			char who[200] = "";
+			ssize_t n = pread(fd, who, sizeof who - 1, 0);
+			who[n > 0 ? n : 0] = 0;
+			who[strcspn(who, "\n")] = 0;
+			const char *theirs = strchr(who, ' ');
+			if (!theirs || strcmp(theirs + 1, key))
+				lock_refused(fd, absout, p.p);
+		}
+		lock_fd = fd;
+		return p.p;
+	}
+	die(EXIT_USAGE, "%s: cannot take the lock (it keeps changing)", p.p);
+}
+
+static void
+run_unlock(char *path) {
+	if (!flock(lock_fd, LOCK_EX | LOCK_NB)) /* the last run out */
+		unlink(path); /* while locked: a run that opened it retries */
+	close(lock_fd);
+	lock_fd = -1;
+	free(path);
+}
+
 /* Wait for the command (signals forwarded), say where the files are, and
  * give its exit status. */
 static int
@@ -373,6 +475,7 @@ cmd_run(int argc, char **argv) {
 	if (i < 0)
 		return rc;
 	char *absout = out_dir(out);
+	char *lock = run_lock(absout);
 	preload_env();
 	if (is_static(argv[i]))
 		fprintf(stderr, "memtally: note: %s is statically linked: the shim cannot be "
@@ -392,5 +495,7 @@ cmd_run(int argc, char **argv) {
 		fprintf(stderr, "memtally: cannot run %s: %s\n", argv[i], strerror(errno));
 		_exit(127);
 	}
-	return wait_command(argv[i], absout, before);
+	rc = wait_command(argv[i], absout, before);
+	run_unlock(lock);
+	return rc;
 }

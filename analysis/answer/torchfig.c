@@ -40,8 +40,11 @@ torchfig_text(const struct torchfig *t, char *buf, size_t n) {
 			   : df * 2 >= dc ? ": the cache grows most, fragmented (split blocks)"
 					  : ": the cache grows most";
 	char per[48] = "";
-	if (steps > 0 && t->n >= 2)
-		snprintf(per, sizeof per, ", %s/step", human((int64_t)llround((double)da / steps), g));
+	if (steps > 0 && t->n >= 2) { /* steps may be 1e-300 apart: held to int64's range */
+		double r = (double)da / steps;
+		snprintf(per, sizeof per, ", %s/step",
+			 human(r >= 9.2e18 ? INT64_MAX : r <= -9.2e18 ? -INT64_MAX : (int64_t)llround(r), g));
+	}
 	snprintf(buf, n, "cuda:%d%s: tensors %s (%s%s%s), cache %s (%s%s), fragmented %s (%s%s)%s",
 		 t->device, st, human(y->allocated, a), da >= 0 ? "+" : "", human(da, b), per,
 		 human(cy, c), dc >= 0 ? "+" : "", human(dc, d), human(y->inactive_split, e),

@@ -6,6 +6,7 @@
 #include "read/reader.h"
 #include "base/util.h"
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,12 +19,12 @@ struct follow {
 
 struct follow *
 follow_open(const char *path) {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0)
-		return NULL;
 	struct stat st;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		close(fd);
+	char why[PATH_MAX + 128];
+	int fd = open_regular(path, &st, why, sizeof why);
+	if (fd < 0) { /* a FIFO, a device: refused (exit 1), never read */
+		warnx("%s; left out", why);
+		load_refused();
 		return NULL;
 	}
 	struct follow *w = xcalloc(1, sizeof *w);
@@ -48,10 +49,13 @@ follow_file(struct follow *w) {
 long
 follow_poll(struct follow *w, size_t budget) {
 	long n = lines_read(&w->l, budget, 1);
-	while (w->f.nsnaps > FOLLOW_SNAPS)
+	while (w->f.nsnaps > FOLLOW_SNAPS) {
 		mfile_thin(&w->f, 120000);
+		w->l.c.rows_ref = 0; /* indexes moved (snaprec.c's repeated rows) */
+	}
 	if (w->l.damage[0] && !w->warned) {
 		w->warned = 1;
+		load_refused(); /* top --once: exit 1, as every command on damage */
 		w->f.damaged = w->f.truncated = 1;
 		warnx("%s; not followed further", w->l.damage);
 	}

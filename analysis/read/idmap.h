@@ -13,7 +13,7 @@ uint32_t idmap_get(const struct idmap *m, int64_t id);
 void idmap_put(struct idmap *m, int64_t id, uint32_t ix);
 void idmap_free(struct idmap *m);
 /* The index for a record with this id (1..INT32_MAX, else 0): the one an
- * earlier record of the same id took (the later one replaces it), else a
+ * earlier record of the same id took (the callers refuse an id defined again differently, records.c), else a
  * new zeroed slot at the end of the table *v of *n elements. */
 uint32_t idmap_slot(struct idmap *m, void **v, size_t *n, size_t *cap, size_t elem, int64_t id);
 /* The slot of module (start, end, path) in f's index, or of the empty

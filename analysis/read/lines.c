@@ -35,6 +35,12 @@ take_line(struct lines *l, char *p, size_t len) {
 	l->c.line++;
 	if (len)
 		record(&l->c, p, len);
+	uint64_t text = l->taken + len + 1;
+	if (l->c.held > RD_MEM_RATIO * text && l->c.held > RD_MEM_FLOOR)
+		bad(&l->c, "the records up to here take %llu MiB of memory for %llu MiB of JSONL: more "
+			   "than %d times their text (small records that each cost much, not the "
+			   "shim's writing)",
+		    (unsigned long long)(l->c.held >> 20), (unsigned long long)(text >> 20), RD_MEM_RATIO);
 	l->lines++;
 }
 
@@ -124,6 +130,8 @@ read_some(struct lines *l, size_t budget, int wait) {
 		}
 		l->have += (size_t)r;
 		whole_lines(l);
+		if (l->in.mode == 2 && !l->in.in_frame) /* a frame ended: its lines are whole */
+			l->frame_lines = l->lines;
 	}
 }
 

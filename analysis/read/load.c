@@ -33,12 +33,42 @@ mfile_init(struct mfile *f, const char *path) {
 	f->cur_idx = -1;
 }
 
+/* Where a file without a snapshot was cut, and what the cut part gave:
+ * a process killed while writing, said as such (not as a process that
+ * wrote only its header). */
+static void
+cut_text(const struct lines *l, const char *path, char *buf, size_t n) {
+	long whole = l->lines - (l->c.cut ? 1 : 0); /* a last line cut short is counted */
+	if (l->in.mode == 2) {
+		long got = whole - l->frame_lines;
+		char lines[64] = "";
+		if (got)
+			snprintf(lines, sizeof lines, " (lines %ld-%ld)", l->frame_lines + 1, whole);
+		snprintf(buf, n,
+			 "%s: cut at byte %llu, inside the zstd frame that begins at byte %llu (a "
+			 "process killed while writing it): that frame gave %ld whole record%s%s, and "
+			 "no snapshot came before the cut",
+			 path, (unsigned long long)l->in.raw, (unsigned long long)l->in.frame_at, got,
+			 got == 1 ? "" : "s", lines);
+		return;
+	}
+	snprintf(buf, n,
+		 "%s:%ld: cut inside this line, which begins at byte %llu (a process killed while "
+		 "writing it): the %ld records before it hold no snapshot",
+		 path, whole + 1, (unsigned long long)l->taken, whole);
+}
+
 int
 load_file(struct mfile *f, const char *path, struct load_why *why) {
 	mfile_init(f, path);
 	memset(why, 0, sizeof *why);
 	struct stat st;
-	int fd = open_input(path, &st);
+	int fd = open_regular(path, &st, why->text, sizeof why->text);
+	if (fd < 0) { /* a FIFO, a device, a socket: refused, never read */
+		why->damage = 1;
+		mfile_free(f);
+		return -1;
+	}
 	if (!st.st_size) {
 		close(fd);
 		snprintf(why->text, sizeof why->text, "%s: empty file (no header record)", path);
@@ -53,6 +83,13 @@ load_file(struct mfile *f, const char *path, struct load_why *why) {
 	snprintf(damage, sizeof damage, "%s", l.damage);
 	lines_close(&l);
 	f->truncated = cut || damage[0];
+	if (f->version && cut && !damage[0] && !f->nsnaps && !f->oom) {
+		/* a header, maybe stacks, and the first snapshot cut: nothing to
+		 * answer from, said for what it is (named alone: exit 1) */
+		cut_text(&l, path, why->text, sizeof why->text);
+		mfile_free(f);
+		return -1;
+	}
 	if (!f->version) { /* nothing usable */
 		why->damage = damage[0] != 0;
 		if (damage[0])

@@ -14,6 +14,18 @@
 #define RD_MAX_MS (1ll << 42)
 #define RD_MAX_NS (1ll << 62)
 
+/* What a file may make the reader hold: RD_MEM_RATIO times the JSONL read
+ * so far, or RD_MEM_FLOOR when that is more (lines.c stops there, as at
+ * damage).  The
+ * shim's records are larger than what the model keeps of them (a
+ * snapshot line, 1.5 KB and more, for 1 KB), and rows that repeat are
+ * kept once (snaprec.c); a file of small records that each cost more
+ * (bare snapshots of 70 bytes, 1 KB each) is not the shim's, and is
+ * refused before it takes the machine.  Not counted: the frames a stack
+ * takes from its "up" (records.c; at most MT_MAX_DEPTH a record). */
+#define RD_MEM_RATIO 8
+#define RD_MEM_FLOOR (16ull << 20)
+
 /* One file being read: its model, the line being parsed, where a bad
  * record goes.  bad() formats "FILE:LINE: reason" into why and jumps to
  * jb: a record is taken whole or not at all (the parsers check before
@@ -28,6 +40,9 @@ struct ctx {
 	struct snap *pending;
 	uint64_t *pcs;          /* a stack's frames while they are checked */
 	size_t cap_pcs;
+	uint64_t held;          /* bytes the model holds for the records so far */
+	size_t rows_ref;        /* index + 1 of the last snapshot whose rows changed
+				 * the call sites (snaprec.c: repeated rows); 0: none */
 	int last;               /* the line is the file's last, without a newline */
 	int cut;                /* ... and it did not parse: a write cut short */
 };
@@ -71,6 +86,7 @@ struct lines {
 	size_t cap, have;
 	uint64_t taken;        /* JSONL bytes before buf[0] */
 	long lines;            /* lines taken */
+	long frame_lines;      /* zstd: lines taken before the frame being decoded */
 	int eof, cut;          /* cut: the last line or frame was cut short */
 	char damage[700];      /* why reading stopped early: "FILE:LINE: ..." */
 };

@@ -116,6 +116,25 @@ stack_up(struct ctx *c, struct jv *o, int64_t id, int64_t *keep) {
 	return u;
 }
 
+/* An id names one thing for the whole file.  The shim writes a record
+ * again, as it was, after a failed write (what the file lacks is written
+ * again: the same frames); anything else under an id already defined
+ * cannot be, and is refused.  1: the record says again what the model
+ * holds (nothing to do). */
+static int
+restated_stack(struct ctx *c, int64_t id, size_t n, int64_t py, int64_t dev) {
+	struct mfile *f = c->f;
+	uint32_t ix = idmap_get(&f->stackmap, id);
+	if (!ix || !f->stacks[ix].pcs)
+		return 0;
+	const struct stack *s = &f->stacks[ix];
+	if ((size_t)s->n != n || (n && memcmp(s->pcs, c->pcs, n * sizeof *c->pcs)) || s->py != py ||
+	    s->dev1 != (int)dev + 1)
+		bad(c, "stack %lld is defined a second time, with other frames (a stack id names one "
+		       "stack)", (long long)id);
+	return 1;
+}
+
 static void
 stack(struct ctx *c, struct jv *o) {
 	struct mfile *f = c->f;
@@ -143,10 +162,18 @@ stack(struct ctx *c, struct jv *o) {
 			bad(c, "stack %lld: a pc is not a \"0x...\" address", (long long)id);
 	if (keep)
 		memcpy(c->pcs + i, u->pcs + (u->n - keep), (size_t)keep * sizeof *c->pcs);
+	if (restated_stack(c, id, n, py, dev))
+		return;
 	/* checked: into the model (u may move as the table grows) */
 	uint32_t ix = idmap_slot(&f->stackmap, (void **)&f->stacks, &f->nstacks, &f->cap_stacks,
 				 sizeof *f->stacks, id);
 	struct stack *s = &f->stacks[ix];
+	/* the frames it takes from "up" are not counted against the bound
+	 * (reader.h): a real trainer's deep stacks share long prefixes, and
+	 * refusing them would refuse the shim's own files; what one record
+	 * can stand for is bounded by MT_MAX_DEPTH instead.  32: its ids in
+	 * the map. */
+	c->held += sizeof *s + (n - (size_t)keep) * sizeof *s->pcs + 32;
 	free(s->pcs);
 	s->pcs = xmalloc(n * sizeof *s->pcs + 1);
 	if (n)
@@ -169,6 +196,13 @@ pyframe(struct ctx *c, struct jv *o) {
 	int64_t line = need_int(c, o, MT_F_LINE);
 	if (line < INT32_MIN || line > INT32_MAX)
 		bad(c, "pyframe %lld: line %lld out of range", (long long)id, (long long)line);
+	uint32_t was = idmap_get(&f->pyframemap, id);
+	if (was && f->pyframes[was].file) { /* said again (restated_stack) */
+		const struct pyframe *q = &f->pyframes[was];
+		if (strcmp(q->file, file) || strcmp(q->func, func) || q->line != (int)line)
+			bad(c, "pyframe %lld is defined a second time, as another frame", (long long)id);
+		return;
+	}
 	uint32_t ix = idmap_slot(&f->pyframemap, (void **)&f->pyframes, &f->npyframes,
 				 &f->cap_pyframes, sizeof *f->pyframes, id);
 	struct pyframe *p = &f->pyframes[ix];
@@ -177,6 +211,25 @@ pyframe(struct ctx *c, struct jv *o) {
 	p->file = xstrdup(file);
 	p->func = xstrdup(func);
 	p->line = (int)line;
+}
+
+/* A pystack said again: as it was (1), or refused (restated_stack). */
+static int
+restated_pystack(struct ctx *c, struct jv *o, int64_t id, struct jv *fr, struct jv *en) {
+	struct mfile *f = c->f;
+	uint32_t ix = idmap_get(&f->pystackmap, id);
+	if (!ix || !f->pystacks[ix].frames)
+		return 0;
+	const struct pystack *p = &f->pystacks[ix];
+	int same = (size_t)p->n == fr->len && p->truncated == flag(c, o, MT_F_TRUNCATED), i = 0;
+	for (struct jv *x = json_child(c->d, fr); same && x; x = json_next(c->d, x), i++)
+		same = p->frames[i] == idmap_get(&f->pyframemap, x->i);
+	i = 0;
+	for (struct jv *x = json_child(c->d, en); same && x; x = json_next(c->d, x), i++)
+		same = p->entry[i] == (x->type == J_NUM && x->i);
+	if (!same)
+		bad(c, "pystack %lld is defined a second time, with other frames", (long long)id);
+	return 1;
 }
 
 static void
@@ -196,9 +249,12 @@ pystack(struct ctx *c, struct jv *o) {
 			bad(c, "pystack %lld: frame %d is not a pyframe written before it",
 			    (long long)id, i);
 	}
+	if (restated_pystack(c, o, id, fr, en))
+		return;
 	uint32_t ix = idmap_slot(&f->pystackmap, (void **)&f->pystacks, &f->npystacks,
 				 &f->cap_pystacks, sizeof *f->pystacks, id);
 	struct pystack *p = &f->pystacks[ix];
+	c->held += sizeof *p + fr->len * 5 + 32;
 	free(p->frames);
 	free(p->entry);
 	p->n = (int)fr->len;

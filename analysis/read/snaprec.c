@@ -183,6 +183,59 @@ sites_mode(struct ctx *c, struct jv *o) {
 	return m;
 }
 
+/* The shim numbers a file's snapshots from 0 up, one more each (a
+ * snapshot it could not write leaves a gap): a seq that does not go up
+ * is a snapshot written twice or a file spliced, refused. */
+static void
+seq_goes_on(struct ctx *c, int64_t seq) {
+	const struct mfile *f = c->f;
+	if (!f->nsnaps)
+		return;
+	const struct snap *p = &f->snaps[f->nsnaps - 1];
+	if (seq == p->seq)
+		bad(c, "snapshot seq %lld a second time (line %d has it): a duplicate snapshot",
+		    (long long)seq, p->line);
+	if (seq < p->seq)
+		bad(c, "snapshot seq %lld after seq %lld (line %d): a file's seq never goes back",
+		    (long long)seq, (long long)p->seq, p->line);
+}
+
+static int
+same_site(const struct site *a, const struct site *b) {
+	return a->stack == b->stack && a->kind == b->kind && a->live_bytes == b->live_bytes &&
+	       a->live_count == b->live_count && a->allocs == b->allocs &&
+	       a->alloc_bytes == b->alloc_bytes && a->frees == b->frees &&
+	       a->peak_bytes == b->peak_bytes && a->at_peak_bytes == b->at_peak_bytes &&
+	       a->peak_ms == b->peak_ms &&
+	       (a->peak_step == b->peak_step || (isnan(a->peak_step) && isnan(b->peak_step)));
+}
+
+/* Memory follows what a file says that differs, not its repetition: a
+ * snapshot whose rows change nothing is kept as a delta of no rows (read
+ * back the same by snap_sites), so 30,000 copies of one snapshot cost
+ * 30,000 snapshot headers, not 30,000 copies of its rows.  Rows change
+ * nothing when they are those of the last snapshot that changed the call
+ * sites (ref; every snapshot since is a delta of no rows) and either they
+ * are a delta (setting the rows they set again) or both are complete
+ * (full or top: the state is those rows, in that order, either way). */
+static void
+repeated_rows(struct ctx *c, struct snap *s) {
+	struct mfile *f = c->f;
+	const struct snap *ref = c->rows_ref ? &f->snaps[c->rows_ref - 1] : NULL;
+	int same = ref && s->nsites && s->nsites == ref->nsites &&
+		   (s->mode == SITES_DELTA || (ref->mode != SITES_DELTA));
+	for (size_t i = 0; same && i < s->nsites; i++)
+		same = same_site(&s->sites[i], &ref->sites[i]);
+	if (same) {
+		free(s->sites);
+		s->sites = xmalloc(1);
+		s->nsites = 0;
+		s->mode = SITES_DELTA;
+	} else if (s->nsites || s->mode != SITES_DELTA) {
+		c->rows_ref = f->nsnaps + 1; /* s, once appended */
+	}
+}
+
 /* Built in c->pending, appended to the file's snapshots when whole. */
 void
 rec_snapshot(struct ctx *c, struct jv *o) {
@@ -191,6 +244,7 @@ rec_snapshot(struct ctx *c, struct jv *o) {
 	c->pending = s;
 	s->line = (int)c->line;
 	s->seq = need_count(c, o, MT_F_SEQ);
+	seq_goes_on(c, s->seq);
 	const char *r = json_str(c->d, o, MT_F_REASON);
 	if (!r)
 		bad(c, "snapshot without a \"reason\"");
@@ -211,6 +265,9 @@ rec_snapshot(struct ctx *c, struct jv *o) {
 	s->sites = xmalloc(cs->len * sizeof *s->sites + 1);
 	for (struct jv *x = json_child(c->d, cs); x; x = json_next(c->d, x))
 		s->nsites += (size_t)site(c, x, &s->sites[s->nsites]);
+	repeated_rows(c, s);
+	c->held += sizeof *s + s->nsites * sizeof *s->sites + (size_t)s->ntorch * sizeof *s->torch +
+		   (size_t)s->nmarks * 32;
 	f->snaps = xgrow(f->snaps, f->nsnaps + 1, &f->cap_snaps, sizeof *f->snaps);
 	f->snaps[f->nsnaps++] = *s;
 	free(s);
@@ -285,6 +342,7 @@ rec_segment(struct ctx *c, struct jv *o) {
 	s.sampled = flag(c, o, MT_F_SAMPLED);
 	if (s.kind < 0)
 		return; /* a kind from a newer shim */
+	c->held += sizeof s;
 	f->segs = xgrow(f->segs, f->nsegs + 1, &f->cap_segs, sizeof *f->segs);
 	f->segs[f->nsegs++] = s;
 }
@@ -302,6 +360,7 @@ rec_trace(struct ctx *c, struct jv *o) {
 	e.time_ms = opt_count(c, o, MT_F_TIME_MS, 0, RD_MAX_MS);
 	if (e.kind < 0)
 		return; /* a kind from a newer shim */
+	c->held += sizeof e;
 	f->events = xgrow(f->events, f->nevents + 1, &f->cap_events, sizeof *f->events);
 	f->events[f->nevents++] = e;
 }

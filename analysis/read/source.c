@@ -6,6 +6,7 @@
 #include "base/util.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,12 +103,44 @@ src_close(struct src *s) {
 	s->fd = -1;
 }
 
+const char *
+file_kind(mode_t m) {
+	return S_ISREG(m)    ? "a regular file"
+	       : S_ISDIR(m)  ? "a directory"
+	       : S_ISFIFO(m) ? "a FIFO"
+	       : S_ISSOCK(m) ? "a socket"
+	       : S_ISCHR(m)  ? "a character device"
+	       : S_ISBLK(m)  ? "a block device"
+			     : "not a file";
+}
+
+/* O_NONBLOCK: open(2) of a FIFO with no writer blocks for ever, and a
+ * device's open may wait or act; fstat then refuses all but a regular
+ * file before a byte is read.  On a regular file O_NONBLOCK changes
+ * nothing (reads never wait), so it stays set. */
+int
+open_regular(const char *path, struct stat *st, char *why, size_t n) {
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0 || fstat(fd, st)) {
+		snprintf(why, n, "%s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		snprintf(why, n, "%s: %s, not a regular file: memtally reads only regular files", path,
+			 file_kind(st->st_mode));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 int
 open_input(const char *path, struct stat *st) {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, st))
-		die(EXIT_BAD_INPUT, "%s: %s", path, strerror(errno));
-	if (!S_ISREG(st->st_mode))
-		die(EXIT_BAD_INPUT, "%s: not a regular file", path);
+	char why[PATH_MAX + 128];
+	int fd = open_regular(path, st, why, sizeof why);
+	if (fd < 0)
+		die(EXIT_BAD_INPUT, "%s", why);
 	return fd;
 }

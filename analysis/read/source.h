@@ -34,5 +34,11 @@ void src_close(struct src *s);
  * (exit 1). */
 struct stat;
 int open_input(const char *path, struct stat *st);
+/* The same without dying: -1 with why ("PATH: a FIFO, not a regular
+ * file..." or the error) when path is anything but a regular file.
+ * Never blocks: opened O_NONBLOCK, checked with fstat before any read. */
+int open_regular(const char *path, struct stat *st, char *why, size_t n);
+/* "a FIFO", "a socket", "a character device", ... for st_mode m. */
+const char *file_kind(mode_t m);
 
 #endif

@@ -5,12 +5,15 @@
  * line. */
 #include "read/torchsnap.h"
 #include "read/json.h"
+#include "read/source.h"
 #include "base/util.h"
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_LINE (64u << 20) /* a line longer than this is refused */
 
@@ -201,7 +204,9 @@ record(struct tctx *c, struct jv *o) {
 
 struct tsnap *
 tsnap_load(const char *path) {
-	FILE *fp = fopen(path, "r");
+	struct stat st;
+	int fd = open_input(path, &st); /* a regular file, or exit 1: never blocks */
+	FILE *fp = fdopen(fd, "r");
 	if (!fp)
 		die(EXIT_BAD_INPUT, "%s: %s", path, strerror(errno));
 	struct tsnap *t = xcalloc(1, sizeof *t);
@@ -264,12 +269,13 @@ tsnap_for_dump(const struct mfile *f) {
 		sb_puts_n(&p, f->path, n);
 		sb_puts(&p, ".torch.jsonl");
 	}
-	FILE *fp = fopen(p.p, "r");
+	/* absent: none; anything else there (a FIFO the record names, a
+	 * directory) is read by tsnap_load, which refuses what is not a
+	 * regular file, naming it (exit 1) */
+	struct stat st;
 	struct tsnap *t = NULL;
-	if (fp) {
-		fclose(fp);
+	if (!stat(p.p, &st))
 		t = tsnap_load(p.p);
-	}
 	sb_free(&p);
 	return t;
 }

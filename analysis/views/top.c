@@ -47,6 +47,8 @@ struct view {
 	size_t n, cap;
 	char **dumps;
 	size_t ndumps, capd;
+	char **refused;  /* files follow_open refused (said once) */
+	size_t nrefused, capr;
 	size_t sel;
 	int by_growth, show_stack, native;
 	uint64_t polled_bytes;
@@ -57,6 +59,9 @@ known(struct view *v, const char *path) {
 	for (size_t i = 0; i < v->n; i++)
 		if (!strcmp(v->p[i].path, path))
 			return 1;
+	for (size_t i = 0; i < v->nrefused; i++)
+		if (!strcmp(v->refused[i], path))
+			return 1;
 	return 0;
 }
 
@@ -65,8 +70,11 @@ add_file(struct view *v, const char *path) {
 	if (known(v, path))
 		return;
 	struct follow *w = follow_open(path);
-	if (!w)
+	if (!w) { /* not a regular file: said once, not followed */
+		v->refused = xgrow(v->refused, v->nrefused + 1, &v->capr, sizeof *v->refused);
+		v->refused[v->nrefused++] = xstrdup(path);
 		return;
+	}
 	follow_file(w)->native = v->native;
 	v->p = xgrow(v->p, v->n + 1, &v->cap, sizeof *v->p);
 	v->p[v->n++] = (struct proc){.path = xstrdup(path), .w = w, .sus_lines = -1};
@@ -114,15 +122,22 @@ discover(struct view *v, struct opts *o) {
 	}
 }
 
+/* a + b held to int64's range (a file's figures may be any int64) */
+static int64_t
+sat_add(int64_t a, int64_t b) {
+	int64_t r;
+	return !__builtin_add_overflow(a, b, &r) ? r : a > 0 ? INT64_MAX : INT64_MIN;
+}
+
 static int64_t
 host_of(const struct snap *s) {
-	return s->tot[K_HEAP].live_bytes + s->tot[K_MMAP].live_bytes;
+	return sat_add(s->tot[K_HEAP].live_bytes, s->tot[K_MMAP].live_bytes);
 }
 
 static int64_t
 dev_of(const struct snap *s) {
-	return s->tot[K_CUDA].live_bytes + s->tot[K_CUDA_MANAGED].live_bytes +
-	       s->tot[K_CUDA_VMM].live_bytes;
+	return sat_add(sat_add(s->tot[K_CUDA].live_bytes, s->tot[K_CUDA_MANAGED].live_bytes),
+		       s->tot[K_CUDA_VMM].live_bytes);
 }
 
 /* The snapshot a minute before the last; in a run shorter than two
@@ -149,20 +164,37 @@ step_of(const struct snap *s, const char *mark) {
 /* The change of the live total from a to b: per step when both carry
  * the step mark and it moved, per hour over an hour or more, else what
  * it came to ("+12.0 MiB in 40.0s"). */
+/* A byte figure computed in double (a rate: never a division by an
+ * integer that can be 0, nor a sum that overflows) as an int64, held to
+ * its range (NaN: 0). */
+static int64_t
+clamp_i64(double v) {
+	if (!(v == v))
+		return 0;
+	return v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? -INT64_MAX : (int64_t)v;
+}
+
 static const char *
 trend(const struct snap *a, const struct snap *b, const char *mark, char *buf, size_t n) {
 	char x[16], t[16];
-	int64_t d = host_of(b) + dev_of(b) - host_of(a) - dev_of(a);
-	int64_t ms = b->elapsed_ms - a->elapsed_ms;
+	/* in double: the figures are the file's, any int64 (a racy sum may
+	 * be negative), and their sums must not overflow */
+	double d = (double)host_of(b) + (double)dev_of(b) - (double)host_of(a) - (double)dev_of(a);
+	double ms = (double)b->elapsed_ms - (double)a->elapsed_ms;
 	double sa = step_of(a, mark), sb = step_of(b, mark);
+	const char *sign = d < 0 ? "-" : "+";
+	/* steps are the user's marks: 0.05 apart is a step of 0.05, so the
+	 * rate divides by their difference as a double (an integer
+	 * difference truncated to 0 was a SIGFPE) */
 	if (a == b || ms <= 0)
 		snprintf(buf, n, "-");
 	else if (!isnan(sa) && !isnan(sb) && sb > sa)
-		snprintf(buf, n, "%s%s/step", d < 0 ? "-" : "+", human((int64_t)llabs(d) / (int64_t)(sb - sa), x));
+		snprintf(buf, n, "%s%s/step", sign, human(clamp_i64(fabs(d) / (sb - sa)), x));
 	else if (ms >= 3600000)
-		snprintf(buf, n, "%s%s/h", d < 0 ? "-" : "+", human((int64_t)(llabs(d) * 3600000.0 / (double)ms), x));
+		snprintf(buf, n, "%s%s/h", sign, human(clamp_i64(fabs(d) * 3600000.0 / ms), x));
 	else
-		snprintf(buf, n, "%s%s in %s", d < 0 ? "-" : "+", human(llabs(d), x), human_ms(ms, t));
+		snprintf(buf, n, "%s%s in %s", sign, human(clamp_i64(fabs(d)), x),
+			 human_ms(clamp_i64(ms), t));
 	return buf;
 }
 

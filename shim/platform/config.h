@@ -55,6 +55,7 @@
 #define MT_KNOWN_NAMES(X)                                                      \
 	X(TORCH, "the Python start-up hook: 0 turns it off")                  \
 	X(LIB, "memtally run: the shim to preload")                           \
+	X(RUN_JOB, "memtally run: set for what it runs (a run inside shares its lock)") \
 	X(TEST, "test/run.sh: the tests to run")                               \
 	X(CASE, "test/run.sh: the case to run")                                \
 	X(TEST_PREFIX, "test/run.sh: a wrapper for C tests")                   \

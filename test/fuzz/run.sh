@@ -40,7 +40,7 @@ LD_LIBRARY_PATH=$B/test/fakecuda FAKE_CUDA_MEM=$((64 << 20)) MEMTALLY_OUT=$F/s2 
 	$B/test/cuda_prog rt oom "$F/s2" >/dev/null 2>&1 || true
 MEMTALLY_OUT=$F/s3 LD_PRELOAD=$B/libmemtally.so /usr/bin/python3 -S -c \
 	'import ctypes; x = [bytearray(5000) for _ in range(50)]; ctypes.CDLL(None).memtally_snapshot(b"s")'
-# the reader's hostile cases (issue 33): a zstd bomb of zeros, a line of
+# the reader's hostile cases (issues 33 and 45): a zstd bomb of zeros, a line of
 # spaces, a file cut inside a frame, a corrupt frame, negative sizes and
 # times, an allocator footprint of 1e999 and two large integers (the sum
 # overflowed), a dump whose times overflowed torch's us (10^16 ms) and a
@@ -77,6 +77,15 @@ cases = {
                       '{"type":"trace","kind":"cuda","op":"alloc","address":"0x7000000","size":4096,'
                       '"stack":1,"time_ms":4398046511104}\n') +
                  snap(0, '').replace('"every"', '"oom"'),
+    # issue 45: what cannot be (a seq going back, a duplicate snapshot, a
+    # stack defined twice), what may (a stack said again, one snapshot's
+    # rows repeated), and step marks 0.05 apart (top's SIGFPE)
+    'seqback': h + snap(1, '') + snap(0, ''),
+    'dupsnap': h + snap(0, '') + snap(0, ''),
+    'stacktwice': h + '{"type":"stack","id":1,"pcs":["0x9"]}\n' + snap(0, ''),
+    'stackagain': h + '{"type":"stack","id":1,"pcs":["0x401000"]}\n' + snap(0, ''),
+    'repeat': h + ''.join(snap(i, '') for i in range(50)),
+    'steps': h + ''.join(snap(i, '"marks":{"step":%r},' % (i * 0.05)) for i in range(6)),
 }
 for name, text in cases.items():
     open('%s/memtally.%s.p1.jsonl' % (out, name) if 'oom' not in name else

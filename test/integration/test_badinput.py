@@ -212,4 +212,96 @@ for cmd in ('torch', 'oom'):
                  % (cmd, kb, r.stderr[-200:]))
     except subprocess.TimeoutExpired:
         mt.check(False, 'devord (%s): ran past 30 s' % cmd)
+# Issue 45: what cannot be is refused with FILE:LINE and exit 1, by every
+# reader, top --once included.  A stack record said again as it was is
+# what the shim writes after a failed write: accepted.
+snaps = [i for i, l in enumerate(lines) if b'"type":"snapshot"' in l]
+second = snaps[1]
+sj = json.loads(lines[second])
+s0 = json.loads(lines[first_snap])['seq']
+goes_back = lines[:second] + [json.dumps(dict(sj, seq=s0 + 5)).encode(), json.dumps(dict(sj, seq=s0 + 4)).encode()]
+bad45 = {
+    'seqback': (join(goes_back), 'memtally: FILE:%d: snapshot seq %d after seq %d (line %d): a file\'s seq never goes back'
+                % (second + 2, s0 + 4, s0 + 5, second + 1)),
+    'dupsnap': (join(lines[:second] + [lines[first_snap]] + lines[second:]),
+                'memtally: FILE:%d: snapshot seq %d a second time (line %d has it): a duplicate snapshot'
+                % (second + 1, s0, first_snap + 1)),
+    'stacktwice': (join(lines[:first_snap] + [b'{"type":"stack","id":%d,"pcs":["0x5","0x6"]}' % sid] + lines[first_snap:]),
+                   'memtally: FILE:%d: stack %d is defined a second time, with other frames' % (first_snap + 1, sid)),
+    'pyframetwice': (join([lines[0], pyf, b'{"type":"pyframe","id":1,"file":"t.py","func":"g","line":3}'] + lines[1:]),
+                     'memtally: FILE:3: pyframe 1 is defined a second time, as another frame'),
+}
+for name, (data, msg) in bad45.items():
+    case(name, data, 1, msg)
+    p = os.path.join(OUT, 'memtally.%s.p1.jsonl' % name)
+    try:
+        r = subprocess.run([MT, 'top', '--once', p], capture_output=True, text=True, timeout=60)
+        mt.check(r.returncode == 1 and msg.replace('memtally: ', '').replace('FILE', p) in r.stderr,
+                 '%s (top --once): exit %d, stderr %r' % (name, r.returncode, r.stderr.strip()[:200]))
+    except subprocess.TimeoutExpired:
+        mt.check(False, '%s (top --once): ran past 60 s' % name)
+stk_line = next(l for l in lines if b'"type":"stack"' in l and json.loads(l)['id'] == sid)
+case('stackagain', join(lines[:first_snap] + [stk_line] + lines[first_snap:]), 0, '')
+case('pyframeagain', join([lines[0], pyf, pyf, pys, pys, stk] + lines[1:]), 0, '')
+
+# A FIFO (no writer: open(2) without O_NONBLOCK waits for ever), named or in
+# a run directory, or named by a dump's torch_snapshot, is refused naming
+# it, by every command; each run has a watchdog, so a regression fails
+# instead of hanging the suite.
+fd = os.path.join(OUT, 'fifo45')
+os.makedirs(fd)
+with open(os.path.join(fd, 'memtally.h.p1.jsonl'), 'wb') as f:
+    f.write(join(lines))
+fifo = os.path.join(fd, 'memtally.h.p2.jsonl')
+os.mkfifo(fifo)
+dd = os.path.join(OUT, 'fifodump')
+os.makedirs(dd)
+fifodump = os.path.join(dd, 'memtally.h.p3.oom1.jsonl')
+os.mkfifo(fifodump)
+td = os.path.join(OUT, 'fifotorch')
+os.makedirs(td)
+tdump = os.path.join(td, 'memtally.h.p4.oom1.jsonl')
+with open(tdump, 'wb') as f:
+    f.write(join(lines[:first_snap] + [
+        json.dumps({"type": "oom", "kind": "cuda", "api": "cuMemAlloc_v2", "requested_bytes": 1 << 30,
+                    "error": "CUDA_ERROR_OUT_OF_MEMORY", "sampled": False, "device": 0}).encode(),
+        lines[first_snap],
+        b'{"type":"outcome","outcome":"raised","by":"torch","torch_snapshot":"t.torch.jsonl"}']))
+with open(os.path.join(td, 'memtally.h.p5.jsonl'), 'wb') as f:  # html reads the run and its dumps
+    f.write(join(lines))
+tfifo = os.path.join(td, 't.torch.jsonl')
+os.mkfifo(tfifo)
+o = lambda n: ['-o', os.path.join(OUT, n)]
+runs = [(['report', fd], fifo), (['report', fifo], fifo), (['leaks', fd], fifo), (['ranks', fd], fifo),
+        (['flame', fd] + o('f.svg'), fifo), (['html', fd] + o('f.html'), fifo),
+        (['pprof', fd] + o('f.pb.gz'), fifo), (['diff', fd + '/memtally.h.p1.jsonl', fifo], fifo),
+        (['functions', fd], fifo), (['cat', fifo], fifo), (['top', '--once', fd], fifo),
+        (['top', '--once', fifo], fifo), (['oom', dd], fifodump), (['oom', fifodump], fifodump),
+        (['torch', fifodump] + o('f.pickle'), fifodump),
+        (['oom', tdump], tfifo), (['torch', tdump] + o('t.pickle'), tfifo), (['html', td] + o('t.html'), tfifo)]
+for argv, named in runs:
+    try:
+        r = subprocess.run([MT] + argv, capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL)
+        mt.check(r.returncode == 1 and '%s: a FIFO, not a regular file' % named in r.stderr,
+                 'FIFO (%s): exit %d, stderr %r' % (' '.join(argv[:2]), r.returncode, r.stderr.strip()[-200:]))
+    except subprocess.TimeoutExpired:
+        mt.check(False, 'FIFO (%s): blocked (killed after 20 s)' % ' '.join(argv[:2]))
+
+# top divided a live change by a step difference cast to an integer: step
+# marks 0.05 apart made it 0 (SIGFPE, exit 136).  Marks of several
+# spacings, none an integer apart.
+for gap in (0.05, 0.5, 1e-300, 0.999):
+    p = os.path.join(OUT, 'memtally.steps%s.p1.jsonl' % gap)
+    with open(p, 'w') as f:
+        f.write('{"type":"header","version":3,"pid":1,"host":"h","exe":"/x","argv":["x"]}\n')
+        f.write('{"type":"stack","id":1,"pcs":["0x10"]}\n')
+        for i in range(6):
+            f.write('{"type":"snapshot","seq":%d,"reason":"step","elapsed_ms":%d,"heap":{"live_bytes":%d},'
+                    '"marks":{"step":%r},"callsites":[{"stack":1,"kind":"heap","live_bytes":%d}]}\n'
+                    % (i, i * 10, (i + 1) << 20, i * gap, (i + 1) << 20))
+    for argv in (['top', '--once', p], ['report', p], ['leaks', p]):
+        r = subprocess.run([MT] + argv, capture_output=True, text=True, timeout=60)
+        mt.check(r.returncode == 0, 'steps %g apart (%s): exit %d %r' % (gap, argv[0], r.returncode,
+                                                                      r.stderr.strip()[-200:]))
+
 mt.done()

@@ -16,7 +16,7 @@ not by the directory, nor by what a file claims to hold.
   (256 MiB), named so;
 - many: 40 files of 10 MB each read one at a time: `report` on the
   directory peaks at about what one file takes (before: the sum)."""
-import json, os, shutil, subprocess, sys
+import itertools, json, os, shutil, subprocess, sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
 
@@ -141,5 +141,149 @@ if mt.case('many'):
     mt.check(rc == 0 and rc1 == 0 and out.count('== ') == 40, '40 files reported (exit %d)' % rc)
     mt.check(kb < kb1 * 3 // 2 + 16 * 1024,
              '40 files of %d MB peak at %d KiB, one at %d KiB' % (os.path.getsize(one) >> 20, kb, kb1))
+
+
+# Issue 45.  A file cut inside its first zstd frame after 1,220 records
+# (a header and stacks; the snapshot cut): said where it was cut and what
+# that frame gave, exit 1 named alone (before: "no snapshots (the process
+# wrote only its header)", exit 0); in a directory, left out with that
+# note beside a complete file.  The same for a plain file cut in its
+# first snapshot line.
+def stacks_then_snapshot(nstacks):
+    out = ['{"type":"header","version":3,"pid":1,"host":"h","exe":"/x","argv":["x"]}']
+    out += ['{"type":"stack","id":%d,"pcs":["0x%x","0x%x","0x%x"]}' % (s, 0x400000 + s * 7919, 0x500000 + s * 31,
+                                                                      0x600000 + s * 13) for s in range(1, nstacks + 1)]
+    row = ('{"stack":%d,"kind":"heap","live_bytes":%d,"live_count":1,"allocs":1,"alloc_bytes":%d,"frees":0,'
+           '"peak_bytes":%d}')
+    out.append('{"type":"snapshot","seq":0,"reason":"every","elapsed_ms":5,"heap":{"live_bytes":100},"callsites":[' +
+               ','.join(row % (s, s * 16, s * 16, s * 16) for s in range(1, nstacks + 1)) + ']}')
+    return ('\n'.join(out) + '\n').encode()
+
+if mt.case('cutframe'):
+    for nstacks in (1219, 3000):  # frames of several 128 KiB blocks: the first decodes alone
+        d = os.path.join(OUT, 'cutframe%d' % nstacks)
+        os.makedirs(d)
+        data = stacks_then_snapshot(nstacks)
+        z = subprocess.run(['zstd', '-q', '-c', '-3'], input=data, capture_output=True, check=True).stdout
+        cutz = os.path.join(d, 'memtally.h.p1.jsonl.zst')
+        with open(cutz, 'wb') as f:
+            f.write(z[:-100])
+        rc, out, err, _ = measured([MT, 'report', cutz])
+        got = subprocess.run(['zstd', '-q', '-d', '-c'], input=z[:-100], capture_output=True).stdout
+        whole = got.count(b'\n')
+        mt.check(rc == 1 and 'cut at byte %d, inside the zstd frame that begins at byte 0' % (len(z) - 100) in err and
+                 'that frame gave %d whole records (lines 1-%d)' % (whole, whole) in err and 'no snapshots' not in out,
+                 '%d stacks, zstd cut in its first frame, named: exit %d, %r' % (nstacks, rc, err.strip()[-300:]))
+        plain = os.path.join(OUT, 'memtally.cutplain%d.p1.jsonl' % nstacks)
+        with open(plain, 'wb') as f:
+            f.write(data[:-300])
+        rc, out, err, _ = measured([MT, 'report', plain])
+        mt.check(rc == 1 and '%s:%d: cut inside this line' % (plain, nstacks + 2) in err and
+                 'the %d records before it hold no snapshot' % (nstacks + 1) in err,
+                 '%d stacks, plain file cut in its first snapshot: exit %d, %r' % (nstacks, rc, err.strip()[-300:]))
+        shutil.copy(os.path.join(os.path.dirname(__file__), '..', 'fixtures', 'memtally.v2.p3664.jsonl'), d)
+        rc, out, err, _ = measured([MT, 'report', d])
+        mt.check(rc == 0 and out.count('== ') == 1 and cutz in err and 'left out' in err,
+                 '%d stacks, in a directory beside a whole file: left out, exit %d, %r' % (nstacks, rc, err.strip()[-300:]))
+
+# Memory follows what differs: one snapshot of 300 rows 3,000 times (a
+# 250 KB .zst of 130 MB) held 80 bytes a row each time (72 MB; the
+# issue's 197 KB file, 1.28 GB).  With increasing seqs they are distinct
+# snapshots of one content: their rows are kept once, and every snapshot
+# still reads the same; with one seq they are duplicates, refused.
+if mt.case('repeat'):
+    N, K = 300, 3000
+    hdr = ['{"type":"header","version":3,"pid":1,"host":"h","exe":"/x","argv":["x"]}']
+    hdr += ['{"type":"stack","id":%d,"pcs":["0x%x","0x%x"]}' % (s, 0x400000 + s * 7919, 0x500000 + s * 31)
+            for s in range(1, N + 1)]
+    row = ('{"stack":%d,"kind":"heap","live_bytes":%d,"live_count":1,"allocs":1,"alloc_bytes":%d,"frees":0,'
+           '"peak_bytes":%d}')
+    rows = ','.join(row % (s, s * 16, s * 16, s * 16) for s in range(1, N + 1))
+    for name, seq, mode in (('incr', lambda i: i, 'full'), ('same', lambda i: 0, 'full'),
+                            ('delta', lambda i: i, 'delta')):
+        p = os.path.join(OUT, 'memtally.rep%s.p1.jsonl.zst' % name)
+        size = 0
+        with open(p, 'wb') as f:
+            z = subprocess.Popen(['zstd', '-q', '-c', '-3'], stdin=subprocess.PIPE, stdout=f)
+            # one line at a time: measured()'s child starts as a fork of
+            # this process, and its peak RSS counts what this one holds
+            for chunk in itertools.chain(['\n'.join(hdr) + '\n'], (
+                    '{"type":"snapshot","seq":%d,"reason":"every","elapsed_ms":%d,"heap":{"live_bytes":100},'
+                    '"callsites_mode":"%s","callsites":[%s]}\n' % (seq(i), 5 + i, 'full' if not i else mode, rows)
+                    for i in range(K))):
+                z.stdin.write(chunk.encode())
+                size += len(chunk)
+            z.stdin.close()
+            z.wait()
+        rc, out, err, kb = measured([MT, 'report', p])
+        if name == 'same':
+            mt.check(rc == 1 and 'a duplicate snapshot' in err and kb < 64 * 1024,
+                     'one snapshot 3,000 times, one seq: refused (exit %d, %d KiB) %r' % (rc, kb, err.strip()[-200:]))
+            continue
+        mt.check(rc == 0 and '%d snapshots' % K in out and kb < 48 * 1024 and kb * 1024 < 8 * size,
+                 '%s: %d snapshots of one content (%d MB of JSONL in %d KB): %d KiB peak (bound 48 MiB)'
+                 % (name, K, size >> 20, os.path.getsize(p) >> 10, kb))
+        def sites(at):
+            r = subprocess.run([MT, 'report', '--json', '--top', '1000', '--snapshot', str(at), p],
+                               capture_output=True, text=True)
+            return json.loads(r.stdout)['processes'][0]['last']['callsites'] if r.returncode == 0 else r.stderr
+        first = sites(0)
+        mt.check(len(first) == N and all(sites(at) == first for at in (1, K // 2, K - 1)),
+                 '%s: snapshots 1, %d and %d read as snapshot 0 (%d rows, kept once)' % (name, K // 2, K - 1, len(first)))
+
+# Small records that each cost much more than their text (bare snapshots
+# of 70 bytes, 1 KB each in the model): reading stops at 8 times the text.
+if mt.case('smallrecs'):
+    p = os.path.join(OUT, 'memtally.small.p1.jsonl')
+    with open(p, 'w') as f:
+        f.write('{"type":"header","version":3,"pid":1,"host":"h","exe":"/x","argv":["x"]}\n')
+        for i in range(400000):
+            f.write('{"type":"snapshot","seq":%d,"reason":"x","elapsed_ms":%d,"callsites":[]}\n' % (i, i))
+    rc, out, err, kb = measured([MT, 'report', p])
+    mt.check(rc == 1 and 'more than 8 times their text' in err and kb < 64 * 1024,
+             '400,000 bare snapshots (%d MB): stopped at the bound, exit %d, %d KiB %r'
+             % (os.path.getsize(p) >> 20, rc, kb, err.strip()[-200:]))
+
+# Two `memtally run` into one directory at once: the second is refused
+# while the first runs (flock on .memtally-run.lock, released when its
+# owner ends or dies); ranks of one launcher job share it.
+if mt.case('lock'):
+    import signal, time
+    d = os.path.join(OUT, 'locked')
+    lockf = os.path.join(d, '.memtally-run.lock')
+    def first():
+        p = subprocess.Popen([MT, 'run', '--out', d, '--append', '--', 'sleep', '30'], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+        for _ in range(200):
+            if os.path.exists(lockf) and open(lockf).read().strip():
+                break
+            time.sleep(0.05)
+        return p
+    again = lambda env=None: subprocess.run([MT, 'run', '--out', d, '--append', '--', 'true'], capture_output=True,
+                                            text=True, timeout=60, env=dict(os.environ, **(env or {})))
+    p = first()
+    r = again()
+    mt.check(r.returncode == 2 and 'is being written by another memtally run (pid %d' % p.pid in r.stderr,
+             'a second run into a directory being written: refused, exit %d %r' % (r.returncode, r.stderr.strip()[-200:]))
+    os.killpg(p.pid, signal.SIGKILL)  # the owner dies: the kernel drops its lock
+    p.wait()
+    r = again()
+    mt.check(r.returncode == 0, 'after its owner was killed: taken (exit %d %r)' % (r.returncode, r.stderr.strip()[-200:]))
+    mt.check(not os.path.exists(lockf), 'the last run out removes the lock file')
+    job = {'SLURM_JOB_ID': '7', 'SLURM_STEP_ID': '0'}
+    p = subprocess.Popen([MT, 'run', '--out', d, '--append', '--', 'sleep', '30'], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True, env=dict(os.environ, **job))
+    for _ in range(200):
+        if os.path.exists(lockf) and open(lockf).read().strip():
+            break
+        time.sleep(0.05)
+    r = again(job)
+    mt.check(r.returncode == 0, 'a rank of the same job joins (exit %d %r)' % (r.returncode, r.stderr.strip()[-200:]))
+    r = again({'SLURM_JOB_ID': '8', 'SLURM_STEP_ID': '0'})
+    mt.check(r.returncode == 2, 'a rank of another job is refused (exit %d)' % r.returncode)
+    r = again()
+    mt.check(r.returncode == 2, 'a plain run is refused (exit %d)' % r.returncode)
+    os.killpg(p.pid, signal.SIGTERM)
+    p.wait()
 
 mt.done()
