@@ -151,8 +151,8 @@ writer_maybe(void) {
 		mt_trigger_start_writer();
 	/* The time cadence of a process that has not needed the thread (a
 	 * small program stays single-threaded): this thread writes it, looked
-	 * at every 256th allocation. */
-	else if (!(tick & 255) && mt_cadence_time_due(mt_now_ns()))
+	 * at on each look (about every 64th allocation: a clock read). */
+	else if (mt_cadence_time_due(mt_now_ns()))
 		mt_trigger_sync(MT_REASON_INTERVAL);
 }
 
