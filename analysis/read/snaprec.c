@@ -183,6 +183,18 @@ sites_mode(struct ctx *c, struct jv *o) {
 	return m;
 }
 
+/* A snapshot's call-site rows. */
+static void
+snap_rows(struct ctx *c, struct jv *o, struct snap *s) {
+	s->mode = sites_mode(c, o);
+	struct jv *cs = json_get(c->d, o, MT_F_CALLSITES);
+	if (!cs || cs->type != J_ARR)
+		bad(c, "snapshot without a \"callsites\" array");
+	s->sites = xmalloc(cs->len * sizeof *s->sites + 1);
+	for (struct jv *x = json_child(c->d, cs); x; x = json_next(c->d, x))
+		s->nsites += (size_t)site(c, x, &s->sites[s->nsites]);
+}
+
 /* Built in c->pending, appended to the file's snapshots when whole. */
 void
 rec_snapshot(struct ctx *c, struct jv *o) {
@@ -204,13 +216,8 @@ rec_snapshot(struct ctx *c, struct jv *o) {
 		    RD_MAX_MS);
 	proc_figures(c, o, s);
 	marks(c, o, s);
-	s->mode = sites_mode(c, o);
-	struct jv *cs = json_get(c->d, o, MT_F_CALLSITES);
-	if (!cs || cs->type != J_ARR)
-		bad(c, "snapshot without a \"callsites\" array");
-	s->sites = xmalloc(cs->len * sizeof *s->sites + 1);
-	for (struct jv *x = json_child(c->d, cs); x; x = json_next(c->d, x))
-		s->nsites += (size_t)site(c, x, &s->sites[s->nsites]);
+	if (!c->summary) /* a summary has totals and marks only: no rows */
+		snap_rows(c, o, s);
 	f->snaps = xgrow(f->snaps, f->nsnaps + 1, &f->cap_snaps, sizeof *f->snaps);
 	f->snaps[f->nsnaps++] = *s;
 	free(s);

@@ -85,6 +85,16 @@ mt_zout_end(int fd) {
 	return pump(fd, "", 0, ZSTD_e_end);
 }
 
+int
+mt_zout_skippable(int fd, const void *src, size_t n) {
+	uint32_t m = MT_ZSTD_SUMMARY_MAGIC, z = (uint32_t)n;
+	unsigned char h[8] = {(unsigned char)m, (unsigned char)(m >> 8), (unsigned char)(m >> 16),
+			      (unsigned char)(m >> 24), (unsigned char)z, (unsigned char)(z >> 8),
+			      (unsigned char)(z >> 16), (unsigned char)(z >> 24)};
+	int err = mt_write_all(fd, h, sizeof h);
+	return err ? err : mt_write_all(fd, src, n);
+}
+
 void
 mt_zout_reset(void) {
 	if (cctx)
