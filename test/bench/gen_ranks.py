@@ -34,7 +34,7 @@ def template(path):
         if at < 0:
             sys.exit('%s: no summary frame (written by a memtally without them?)' % path)
         n = struct.unpack('<I', b[at + 4:at + 8])[0]
-        if b[at + 8:at + 8 + 19] == b'{"type":"snapshot",' and at + 8 + n <= len(b):
+        if b[at + 8:at + 12] == b'\x28\xb5\x2f\xfd' and at + 8 + n <= len(b):
             break
     first = subprocess.run(['zstd', '-qdc'], input=b[:at], stdout=subprocess.PIPE,
                            check=True).stdout
