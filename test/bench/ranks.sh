@@ -36,7 +36,7 @@ for n in "$@"; do
 	sys=$(awk -F': ' '/System time/ {print $2}' "$tmp/time")
 	rss=$(awk -F': ' '/Maximum resident/ {print $2}' "$tmp/time")
 	named=$(grep -c " r$((n / 3)) .*outlier: growth" "$tmp/out" || true)
-	others=$(grep -c 'outlier' "$tmp/out" || true)
+	others=$(grep -c '<< outlier' "$tmp/out" || true)
 	printf '| ranks | %d files of %d snapshots (%.1f GB zstd, %.1f GB JSONL) | %s | %.2f s | %.0f MB | %s |\n' \
 		"$n" "$nsnap" "$(echo "$zmb * $n / 10^9" | bc -l)" "$(echo "$jmb * $n / 10^9" | bc -l)" \
 		"$wall" "$(echo "$usr + $sys" | bc -l)" "$(echo "$rss / 1024" | bc -l)" \
