@@ -7,7 +7,8 @@
  *
  *   - A zstd file whose shim wrote summaries (doc/FORMAT.md, "Summaries")
  *     has after each snapshot's frame a skippable frame holding the
- *     snapshot's line without its rows.  The frames are walked by their
+ *     snapshot's line without its rows (as a small zstd frame of its own,
+ *     whose checksum refuses damage).  The frames are walked by their
  *     headers (ZSTD_findFrameCompressedSize reads block headers, nothing
  *     is decoded); a summary is parsed where one follows its snapshot's
  *     frame, and a frame without one (the first, for the header line; the
