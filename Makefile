@@ -27,8 +27,8 @@ SHIM_LIBS := -lunwind -lzstd -ldl -lm -pthread
 AN_SRC := $(sort $(wildcard analysis/*.c analysis/*/*.c analysis/*/*/*.c))
 AN_HDR := $(wildcard analysis/*.h analysis/*/*.h analysis/*/*/*.h)
 AN_OBJ := $(AN_SRC:analysis/%.c=$(B)/analysis/%.o)
-AN_CFLAGS := $(WARN) $(CFLAGS) -Ianalysis -I. -D_GNU_SOURCE -fstack-protector-strong -D_FORTIFY_SOURCE=2
-AN_LIBS := -ldw -lelf -lm -lstdc++ -lprotobuf-c -lz -lzstd
+AN_CFLAGS := $(WARN) $(CFLAGS) -Ianalysis -I. -D_GNU_SOURCE -pthread -fstack-protector-strong -D_FORTIFY_SOURCE=2
+AN_LIBS := -ldw -lelf -lm -lstdc++ -lprotobuf-c -lz -lzstd -pthread
 
 .PHONY: all test check bench demo install clean deps format soak bundle proto wheel
 all: $(B)/libmemtally.so $(B)/memtally $(B)/memtally-config $(B)/demo_trainer

@@ -47,8 +47,8 @@ ANALYSIS = [
     [('model', ['model'])],
     # bytes and ids, the fields, the records, lines, a file and what damage
     # means for it, then the ways in: a directory, a growing file, `cat`
-    [('read', ['json', ('idmap', 'source', 'symbolize'), ('fields', 'torchsnap'), 'snaprec', 'records', 'lines',
-               'load', ('files', 'follow', 'cat')])],
+    [('read', ['json', ('idmap', 'source', 'symbolize', 'skip'), ('fields', 'torchsnap'), 'snaprec', 'records', 'lines',
+               'load', ('files', 'follow', 'cat'), 'summary'])],
     # the answers the commands print (stats, the growth window, call sites,
     # growth and leaks, the moment a view reads), and the command context
     # every command receives: neither calls the other

@@ -10,6 +10,9 @@
 
 /* Bump when a record's layout changes (FORMAT.md says what each has). */
 #define MT_FORMAT_VERSION 3
+/* A zstd file's snapshot summaries: skippable frames of this magic, one
+ * after each snapshot's frame (doc/FORMAT.md, "Summaries"). */
+#define MT_ZSTD_SUMMARY_MAGIC 0x184D2A5Eu
 
 /* The most native frames a stack holds (MEMTALLY_DEPTH's bound). */
 #define MT_MAX_DEPTH 128

@@ -175,6 +175,8 @@ struct mfile {
 	size_t nsnaps, cap_snaps;
 	int truncated;             /* read short: the last line or frame cut, or damage */
 	int damaged;               /* reading stopped at damage (warned) */
+	int summary;               /* read for totals and marks only (run_load_summaries):
+				    * no stacks, modules, Python frames nor call-site rows */
 	struct oominfo *oom;       /* an OOM dump's oom record, else NULL */
 	struct segment *segs;
 	size_t nsegs, cap_segs;
@@ -222,6 +224,12 @@ void run_list(struct run *r, char **paths, int npaths, int dumps, int optional);
 int run_next(struct run *r, struct mfile *f);
 /* run_list, and every usable file read into r->files. */
 void run_load(struct run *r, char **paths, int npaths);
+/* run_load for views that need each snapshot's totals and marks only
+ * (ranks, top): every file read as a summary (f->summary: no stacks, no
+ * call-site rows; a zstd file's summary frames where it has them,
+ * doc/FORMAT.md), a thread per core (MEMTALLY_READERS=N: N threads).
+ * Memory: a few hundred bytes a snapshot a file. */
+void run_load_summaries(struct run *r, char **paths, int npaths);
 /* FILE@N, FILE@peak, FILE@last where FILE exists and the whole name does
  * not: returns the snapshot (a seq, SNAP_PEAK, SNAP_LAST) and cuts path at
  * the '@'; SNAP_DEFAULT when the name has none.  run_list does this for

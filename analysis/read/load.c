@@ -60,7 +60,13 @@ cut_text(const struct lines *l, const char *path, char *buf, size_t n) {
 
 int
 load_file(struct mfile *f, const char *path, struct load_why *why) {
+	return load_file_as(f, path, why, 0);
+}
+
+int
+load_file_as(struct mfile *f, const char *path, struct load_why *why, int summary) {
 	mfile_init(f, path);
+	f->summary = summary;
 	memset(why, 0, sizeof *why);
 	struct stat st;
 	int fd = open_regular(path, &st, why->text, sizeof why->text);
@@ -76,6 +82,7 @@ load_file(struct mfile *f, const char *path, struct load_why *why) {
 	}
 	struct lines l;
 	lines_open(&l, f, f->path, fd, 8 << 20);
+	l.c.summary = summary;
 	while (!l.eof && !l.damage[0])
 		lines_read(&l, SIZE_MAX, 0);
 	int cut = l.cut, lines = (int)l.lines;

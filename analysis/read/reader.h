@@ -45,6 +45,8 @@ struct ctx {
 				 * the call sites (snaprec.c: repeated rows); 0: none */
 	int last;               /* the line is the file's last, without a newline */
 	int cut;                /* ... and it did not parse: a write cut short */
+	int summary;            /* totals and marks only (summary.c): the header
+				 * and snapshot records, without call-site rows */
 };
 
 __attribute__((noreturn, format(printf, 2, 3))) void bad(struct ctx *c, const char *fmt, ...);
@@ -106,6 +108,15 @@ struct load_why {
 	int damage;
 };
 int load_file(struct mfile *f, const char *path, struct load_why *why);
+/* The same, with summary: only the header and each snapshot's totals and
+ * marks (f->summary; summary.c). */
+int load_file_as(struct mfile *f, const char *path, struct load_why *why, int summary);
+/* One file as a summary, the fast way where the file allows (summary.c). */
+int load_summary(struct mfile *f, const char *path, struct load_why *why);
+/* A summary line (summary.c): whether line p[0..*len) is one a summary
+ * reads (header, snapshot), found by its first bytes; a snapshot's
+ * call-site rows are cut out of it in place (*len shortened). */
+int summary_keep(char *p, size_t *len);
 /* A file left out for damage: the exit status becomes 1. */
 void load_refused(void);
 void mfile_init(struct mfile *f, const char *path);

@@ -236,6 +236,18 @@ repeated_rows(struct ctx *c, struct snap *s) {
 	}
 }
 
+/* A snapshot's call-site rows. */
+static void
+snap_rows(struct ctx *c, struct jv *o, struct snap *s) {
+	s->mode = sites_mode(c, o);
+	struct jv *cs = json_get(c->d, o, MT_F_CALLSITES);
+	if (!cs || cs->type != J_ARR)
+		bad(c, "snapshot without a \"callsites\" array");
+	s->sites = xmalloc(cs->len * sizeof *s->sites + 1);
+	for (struct jv *x = json_child(c->d, cs); x; x = json_next(c->d, x))
+		s->nsites += (size_t)site(c, x, &s->sites[s->nsites]);
+}
+
 /* Built in c->pending, appended to the file's snapshots when whole. */
 void
 rec_snapshot(struct ctx *c, struct jv *o) {
@@ -258,14 +270,10 @@ rec_snapshot(struct ctx *c, struct jv *o) {
 		    RD_MAX_MS);
 	proc_figures(c, o, s);
 	marks(c, o, s);
-	s->mode = sites_mode(c, o);
-	struct jv *cs = json_get(c->d, o, MT_F_CALLSITES);
-	if (!cs || cs->type != J_ARR)
-		bad(c, "snapshot without a \"callsites\" array");
-	s->sites = xmalloc(cs->len * sizeof *s->sites + 1);
-	for (struct jv *x = json_child(c->d, cs); x; x = json_next(c->d, x))
-		s->nsites += (size_t)site(c, x, &s->sites[s->nsites]);
-	repeated_rows(c, s);
+	if (!c->summary) { /* a summary has totals and marks only: no rows */
+		snap_rows(c, o, s);
+		repeated_rows(c, s);
+	}
 	c->held += sizeof *s + s->nsites * sizeof *s->sites + (size_t)s->ntorch * sizeof *s->torch +
 		   (size_t)s->nmarks * 32;
 	f->snaps = xgrow(f->snaps, f->nsnaps + 1, &f->cap_snaps, sizeof *f->snaps);

@@ -78,6 +78,7 @@ ranks_json(const struct rank_row *v, size_t m) {
 		sb_json_str(&j, k->f->host);
 		sb_puts(&j, ",\"file\":");
 		sb_json_str(&j, k->f->path);
+		sb_printf(&j, ",\"snapshots\":%zu", k->f->nsnaps);
 		sb_printf(&j, ",\"peak_heap_bytes\":%.0f,\"peak_mmap_bytes\":%.0f,\"held_host_bytes\":%.0f,"
 			      "\"peak_device_bytes\":%.0f,\"peak_rss_bytes\":%.0f,"
 			      "\"growth_bytes_per_hour\":%.0f,\"growth_window_ms\":%.0f,"
@@ -168,7 +169,9 @@ ranks_text(const struct rank_row *v, size_t m, size_t skipped, int all) {
 int
 cmd_ranks(struct opts *o) {
 	struct run r;
-	cmd_load(o, &r);
+	/* totals and marks are all it needs: summaries, read in parallel */
+	run_load_summaries(&r, o->paths, o->npaths);
+	cmd_native(o, &r);
 	struct ranks k;
 	size_t m = answer_ranks(&r, o->warmup, &k);
 	if (!m)

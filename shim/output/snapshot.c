@@ -45,6 +45,12 @@ static struct {
 	int full_next;              /* the next snapshot lists every site */
 	uint64_t dropped_snaps;     /* snapshots that could not be written */
 	int write_warned;
+	/* The snapshot line without its call-site rows (zstd files only):
+	 * written after the snapshot's frame as a skippable frame of its own,
+	 * so a reader that wants totals and marks (memtally ranks, top)
+	 * skips the rest of the file undecoded (doc/FORMAT.md). */
+	char summary[16 << 10];
+	size_t summary_len;         /* 0: none this time */
 } W = {.full_next = 1};
 
 int
@@ -151,7 +157,24 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 	uint64_t reserved = mt_maptab_reserved();
 	if (reserved) /* PROT_NONE: address space, in no kind */
 		mt_buf_printf(b, MT_KEY(MT_F_MMAP_RESERVED_BYTES) "%lu,", (unsigned long)reserved);
+	/* the summary: what is in b so far (a snapshot line's start is far
+	 * below the buffer's size, so nothing was flushed yet) ... */
+	size_t pre = b->len;
+	int summ = !dump && b == &W.out && pre + 64 < sizeof W.summary &&
+		   !__builtin_memcmp(b->p, "{" MT_KEY(MT_F_TYPE), 8);
+	W.summary_len = 0;
+	if (summ) {
+		__builtin_memcpy(W.summary, b->p, pre);
+		__builtin_memcpy(W.summary + pre, MT_KEY(MT_F_CALLSITES_MODE) "\"none\"",
+				 sizeof(MT_KEY(MT_F_CALLSITES_MODE) "\"none\"") - 1);
+		pre += sizeof(MT_KEY(MT_F_CALLSITES_MODE) "\"none\"") - 1;
+	}
 	mt_callsites_json(b, dump || W.full_next, dump);
+	/* ... and the rest of the line, after the rows: flushed first if
+	 * the buffer is near full, so the rest stays in it whole */
+	if (summ && b->cap - b->len < 8192)
+		mt_buf_flush(b);
+	size_t post = b->len;
 	uint64_t pystacks = 0, pyframes = 0, pyretired = 0, pydropped = 0, pybytes = 0;
 	mt_py_stats(&pystacks, &pyframes, &pyretired, &pydropped, &pybytes);
 	uint64_t stack_mem, site_mem, sites_mem = mt_sites_memory(&stack_mem, &site_mem);
@@ -185,6 +208,10 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 			      (unsigned long)pystacks, (unsigned long)pyframes,
 			      (unsigned long)pyretired, (unsigned long)pydropped);
 	mt_buf_puts(b, "}}\n");
+	if (summ && b->len >= post && pre + (b->len - post) <= sizeof W.summary && !b->overflow) {
+		__builtin_memcpy(W.summary + pre, b->p + post, b->len - post);
+		W.summary_len = pre + (b->len - post);
+	}
 }
 
 /*
@@ -230,6 +257,15 @@ write_locked(const char *reason, const char *lab, int final) {
 	}
 	if (!err && mt_cfg.compress) /* one frame a snapshot */
 		err = mt_zout_end(fd);
+	if (!err && mt_cfg.compress && W.summary_len) {
+		/* its summary after it: a process killed between the two
+		 * leaves a snapshot without one (a reader decodes that
+		 * frame), never a summary without its snapshot.  Failing
+		 * here costs the summary only. */
+		long off1 = mt_sys(SYS_lseek, fd, 0, 2 /* SEEK_END */, 0, 0, 0);
+		if (mt_zout_skippable(fd, W.summary, W.summary_len) && off1 >= 0)
+			mt_sys(SYS_ftruncate, fd, off1, 0, 0, 0, 0);
+	}
 	if (err) {
 		if (!W.write_warned++)
 			mt_warn("writing %s failed (errno %d); snapshots are dropped while it "

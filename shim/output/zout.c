@@ -85,6 +85,27 @@ mt_zout_end(int fd) {
 	return pump(fd, "", 0, ZSTD_e_end);
 }
 
+int
+mt_zout_skippable(int fd, const void *src, size_t n) {
+	/* the content: src as a zstd frame of its own (with zstd's checksum),
+	 * compressed whole into obuf, idle between snapshots */
+	if (!cctx || in_frame)
+		return EIO;
+	ZSTD_inBuffer in = {src, n, 0};
+	ZSTD_outBuffer out = {obuf, OUT_BYTES, 0};
+	size_t left = ZSTD_compressStream2(cctx, &out, &in, ZSTD_e_end);
+	if (ZSTD_isError(left) || left) {
+		ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);
+		return EIO;
+	}
+	uint32_t m = MT_ZSTD_SUMMARY_MAGIC, z = (uint32_t)out.pos;
+	unsigned char h[8] = {(unsigned char)m, (unsigned char)(m >> 8), (unsigned char)(m >> 16),
+			      (unsigned char)(m >> 24), (unsigned char)z, (unsigned char)(z >> 8),
+			      (unsigned char)(z >> 16), (unsigned char)(z >> 24)};
+	int err = mt_write_all(fd, h, sizeof h);
+	return err ? err : mt_write_all(fd, obuf, out.pos);
+}
+
 void
 mt_zout_reset(void) {
 	if (cctx)

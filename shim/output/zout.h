@@ -18,6 +18,11 @@ int mt_zout_end(int fd);
 /* Forget a frame in progress (its bytes were cut off the file, or a fork
  * child starts its own file). */
 void mt_zout_reset(void);
+/* n bytes of src as a zstd skippable frame of memtally's magic
+ * (MT_ZSTD_SUMMARY_MAGIC: a snapshot's summary), written to fd whole or
+ * not at all as far as write(2) allows; outside any frame.  The frame
+ * holds src compressed as a zstd frame of its own. */
+int mt_zout_skippable(int fd, const void *src, size_t n);
 uint64_t mt_zout_memory(void);
 
 #endif

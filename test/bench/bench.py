@@ -351,6 +351,16 @@ def main():
     r = subprocess.run(['bash', os.path.join(ROOT, 'test/bench/top.sh'), '20' if QUICK else '500'],
                        capture_output=True, text=True)
     md += [table(['what', 'input', 'first frame', 'refresh', 'memory'], []) + r.stdout.strip() + '\n']
+    # memtally ranks over many rank files of a real torchrun job (issue 41):
+    # ddp_train.py's two ranks copied into 64, 256 and 1,024 rank files
+    r = subprocess.run(['bash', os.path.join(ROOT, 'test/bench/ranks.sh'), '40' if QUICK else '400']
+                       + (['8'] if QUICK else ['64', '256', '1024']), capture_output=True, text=True)
+    md += ['`memtally ranks DIR` over the rank files of a 2-rank gloo DDP job (test/bench/ddp_train.py '
+           'under `memtally run --set STEPS=1 -- torchrun`, rank 1 leaking), copied with each header '
+           'rewritten (test/bench/gen_ranks.py); the machine is shared, so CPU time is given beside '
+           'the wall time:', '',
+           table(['what', 'input', 'wall', 'user+sys CPU', 'max RSS', 'leaking rank named'], [])
+           + (r.stdout.strip() or 'ranks.sh failed: ' + r.stderr.strip()[-300:]) + '\n']
     d = os.path.join(TMP, 'sites%d' % (1000 if QUICK else 10000))
     t0 = time.perf_counter()
     subprocess.run([os.path.join(B, 'memtally'), 'report', '--top', '100000', d], capture_output=True, check=True)

@@ -19,6 +19,6 @@ done
 med=$(printf '%s\n' "${times[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
 min=$(printf '%s\n' "${times[@]}" | sort -g | head -1)
 max=$(printf '%s\n' "${times[@]}" | sort -g | tail -1)
-printf '| reader (ranks) | %d stacks x %d full snapshots | %.1f MB | %.3f s (%.3f-%.3f) | %.0f MB/s |\n' \
+printf '| reader (ranks: summaries of plain JSONL) | %d stacks x %d full snapshots | %.1f MB | %.3f s (%.3f-%.3f) | %.0f MB/s |\n' \
 	"$stacks" "$snaps" "$(echo "$bytes/1000000" | bc -l)" "$med" "$min" "$max" \
 	"$(echo "$bytes/1000000/$med" | bc -l)"

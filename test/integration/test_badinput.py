@@ -16,6 +16,11 @@ lines = mt.raw(good).split(b'\n')[:-1]
 first_snap = next(i for i, l in enumerate(lines) if b'"type":"snapshot"' in l)
 first_stack = next(i for i, l in enumerate(lines) if b'"type":"stack"' in l)
 
+# Damage in stack, Python frame and call-site records: `ranks` reads each
+# snapshot's totals and marks only (run_load_summaries) and answers.
+UNREAD = {'nostack', 'py_noframe', 'py_nostack', 'py_entry', 'py_badframe', 'up_missing',
+          'up_self', 'up_keep', 'up_nokeep', 'up_deep'}
+
 def case(name, data, code, msg):
     p = os.path.join(OUT, 'memtally.%s.p1.jsonl' % name)
     with open(p, 'wb') as f:
@@ -24,6 +29,8 @@ def case(name, data, code, msg):
         r = subprocess.run([MT, cmd, p], capture_output=True, text=True)
         want = msg.replace('FILE', p)
         ok = r.returncode == code and (want in r.stderr if msg else True)
+        if cmd == 'ranks' and name in UNREAD: # records a summary does not read
+            ok = r.returncode == 0
         mt.check(ok and r.returncode < 128, '%s (%s): exit %d, stderr %r' %
                  (name, cmd, r.returncode, r.stderr.strip()[:160]))
 

@@ -53,11 +53,22 @@ if mt.case('default'):
     mt.check(plain == cat(p) and plain.startswith(b'{"type":"header"'),
              'zstd -dc and memtally cat give the same JSON lines (%d bytes)' % len(plain))
     snaps = plain.count(b'"type":"snapshot"')
-    m = re.search(r'^\s*(\d+)\s+\d+\s', subprocess.run(['zstd', '-l', p], capture_output=True,
-                                                        text=True).stdout.split('\n')[1])
-    mt.check(m and int(m.group(1)) == snaps and snaps >= 3,
-             'one zstd frame per snapshot (%s frames, %d snapshots)' % (m and m.group(1), snaps))
-    mt.check(os.path.getsize(p) * 2 < len(plain), 'compressed %d -> %d bytes' % (len(plain), os.path.getsize(p)))
+    m = re.search(r'^\s*(\d+)\s+(\d+)\s', subprocess.run(['zstd', '-l', p], capture_output=True,
+                                                          text=True).stdout.split('\n')[1])
+    # each snapshot's frame, then its summary's skippable frame (doc/FORMAT.md)
+    mt.check(m and int(m.group(1)) == 2 * snaps and int(m.group(2)) == snaps and snaps >= 3,
+             'one zstd frame per snapshot and a summary each (%s frames, %s skippable, %d snapshots)'
+             % (m and m.group(1), m and m.group(2), snaps))
+    data = open(p, 'rb').read()
+    summ = 0
+    at = data.find(b'\x5e\x2a\x4d\x18')
+    while at >= 0:
+        n = 8 + int.from_bytes(data[at + 4:at + 8], 'little')
+        summ += n
+        at = data.find(b'\x5e\x2a\x4d\x18', at + n)
+    mt.check((len(data) - summ) * 2 < len(plain), 'compressed %d -> %d bytes (and %d of summaries)'
+             % (len(plain), len(data) - summ, summ))
+    mt.check(summ <= 1024 * snaps, 'summaries: %d bytes a snapshot' % (summ // snaps))
 
 if mt.case('same'):
     a = run('same-zst', {}, ('prog_known',))

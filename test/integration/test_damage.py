@@ -16,7 +16,7 @@ not by the directory, nor by what a file claims to hold.
   (256 MiB), named so;
 - many: 40 files of 10 MB each read one at a time: `report` on the
   directory peaks at about what one file takes (before: the sum)."""
-import itertools, json, os, shutil, subprocess, sys
+import itertools, json, os, shutil, struct, subprocess, sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
 
@@ -76,7 +76,17 @@ if mt.case('corrupt'):
     whole = subprocess.run([MT, 'report', '--json', bad], capture_output=True, text=True)
     nsnaps = len(json.loads(whole.stdout)['processes'][0]['snapshots'])
     data = bytearray(open(bad, 'rb').read())
+    # in a snapshot's frame near the middle, not in a summary frame
+    # (doc/FORMAT.md: zstd skips those; the summary reader checks them)
     mid = len(data) // 2
+    summ = struct.pack('<I', 0x184D2A5E)
+    at = data.find(summ, mid)
+    while at > 0:
+        end = at + 8 + struct.unpack('<I', data[at + 4:at + 8])[0]
+        at = data.find(summ, end)
+        if at - end > 200:
+            mid = (end + at) // 2 - 32
+            break
     for i in range(mid, mid + 64):
         data[i] ^= 0x5a
     with open(bad, 'wb') as f:
@@ -88,6 +98,13 @@ if mt.case('corrupt'):
         except ValueError:
             j = None
         procs = (j or {}).get('processes') or (j or {}).get('ranks') or []
+        if cmd == 'ranks' and rc == 0:
+            # ranks reads each snapshot's summary frame (checked on its
+            # own) and decodes no frame that has one: damage inside the
+            # rows it does not read leaves its answer whole
+            mt.check(len(procs) == 2 and all(p['snapshots'] == nsnaps for p in procs),
+                     'ranks: both files, every snapshot, from their summaries')
+            continue
         mt.check(rc == 1 and len(procs) == 2,
                  '%s: both files reported, exit 1 (exit %d, %d processes)' % (cmd, rc, len(procs)))
         mt.check(bad in err and 'corrupt zstd data' in err and 'byte' in err,
