@@ -1,7 +1,18 @@
 /*
- * memtally.h — the C API a program may call when libmemtally.so is loaded.
- * Look the symbols up with dlsym(RTLD_DEFAULT, ...) so the program runs
- * unchanged without the shim, or link against the shim directly.
+ * memtally.h — the C API a program may call; it costs nothing and records
+ * nothing without the shim.  Include this header and call the functions:
+ * do NOT link -lmemtally (that would load the shim, and record, in every
+ * plain run).  Each function is a weak reference to the shim's symbol
+ * behind an inline wrapper (a macro of the same name) that calls it only
+ * when the shim is loaded (`memtally run`, LD_PRELOAD=libmemtally.so) and
+ * otherwise returns -1 at the cost of one compare: a program built with
+ * marks runs unchanged bare and reports its marks when preloaded (PIE or
+ * not, C or C++: test_cuts 'capi').
+ *
+ * Adding a function: declare it in the list below (MEMTALLY_FN), and give
+ * it a wrapper and a macro as memtally_mark has.  The shim's own source
+ * defines MEMTALLY_SHIM before including this header, which then declares
+ * the plain functions it defines.
  */
 #ifndef MEMTALLY_H
 #define MEMTALLY_H
@@ -9,10 +20,16 @@
 extern "C" {
 #endif
 
+#ifdef MEMTALLY_SHIM
+#define MEMTALLY_FN /* the shim: the definitions */
+#else
+#define MEMTALLY_FN __attribute__((weak)) /* a program: the shim's, when loaded */
+#endif
+
 /* Write a snapshot now (reason "request", with this label) and return once
  * it is on disk: 0, or -1 if the shim is inactive or the writer did not
  * answer within 10 s.  Not from a signal handler. */
-int memtally_snapshot(const char *label);
+MEMTALLY_FN int memtally_snapshot(const char *label);
 
 /* Record the current value of a progress counter (e.g. "step", 1200).
  * Every later snapshot carries the latest value of each mark (up to 8
@@ -22,7 +39,7 @@ int memtally_snapshot(const char *label);
  * the caller goes on.
  * Lock-free and allocation-free: safe to call every iteration.  Returns 0,
  * or -1 when the name table is full or the name is empty. */
-int memtally_mark(const char *name, double value);
+MEMTALLY_FN int memtally_mark(const char *name, double value);
 
 /* PyTorch's CUDA caching allocator as of a step, for device (0..63):
  * bytes allocated, reserved, active and inactive-split (its own counters,
@@ -30,7 +47,7 @@ int memtally_mark(const char *name, double value);
  * the latest as `devices[].torch`.  Lock-free, allocation-free.  Returns
  * 0, or -1 for a device out of range or an inactive shim.
  * (scripts/python/memtally_cuda.py calls it at each optimizer step.) */
-int memtally_torch_figures(int device, double step, unsigned long long allocated,
+MEMTALLY_FN int memtally_torch_figures(int device, double step, unsigned long long allocated,
 			   unsigned long long reserved, unsigned long long active,
 			   unsigned long long inactive_split);
 
@@ -42,8 +59,38 @@ int memtally_torch_figures(int device, double step, unsigned long long allocated
  * (n bytes), where the caller writes `<stem>.torch.jsonl`.  Returns 0, 1
  * when no dump exists for it (MEMTALLY_OOM_DUMPS spent; stem ""), -1 when
  * the shim is inactive.  Not from a signal handler. */
-int memtally_torch_oom(int device, unsigned long long size, unsigned long long limit,
+MEMTALLY_FN int memtally_torch_oom(int device, unsigned long long size, unsigned long long limit,
 		       unsigned long long free_bytes, char *stem, unsigned long n);
+
+/* The wrappers: the shim's function when it is loaded, else -1.  Defined
+ * after the declarations, so inside each the name is still the symbol. */
+#ifndef MEMTALLY_SHIM
+static inline int
+memtally_call_snapshot_(const char *label) {
+	return memtally_snapshot ? memtally_snapshot(label) : -1;
+}
+static inline int
+memtally_call_mark_(const char *name, double value) {
+	return memtally_mark ? memtally_mark(name, value) : -1;
+}
+static inline int
+memtally_call_torch_figures_(int device, double step, unsigned long long allocated,
+			     unsigned long long reserved, unsigned long long active,
+			     unsigned long long inactive_split) {
+	return memtally_torch_figures
+		       ? memtally_torch_figures(device, step, allocated, reserved, active, inactive_split)
+		       : -1;
+}
+static inline int
+memtally_call_torch_oom_(int device, unsigned long long size, unsigned long long limit,
+			 unsigned long long free_bytes, char *stem, unsigned long n) {
+	return memtally_torch_oom ? memtally_torch_oom(device, size, limit, free_bytes, stem, n) : -1;
+}
+#define memtally_snapshot(label) memtally_call_snapshot_(label)
+#define memtally_mark(name, value) memtally_call_mark_(name, value)
+#define memtally_torch_figures(d, s, al, re, ac, in) memtally_call_torch_figures_(d, s, al, re, ac, in)
+#define memtally_torch_oom(d, sz, lim, fr, stem, n) memtally_call_torch_oom_(d, sz, lim, fr, stem, n)
+#endif
 
 #ifdef __cplusplus
 }
