@@ -5,12 +5,13 @@
  * plain run).  Each function is a weak reference to the shim's symbol
  * behind an inline wrapper (a macro of the same name) that calls it only
  * when the shim is loaded (`memtally run`, LD_PRELOAD=libmemtally.so) and
- * otherwise returns -1 at the cost of one compare: a program built with
+ * otherwise returns -1 (a compare and, bare, a load): a program built with
  * marks runs unchanged bare and reports its marks when preloaded (PIE or
- * not, C or C++: test_cuts 'capi').
+ * not, C or C++, gcc or clang: test_cuts 'capi').
  *
- * Adding a function: declare it in the list below (MEMTALLY_FN), and give
- * it a wrapper and a macro as memtally_mark has.  The shim's own source
+ * Adding a function: declare it below with MEMTALLY_FN, then give it a
+ * wrapper (memtally_call_<name>_, through MEMTALLY_RESOLVE_) and a macro of
+ * its name, as memtally_mark has.  The shim's own source
  * defines MEMTALLY_SHIM before including this header, which then declares
  * the plain functions it defines.
  */
@@ -62,29 +63,56 @@ MEMTALLY_FN int memtally_torch_figures(int device, double step, unsigned long lo
 MEMTALLY_FN int memtally_torch_oom(int device, unsigned long long size, unsigned long long limit,
 		       unsigned long long free_bytes, char *stem, unsigned long n);
 
-/* The wrappers: the shim's function when it is loaded, else -1.  Defined
- * after the declarations, so inside each the name is still the symbol. */
+/* The wrappers: the shim's function when it is loaded, else -1.  The weak
+ * reference answers at no cost where the program is position-independent
+ * (gcc's default on Debian and most distributions); a non-PIE executable's
+ * linker settles a weak reference to "absent" at link time, so where it
+ * reads absent the symbol is looked up once with dlsym (glibc 2.34 and
+ * later have it in libc; older ones need -ldl) and the answer kept: the
+ * first call of each function in a file is not for a signal handler.
+ * Defined after the declarations, so inside each the name is still the
+ * symbol. */
 #ifndef MEMTALLY_SHIM
+#include <dlfcn.h>
+/* name's address in the process, or NULL; *cache keeps the answer */
+static inline void *
+memtally_find_(const char *name, void **cache) {
+	static char absent;
+	void *p = __atomic_load_n(cache, __ATOMIC_RELAXED);
+	if (!p) {
+		p = dlsym((void *)0 /* RTLD_DEFAULT */, name);
+		__atomic_store_n(cache, p ? p : (void *)&absent, __ATOMIC_RELAXED);
+	}
+	return p == (void *)&absent ? (void *)0 : p;
+}
+/* fn's address (the weak reference, else dlsym), as fn's own type */
+#define MEMTALLY_RESOLVE_(fn)                                                                  \
+	__extension__({                                                                        \
+		static void *memtally_cache_;                                                  \
+		fn ? &fn : (__typeof__(&fn))memtally_find_(#fn, &memtally_cache_);               \
+	})
 static inline int
 memtally_call_snapshot_(const char *label) {
-	return memtally_snapshot ? memtally_snapshot(label) : -1;
+	__typeof__(&memtally_snapshot) f = MEMTALLY_RESOLVE_(memtally_snapshot);
+	return f ? f(label) : -1;
 }
 static inline int
 memtally_call_mark_(const char *name, double value) {
-	return memtally_mark ? memtally_mark(name, value) : -1;
+	__typeof__(&memtally_mark) f = MEMTALLY_RESOLVE_(memtally_mark);
+	return f ? f(name, value) : -1;
 }
 static inline int
 memtally_call_torch_figures_(int device, double step, unsigned long long allocated,
 			     unsigned long long reserved, unsigned long long active,
 			     unsigned long long inactive_split) {
-	return memtally_torch_figures
-		       ? memtally_torch_figures(device, step, allocated, reserved, active, inactive_split)
-		       : -1;
+	__typeof__(&memtally_torch_figures) f = MEMTALLY_RESOLVE_(memtally_torch_figures);
+	return f ? f(device, step, allocated, reserved, active, inactive_split) : -1;
 }
 static inline int
 memtally_call_torch_oom_(int device, unsigned long long size, unsigned long long limit,
 			 unsigned long long free_bytes, char *stem, unsigned long n) {
-	return memtally_torch_oom ? memtally_torch_oom(device, size, limit, free_bytes, stem, n) : -1;
+	__typeof__(&memtally_torch_oom) f = MEMTALLY_RESOLVE_(memtally_torch_oom);
+	return f ? f(device, size, limit, free_bytes, stem, n) : -1;
 }
 #define memtally_snapshot(label) memtally_call_snapshot_(label)
 #define memtally_mark(name, value) memtally_call_mark_(name, value)
