@@ -77,7 +77,7 @@ static const struct command {
 	{"report", cmd_report, O_JSON | O_TOP | O_STACKS | O_SNAPSHOT | SEL | O_DEVICE, "FILE|DIR...",
 	 "per process: timeline of RSS, heap and mmap; top rows at the last snapshot (or "
 	 "--snapshot N) and at the peak; spikes"},
-	{"leaks", cmd_leaks, O_JSON | O_TOP | O_STACKS | O_WARMUP | SEL, "FILE|DIR...",
+	{"leaks", cmd_leaks, O_JSON | O_TOP | O_STACKS | O_WARMUP | SEL | O_ALLPROC, "FILE|DIR...",
 	 "rows ranked by sustained growth on the growth window (after start-up, before teardown, "
 	 "in steps when marked)"},
 	{"functions", cmd_functions, O_JSON | O_TOP | O_SNAPSHOT | SEL | O_DEVICE, "FILE|DIR...",

@@ -172,4 +172,34 @@ if mt.case('capi'):
                  and 'request' in reasons,
                  'capi %s: preloaded, its marks and its snapshot are recorded (%r, %r, %r)'
                  % (name, r.stdout, marks, reasons))
+if mt.case('helpers'):
+    # a PyTorch trainer with 2 DataLoader workers an epoch, 2 epochs: leaks
+    # gives the trainer its section and the workers one line
+    script = os.path.join(OUT, 'dl.py')
+    with open(script, 'w') as fh:
+        fh.write('import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n'
+                 'ds = TensorDataset(torch.randn(256, 16), torch.randn(256, 1))\n'
+                 'model = torch.nn.Linear(16, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.01)\n'
+                 'keep = []\nfor epoch in range(2):\n'
+                 '    for x, y in DataLoader(ds, batch_size=16, num_workers=2):\n'
+                 '        loss = ((model(x) - y) ** 2).mean()\n'
+                 '        opt.zero_grad(); loss.backward(); opt.step()\n'
+                 '        keep.append(bytearray(50000))\n')
+    d = os.path.join(OUT, 'dl')
+    r = memtally('run', '--out', d, '--', '/usr/bin/python3', script, timeout=240)
+    n = len(mt.files(d))
+    mt.check(r.returncode == 0 and n == 5, 'the trainer and its 4 DataLoader workers: %d files' % n)
+    out = memtally('leaks', d).stdout
+    heads = [l for l in out.splitlines() if l.startswith('== ')]
+    summary = [l for l in out.splitlines() if 'DataLoader worker' in l]
+    mt.check(len(heads) == 1 and 'dl.py' in heads[0] and len(summary) == 1
+             and summary[0].startswith('4 DataLoader workers:') and 'nothing grows' in summary[0],
+             'leaks: one section for the trainer, one line for its workers: %r %r' % (heads, summary))
+    out = memtally('leaks', '--all-processes', d).stdout
+    heads = [l for l in out.splitlines() if l.startswith('== ')]
+    mt.check(len(heads) == n, 'leaks --all-processes: every process in full (%d of %d)' % (len(heads), n))
+    # a worker's file named alone is shown in full: nothing to lead with
+    alone = memtally('leaks', *[f.path for f in mt.files(d)
+                                if f.header['pid'] != min(g.header['pid'] for g in mt.files(d))][:1]).stdout
+    mt.check(alone.startswith('== '), 'leaks on a worker alone: its section: %r' % alone[:60])
 mt.done()
