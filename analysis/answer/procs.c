@@ -158,3 +158,21 @@ role_summary(const struct proc_facts *v, const int *role, size_t n, int which, c
 			 role_name(which, m), human(lo, a), human(hi, b), human(plo, c), human(phi, d));
 	return buf;
 }
+
+size_t
+procs_lead(const struct proc_facts *v, size_t n) {
+	if (!n)
+		return 0;
+	int *role = xmalloc(n * sizeof *role);
+	procs_classify(v, n, role);
+	size_t best = n;
+	for (int pass = 0; pass < 3 && best == n; pass++)
+		for (size_t i = 0; i < n; i++) {
+			int fits = role[i] == ROLE_MAIN &&
+				   (pass == 0 ? v[i].rank >= 0 : pass == 1 ? v[i].steps : 1);
+			if (fits && (best == n || v[i].peak_live > v[best].peak_live))
+				best = i;
+		}
+	free(role);
+	return best < n ? best : 0;
+}

@@ -37,6 +37,11 @@ void proc_facts(const struct mfile *f, struct proc_facts *p);
  * ROLE_MAIN too: it is shown in full. */
 void procs_classify(const struct proc_facts *v, size_t n, int *role);
 
+/* The process a view opens on: the busiest (highest peak) of the ranks,
+ * else of the processes that matter that marked steps, else of the
+ * processes that matter; 0 when n is 0. */
+size_t procs_lead(const struct proc_facts *v, size_t n);
+
 /* "DataLoader worker", "pool worker", "launcher", "resource tracker";
  * plural with n != 1. */
 const char *role_name(int role, size_t n);

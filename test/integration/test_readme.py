@@ -135,5 +135,10 @@ for n, cmd in readme_commands():
     seen.add(want[0][0])
     mt.check(ok, 'README:%d %s: exit %d, prints what README says%s'
              % (n, cmd, r.returncode, '' if ok else ': ' + text[-600:]))
+# top on the torchrun job opens on the busiest rank, not the launcher
+if os.path.isdir(os.path.join(OUT, 'ddp')):
+    r = sh('build/memtally top --once ddp')
+    sel = [l for l in r.stdout.splitlines() if l.startswith('> ')]
+    mt.check(len(sel) == 1 and ' r1 ' in sel[0], 'top --once ddp opens on rank 1 (the busiest): %r' % sel)
 mt.check(len(seen) >= 12, 'the walk ran README\'s recipes (%d commands)' % len(seen))
 mt.done()
