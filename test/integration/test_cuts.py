@@ -12,6 +12,9 @@
   run:    --steps N, --set NAME and --set MEMTALLY_NAME alike, --out naming
           a regular file refused before the program starts, 126 for a file
           that cannot be executed and 127 for none;
+  helpers: a trainer with DataLoader workers: `leaks` gives the trainer a
+          section and its workers one line (--all-processes: each in
+          full); `ranks` compares the trainer, not its workers;
   capi:   a program calling memtally_mark and memtally_snapshot through
           shim/memtally.h, built without -lmemtally (C PIE and non-PIE, C++),
           runs bare unchanged (exit 0, the API answers -1, no memtally-out)
@@ -198,6 +201,11 @@ if mt.case('helpers'):
     out = memtally('leaks', '--all-processes', d).stdout
     heads = [l for l in out.splitlines() if l.startswith('== ')]
     mt.check(len(heads) == n, 'leaks --all-processes: every process in full (%d of %d)' % (len(heads), n))
+    # ranks without ranks: the trainer alone is compared, workers not flagged
+    out = memtally('ranks', d).stdout
+    rows = [l for l in out.splitlines() if l.startswith('vm ')]
+    mt.check(len(rows) == 1 and 'outlier' not in out and '4 processes not compared' in out,
+             'ranks: the trainer compared, its 4 workers left out, none an outlier: %r' % out[-300:])
     # a worker's file named alone is shown in full: nothing to lead with
     alone = memtally('leaks', *[f.path for f in mt.files(d)
                                 if f.header['pid'] != min(g.header['pid'] for g in mt.files(d))][:1]).stdout
