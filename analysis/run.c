@@ -319,7 +319,14 @@ out_dir(const char *out) {
 				"supported", abs.len);
 	/* a name that is not a directory, nor can become one, is refused
 	 * before the program starts: its files would go nowhere */
-	if (mkdir(abs.p, 0750) && errno != EEXIST) /* the shim's own mode (SECURITY.md) */
+	/* made with its parents, in the shim's own mode (SECURITY.md) */
+	for (char *c = abs.p + 1; *c; c++)
+		if (*c == '/') {
+			*c = 0;
+			mkdir(abs.p, 0750);
+			*c = '/';
+		}
+	if (mkdir(abs.p, 0750) && errno != EEXIST)
 		die(EXIT_USAGE, "--out %s: cannot make this directory: %s", out, strerror(errno));
 	struct stat st;
 	if (stat(abs.p, &st) || !S_ISDIR(st.st_mode))
