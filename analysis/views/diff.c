@@ -190,8 +190,7 @@ compare(struct mfile *fa, struct mfile *fb, struct opts *o, struct sb *j, int fi
 		if (ta != sa || tb != sb)
 			printf("  %11s %11s %11s %9s %-9s other (%s)\n", human((tb - sb) - (ta - sa), x),
 			       human(ta - sa, y), human(tb - sb, z), "", "",
-			       shown < o->top ? "rows that did not change" : "the rows below these, "
-			       "and rows that did not change");
+			       shown < o->top ? "unchanged rows" : "unchanged, and the rows below");
 		printf("%s\n", shown ? "" : "  (no change)\n");
 	}
 	free(rows);

@@ -161,8 +161,7 @@ at_peak_table(struct mfile *f, struct site *v, size_t n, int dev, struct opts *o
 	if (total_peak - sum_peak > 0 || (shown && total_now - sum_now > 0))
 		printf("  %11s %11s %-9s other (%s)\n", human(total_peak - sum_peak, a),
 		       human(total_now - sum_now > 0 ? total_now - sum_now : 0, b), "",
-		       (size_t)shown < nr ? "the rows below these" : "call sites the file does not "
-			"list (MEMTALLY_TOP) and bytes in no call site");
+		       (size_t)shown < nr ? "the rows below" : "call sites not in the file");
 	else if (!shown)
 		printf("  (no call sites)\n");
 	site_rows_free(r, nr);

@@ -12,6 +12,9 @@
   run:    --steps N, --set NAME and --set MEMTALLY_NAME alike, --out naming
           a regular file refused before the program starts, 126 for a file
           that cannot be executed and 127 for none;
+  adds:   rows + other = the total above them in diff (JSON), report's and
+          functions' peak tables, whatever --top and MEMTALLY_TOP; diff's
+          label names the peak's step and time; no count of 0 beside bytes;
   helpers: a trainer with DataLoader workers: `leaks` gives the trainer a
           section and its workers one line (--all-processes: each in
           full); `ranks` compares the trainer, not its workers;
@@ -175,6 +178,52 @@ if mt.case('capi'):
                  and 'request' in reasons,
                  'capi %s: preloaded, its marks and its snapshot are recorded (%r, %r, %r)'
                  % (name, r.stdout, marks, reasons))
+def size(t):
+    n, u = t.split()
+    return float(n) * {'B': 1, 'KiB': 1 << 10, 'MiB': 1 << 20, 'GiB': 1 << 30}[u]
+
+
+if mt.case('adds'):
+    # rows + other = the total above them: diff (JSON, exact), report's and
+    # functions' peak tables (text, to the printed precision), over --top
+    # 1, 2, 50 and files that list every call site or only the largest
+    d1 = os.path.join(OUT, 'top1')
+    memtally('run', '--out', d1, '--top', '1', '--', trainer, '90')
+    big = max(files3, key=lambda p: len(mt.File(p).snapshots))
+    small = mt.jsonl(d1)[0]
+    for top in ('1', '2', '50'):
+        for a, b in ((files3[1], files3[2]), (small, big), (big, big + '@1')):
+            d = json.loads(memtally('diff', '--json', '--top', top, a, b).stdout)
+            for p in d['pairs']:
+                for side in 'ab':
+                    rows = sum(c['live_bytes_' + side] for c in p['callsites'])
+                    mt.check(rows + p['other']['live_bytes_' + side] == p['live_bytes_' + side],
+                             'diff --top %s %s: rows + other = live in %s (%d + %d = %d)'
+                             % (top, os.path.basename(b), side.upper(), rows,
+                                p['other']['live_bytes_' + side], p['live_bytes_' + side]))
+                counted = [c for c in p['callsites'] if 'live_count_b' in c and c['live_count_b'] == 0
+                           and c['live_bytes_b'] > 0]
+                mt.check(not counted, 'diff --top %s: no count of 0 beside bytes' % top)
+            txt = memtally('diff', '--top', top, a, b).stdout
+            mt.check('(seq ' not in txt.split('\n')[0] or '@' in b,
+                     'diff at the peak names when the peak was, not the carrying snapshot: %r' % txt.split('\n')[0])
+        for f in (small, big):
+            out = memtally('report', '--top', top, f).stdout
+            head = re.search(r'high-water mark: (.*)\):', out)
+            want = sum(size(x.split(' ', 1)[1]) for x in head.group(1).split(', '))
+            table = out[head.end():].split('\n\n')[0].splitlines()[2:]
+            got = sum(size(' '.join(l.split()[:2])) for l in table if l.strip())
+            mt.check(abs(got - want) <= 0.01 * want + 1024 and (len(table) <= int(top) or 'other' in table[-1]),
+                     'report --top %s %s: the peak table adds up to its heading (%d vs %d)'
+                     % (top, os.path.basename(os.path.dirname(f)), got, want))
+            out = memtally('functions', '--top', top, f).stdout
+            want = size(re.search(r', (\S+ \S+) in all', out).group(1))
+            rows = out.split('function\n')[1].split('\n\n')[0].splitlines()
+            got = sum(size(' '.join((l.split('%')[1] if '%' in l else l).split()[:2])) for l in rows if l.strip())
+            mt.check(abs(got - want) <= 0.01 * want + 1024,
+                     'functions --top %s %s: self bytes + other = the heading (%d vs %d)'
+                     % (top, os.path.basename(os.path.dirname(f)), got, want))
+
 if mt.case('helpers'):
     # a PyTorch trainer with 2 DataLoader workers an epoch, 2 epochs: leaks
     # gives the trainer its section and the workers one line
