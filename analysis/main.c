@@ -74,7 +74,8 @@ static const struct command {
 	int opts;
 	const char *args, *what;
 } commands[] = {
-	{"report", cmd_report, O_JSON | O_TOP | O_STACKS | O_SNAPSHOT | SEL | O_DEVICE, "FILE|DIR...",
+	{"report", cmd_report, O_JSON | O_TOP | O_STACKS | O_SNAPSHOT | SEL | O_DEVICE | O_ALLPROC,
+	 "FILE|DIR...",
 	 "per process: timeline of RSS, heap and mmap; top rows at the last snapshot (or "
 	 "--snapshot N) and at the peak; spikes"},
 	{"leaks", cmd_leaks, O_JSON | O_TOP | O_STACKS | O_WARMUP | SEL | O_ALLPROC, "FILE|DIR...",

@@ -4,6 +4,7 @@
 #include "cmd/cmd.h"
 #include "answer/torchfig.h"
 #include "answer/answer.h"
+#include "answer/procs.h"
 #include "answer/sites.h"
 #include "base/util.h"
 #include <math.h>
@@ -431,9 +432,58 @@ report_one(struct mfile *f, struct opts *o, struct sb *j, int first) {
 		report_text(f, o);
 }
 
+/* Text: each process's section printed into memory (stdout swapped for
+ * the while: main.c's escaping applies when it is printed); the processes
+ * that matter in full, helpers (answer/procs.c) one line a group unless
+ * --all-processes, as leaks does. */
+static int
+report_run(struct run *r, struct opts *o) {
+	struct sec {
+		char *text;
+		size_t len;
+	} *v = NULL;
+	struct proc_facts *facts = NULL;
+	size_t n = 0, cap = 0, capf = 0;
+	struct mfile f;
+	while (run_next(r, &f)) {
+		v = xgrow(v, n + 1, &cap, sizeof *v);
+		facts = xgrow(facts, n + 1, &capf, sizeof *facts);
+		proc_facts(&f, &facts[n]);
+		FILE *saved = stdout, *mem = open_memstream(&v[n].text, &v[n].len);
+		if (!mem)
+			die(EXIT_BAD_INPUT, "open_memstream: out of memory");
+		stdout = mem; /* glibc: stdout is an assignable FILE * */
+		report_text(&f, o);
+		fclose(mem);
+		stdout = saved;
+		n++;
+		mfile_free(&f);
+	}
+	int *role = xmalloc((n ? n : 1) * sizeof *role);
+	procs_classify(facts, n, role);
+	for (size_t i = 0; i < n; i++)
+		if (o->all_processes || role[i] == ROLE_MAIN)
+			fwrite(v[i].text, 1, v[i].len, stdout);
+	for (int g = ROLE_DATALOADER; g < NROLES && !o->all_processes; g++) {
+		char line[256];
+		int any = 0;
+		for (size_t i = 0; i < n; i++)
+			any |= role[i] == g;
+		if (any)
+			printf("%s (--all-processes: each in full)\n",
+			       role_summary(facts, role, n, g, line, sizeof line));
+	}
+	for (size_t i = 0; i < n; i++)
+		free(v[i].text);
+	free(v), free(facts), free(role);
+	return 0;
+}
+
 int
 cmd_report(struct opts *o) {
 	struct run r;
 	cmd_list(o, &r, 0); /* read one at a time: memory bounded by the largest file */
+	if (!o->json)
+		return report_run(&r, o);
 	return each_file(&r, o, "processes", report_one);
 }

@@ -247,6 +247,13 @@ if mt.case('helpers'):
     mt.check(len(heads) == 1 and 'dl.py' in heads[0] and len(summary) == 1
              and summary[0].startswith('4 DataLoader workers:') and 'nothing grows' in summary[0],
              'leaks: one section for the trainer, one line for its workers: %r %r' % (heads, summary))
+    out = memtally('report', d).stdout
+    heads = [l for l in out.splitlines() if l.startswith('== ')]
+    summary = [l for l in out.splitlines() if 'DataLoader worker' in l]
+    mt.check(len(heads) == 1 and len(summary) == 1 and summary[0].startswith('4 DataLoader workers:'),
+             'report: the trainer in full, its workers one line: %r %r' % (heads, summary))
+    out = memtally('report', '--all-processes', d).stdout
+    mt.check(len([l for l in out.splitlines() if l.startswith('== ')]) == n, 'report --all-processes: every process')
     out = memtally('leaks', '--all-processes', d).stdout
     heads = [l for l in out.splitlines() if l.startswith('== ')]
     mt.check(len(heads) == n, 'leaks --all-processes: every process in full (%d of %d)' % (len(heads), n))
