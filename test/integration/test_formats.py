@@ -162,7 +162,7 @@ if mt.case('pprof'):
     one = os.path.join(OUT, 'one.pb.gz')
     r = sh([MT, 'pprof', '--snapshot', 'last', gold, '-o', one])
     _, tone = pprof_top('-sample_index=inuse_space', one)
-    mt.check(r.returncode == 0 and tone == tall and not [p for p in os.listdir(OUT) if p.startswith('one.')],
+    mt.check(r.returncode == 0 and tone == tall and [p for p in os.listdir(OUT) if p.startswith('one.')] == ['one.pb.gz'],
              'a directory without --merge: -o names the one file written, both ranks in it (%s, want %s)'
              % (tone, tall))
     # --each: one profile per process
