@@ -14,7 +14,8 @@ enum {
 	O_JSON = 1 << 0, O_TOP = 1 << 1, O_STACKS = 1 << 2, O_NATIVE = 1 << 3, O_KIND = 1 << 4,
 	O_WARMUP = 1 << 5, O_OUT = 1 << 6, O_METRIC = 1 << 7, O_SNAPSHOT = 1 << 8,
 	O_MERGE = 1 << 9, O_FOLDED = 1 << 10, O_FORMAT = 1 << 11, O_INTERVAL = 1 << 12,
-	O_ONCE = 1 << 13, O_ALL = 1 << 14, O_DEVICE = 1 << 15,
+	O_ONCE = 1 << 13, O_ALL = 1 << 14, O_DEVICE = 1 << 15, O_EACH = 1 << 16,
+	O_ALLPROC = 1 << 17,
 };
 
 static const struct option {
@@ -32,13 +33,39 @@ static const struct option {
 	{"-o", O_OUT, 1, "FILE: the output file"},
 	{"--metric", O_METRIC, 1, "M: live (default), allocs or alloc_bytes"},
 	{"--snapshot", O_SNAPSHOT, 1, "N|peak|last: that snapshot (default: the peak; FILE@N does the same per file)"},
-	{"--merge", O_MERGE, 0, "one profile of every process, labelled pid, rank, host"},
+	{"--merge", O_MERGE, 0, "one profile of every process, labelled pid, rank, host (the default)"},
+	{"--each", O_EACH, 0, "one profile a process: -o out.pb.gz writes out.<host>.r<rank>.p<pid>.pb.gz"},
 	{"--folded", O_FOLDED, 0, "folded stacks (flamegraph.pl, inferno, speedscope) instead of an SVG"},
 	{"--format", O_FORMAT, 1, "2 (PyTorch 2's viewer, the default) or 1.13"},
 	{"--interval", O_INTERVAL, 1, "S: seconds between refreshes (0.1 to 3600; default 2)"},
 	{"--once", O_ONCE, 0, "print one frame and exit"},
+	{"--all-processes", O_ALLPROC, 0, "every process in full (default: helpers such as DataLoader "
+					  "workers and launchers summarized, a line a group)"},
 	{"--all", O_ALL, 0, "every rank's row (default from 256 ranks: a summary, outliers first)"},
 };
+
+/* `memtally cat`: raw JSONL, so no escaping and no options. */
+static int
+cmd_cat(struct opts *o) {
+	for (int i = 0; i < o->npaths; i++) {
+		struct run r;
+		run_list(&r, &o->paths[i], 1, 0, 0);
+		long sel = r.nlist ? r.sels[0] : SNAP_DEFAULT;
+		if (sel == SNAP_DEFAULT || sel >= 0) {
+			for (size_t k = 0; k < r.nlist; k++)
+				jsonl_cat_upto(r.list[k], 1, sel >= 0 ? sel : -1);
+		} else { /* @peak, @last: which seq that is, from the file read */
+			struct mfile f;
+			while (run_next(&r, &f)) {
+				long seq = pick_snapshot(&f, sel, -1)->seq;
+				jsonl_cat_upto(f.path, 1, seq);
+				mfile_free(&f);
+			}
+		}
+		run_free(&r);
+	}
+	return 0;
+}
 
 #define SEL O_NATIVE | O_KIND
 static const struct command {
@@ -47,10 +74,11 @@ static const struct command {
 	int opts;
 	const char *args, *what;
 } commands[] = {
-	{"report", cmd_report, O_JSON | O_TOP | O_STACKS | O_SNAPSHOT | SEL | O_DEVICE, "FILE|DIR...",
+	{"report", cmd_report, O_JSON | O_TOP | O_STACKS | O_SNAPSHOT | SEL | O_DEVICE | O_ALLPROC,
+	 "FILE|DIR...",
 	 "per process: timeline of RSS, heap and mmap; top rows at the last snapshot (or "
 	 "--snapshot N) and at the peak; spikes"},
-	{"leaks", cmd_leaks, O_JSON | O_TOP | O_STACKS | O_WARMUP | SEL, "FILE|DIR...",
+	{"leaks", cmd_leaks, O_JSON | O_TOP | O_STACKS | O_WARMUP | SEL | O_ALLPROC, "FILE|DIR...",
 	 "rows ranked by sustained growth on the growth window (after start-up, before teardown, "
 	 "in steps when marked)"},
 	{"functions", cmd_functions, O_JSON | O_TOP | O_SNAPSHOT | SEL | O_DEVICE, "FILE|DIR...",
@@ -71,8 +99,11 @@ static const struct command {
 	 "one self-contained interactive HTML page of a run (-o report.html)"},
 	{"torch", cmd_torch, O_OUT | O_FORMAT, "DUMP|DIR",
 	 "a CUDA OOM dump as a PyTorch memory-viewer pickle (-o dump.pickle)"},
-	{"pprof", cmd_pprof, O_OUT | O_SNAPSHOT | O_MERGE | SEL | O_DEVICE, "FILE|DIR",
-	 "a snapshot (the peak by default) as a gzipped pprof profile (-o out.pb.gz)"},
+	{"pprof", cmd_pprof, O_OUT | O_SNAPSHOT | O_MERGE | O_EACH | SEL | O_DEVICE, "FILE|DIR",
+	 "a snapshot (the peak by default) as a gzipped pprof profile (-o out.pb.gz: every "
+	 "process in it, labelled; --each: a file a process)"},
+	{"cat", cmd_cat, 0, "FILE|DIR...",
+	 "each file as JSONL on stdout (a .jsonl.zst decompressed; FILE@N: up to snapshot N)"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -83,8 +114,7 @@ usage(FILE *out) {
 	      "  run       run a command with the shim preloaded (memtally run --help)\n", out);
 	for (size_t i = 0; i < NCOMMANDS; i++)
 		fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].what);
-	fputs("  cat       a file as JSONL on stdout (decompresses a .jsonl.zst)\n\n"
-	      "A file may name one snapshot: FILE@N (its seq), FILE@peak, FILE@last.\n"
+	fputs("\nA file may name one snapshot: FILE@N (its seq), FILE@peak, FILE@last.\n"
 	      "exit status: 0 ok, 1 bad input, 2 usage\n", out);
 }
 
@@ -100,7 +130,7 @@ command_help(FILE *out, const struct command *c) {
 
 static void __attribute__((noreturn))
 usage_error(const struct command *c, const char *fmt, const char *arg) {
-	fputs("memtally: ", stderr);
+	fprintf(stderr, c ? "memtally %s: " : "memtally: ", c ? c->name : "");
 	fprintf(stderr, fmt, arg);
 	fputc('\n', stderr);
 	if (c)
@@ -198,6 +228,10 @@ option_flag(struct opts *o, const char *a) {
 		o->once = 1;
 	else if (!strcmp(a, "--all"))
 		o->all = 1;
+	else if (!strcmp(a, "--each"))
+		o->each = 1;
+	else if (!strcmp(a, "--all-processes"))
+		o->all_processes = 1;
 }
 
 /* The command line of command c into o: an option c does not take is an
@@ -260,18 +294,6 @@ main(int argc, char **argv) {
 	}
 	if (!strcmp(cmd, "run"))
 		return cmd_run(argc - 2, argv + 2);
-	if (!strcmp(cmd, "cat")) { /* raw JSONL: no escaping, no options */
-		if (argc == 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
-			puts("usage: memtally cat FILE...\n  each file as JSONL on stdout "
-			     "(a .jsonl.zst decompressed)");
-			return 0;
-		}
-		if (argc < 3)
-			usage_error(NULL, "cat: name a file%s", "");
-		for (int i = 2; i < argc; i++)
-			jsonl_cat(argv[i], 1);
-		return 0;
-	}
 	const struct command *c = NULL;
 	for (size_t i = 0; i < NCOMMANDS; i++)
 		if (!strcmp(cmd, commands[i].name))
@@ -282,7 +304,7 @@ main(int argc, char **argv) {
 			 .snapshot = SNAP_DEFAULT, .interval = 2, .torch_version = 2};
 	o.paths = xcalloc((size_t)argc, sizeof *o.paths);
 	parse(c, &o, argc, argv);
-	if (!o.json)
+	if (!o.json && c->fn != cmd_cat)
 		stdout_text_safe();
 	int rc = c->fn(&o);
 	return rc ? rc : read_status(); /* 1 when a file read was damaged */

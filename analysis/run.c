@@ -26,6 +26,7 @@ static const char run_usage[] =
 	"  --out DIR        output directory (MEMTALLY_OUT; default ./memtally-out)\n"
 	"  --every N        snapshot every N tracked allocations\n"
 	"  --interval T     snapshot every T seconds\n"
+	"  --steps N        snapshot every N \"step\" marks (MEMTALLY_STEPS)\n"
 	"  --sample B       mean bytes between heap samples (0 = exact)\n"
 	"  --depth N        max frames per stack\n"
 	"  --unwind W       cfi, libunwind or fp\n"
@@ -34,7 +35,7 @@ static const char run_usage[] =
 	"  --no-follow      do not track child processes\n"
 	"  --append         add to an output directory that holds an earlier run's files\n"
 	"                   (without it, such a directory is refused)\n"
-	"  --set NAME=VAL   any other MEMTALLY_NAME=VAL\n"
+	"  --set NAME=VAL   any other MEMTALLY_NAME=VAL (NAME or MEMTALLY_NAME)\n"
 	"Each is checked against the shim's option table (memtally-config): an\n"
 	"unknown name or a value out of range is a usage error (exit 2).\n"
 	"Python processes get memtally's start-up hook on PYTHONPATH: each PyTorch\n"
@@ -220,6 +221,8 @@ count_files(const char *dir) {
 static void
 setvar(const char *name, const char *val) {
 	struct sb s = {0};
+	if (!strncasecmp(name, "MEMTALLY_", 9)) /* --set MEMTALLY_STEPS=10 as --set STEPS=10 */
+		name += 9;
 	sb_printf(&s, "MEMTALLY_%s", name);
 	for (char *c = s.p + 9; *c; c++)
 		*c = *c == '-' ? '_' : (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
@@ -288,7 +291,8 @@ run_args(int argc, char **argv, const char **out, int *append, int *rc) {
 			free(name);
 		} else if (!strcmp(a, "--every") || !strcmp(a, "--interval") ||
 			   !strcmp(a, "--sample") || !strcmp(a, "--depth") ||
-			   !strcmp(a, "--unwind") || !strcmp(a, "--top") || !strcmp(a, "--signal")) {
+			   !strcmp(a, "--unwind") || !strcmp(a, "--top") || !strcmp(a, "--signal") ||
+			   !strcmp(a, "--steps")) {
 			setvar(a + 2, v);
 		} else {
 			return usage_run2("unknown run option %s", a), -1;
@@ -314,7 +318,22 @@ out_dir(const char *out) {
 	if (abs.len >= 1024) /* the shim's MEMTALLY_OUT holds 1023 bytes */
 		die(EXIT_USAGE, "--out: the directory's absolute path is %zu bytes; at most 1023 are "
 				"supported", abs.len);
-	mkdir(abs.p, 0750); /* the shim's own mode for it (SECURITY.md) */
+	/* a name that is not a directory, nor can become one, is refused
+	 * before the program starts: its files would go nowhere */
+	/* made with its parents, in the shim's own mode (SECURITY.md) */
+	for (char *c = abs.p + 1; *c; c++)
+		if (*c == '/') {
+			*c = 0;
+			mkdir(abs.p, 0750);
+			*c = '/';
+		}
+	if (mkdir(abs.p, 0750) && errno != EEXIST)
+		die(EXIT_USAGE, "--out %s: cannot make this directory: %s", out, strerror(errno));
+	struct stat st;
+	if (stat(abs.p, &st) || !S_ISDIR(st.st_mode))
+		die(EXIT_USAGE, "--out %s: not a directory: name a directory for the files", out);
+	if (access(abs.p, W_OK | X_OK))
+		die(EXIT_USAGE, "--out %s: cannot write in this directory: %s", out, strerror(errno));
 	setenv("MEMTALLY_OUT", abs.p, 1);
 	return abs.p;
 }
@@ -492,8 +511,9 @@ cmd_run(int argc, char **argv) {
 		die(EXIT_USAGE, "fork: %s", strerror(errno));
 	if (child == 0) {
 		execvp(argv[i], argv + i);
-		fprintf(stderr, "memtally: cannot run %s: %s\n", argv[i], strerror(errno));
-		_exit(127);
+		int e = errno;
+		fprintf(stderr, "memtally: cannot run %s: %s\n", argv[i], strerror(e));
+		_exit(e == ENOENT ? 127 : 126); /* as a shell: not found, or not executable */
 	}
 	rc = wait_command(argv[i], absout, before);
 	run_unlock(lock);

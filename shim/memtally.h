@@ -1,7 +1,19 @@
 /*
- * memtally.h — the C API a program may call when libmemtally.so is loaded.
- * Look the symbols up with dlsym(RTLD_DEFAULT, ...) so the program runs
- * unchanged without the shim, or link against the shim directly.
+ * memtally.h — the C API a program may call; it costs nothing and records
+ * nothing without the shim.  Include this header and call the functions:
+ * do NOT link -lmemtally (that would load the shim, and record, in every
+ * plain run).  Each function is a weak reference to the shim's symbol
+ * behind an inline wrapper (a macro of the same name) that calls it only
+ * when the shim is loaded (`memtally run`, LD_PRELOAD=libmemtally.so) and
+ * otherwise returns -1 (a compare and, bare, a load): a program built with
+ * marks runs unchanged bare and reports its marks when preloaded (PIE or
+ * not, C or C++, gcc or clang: test_cuts 'capi').
+ *
+ * Adding a function: declare it below with MEMTALLY_FN, then give it a
+ * wrapper (memtally_call_<name>_, through MEMTALLY_RESOLVE_) and a macro of
+ * its name, as memtally_mark has.  The shim's own source
+ * defines MEMTALLY_SHIM before including this header, which then declares
+ * the plain functions it defines.
  */
 #ifndef MEMTALLY_H
 #define MEMTALLY_H
@@ -9,10 +21,16 @@
 extern "C" {
 #endif
 
+#ifdef MEMTALLY_SHIM
+#define MEMTALLY_FN /* the shim: the definitions */
+#else
+#define MEMTALLY_FN __attribute__((weak)) /* a program: the shim's, when loaded */
+#endif
+
 /* Write a snapshot now (reason "request", with this label) and return once
  * it is on disk: 0, or -1 if the shim is inactive or the writer did not
  * answer within 10 s.  Not from a signal handler. */
-int memtally_snapshot(const char *label);
+MEMTALLY_FN int memtally_snapshot(const char *label);
 
 /* Record the current value of a progress counter (e.g. "step", 1200).
  * Every later snapshot carries the latest value of each mark (up to 8
@@ -22,7 +40,7 @@ int memtally_snapshot(const char *label);
  * the caller goes on.
  * Lock-free and allocation-free: safe to call every iteration.  Returns 0,
  * or -1 when the name table is full or the name is empty. */
-int memtally_mark(const char *name, double value);
+MEMTALLY_FN int memtally_mark(const char *name, double value);
 
 /* PyTorch's CUDA caching allocator as of a step, for device (0..63):
  * bytes allocated, reserved, active and inactive-split (its own counters,
@@ -30,7 +48,7 @@ int memtally_mark(const char *name, double value);
  * the latest as `devices[].torch`.  Lock-free, allocation-free.  Returns
  * 0, or -1 for a device out of range or an inactive shim.
  * (scripts/python/memtally_cuda.py calls it at each optimizer step.) */
-int memtally_torch_figures(int device, double step, unsigned long long allocated,
+MEMTALLY_FN int memtally_torch_figures(int device, double step, unsigned long long allocated,
 			   unsigned long long reserved, unsigned long long active,
 			   unsigned long long inactive_split);
 
@@ -42,7 +60,7 @@ int memtally_torch_figures(int device, double step, unsigned long long allocated
  * (n bytes), where the caller writes `<stem>.torch.jsonl`.  Returns 0, 1
  * when no dump exists for it (MEMTALLY_OOM_DUMPS spent; stem ""), -1 when
  * the shim is inactive.  Not from a signal handler. */
-int memtally_torch_oom(int device, unsigned long long size, unsigned long long limit,
+MEMTALLY_FN int memtally_torch_oom(int device, unsigned long long size, unsigned long long limit,
 		       unsigned long long free_bytes, char *stem, unsigned long n);
 
 /* The process's own figures now, while the shim records it: bytes live
@@ -59,12 +77,81 @@ struct memtally_figures {
 	unsigned long long live[8], peak[8];
 	unsigned long long host_live, host_peak, device_live, device_peak;
 };
-int memtally_figures(struct memtally_figures *f, unsigned long size);
+MEMTALLY_FN int memtally_figures(struct memtally_figures *f, unsigned long size);
 
 /* Start the peaks memtally_figures reads again from the live bytes now
  * (the whole-process peaks in snapshots are untouched).  Lock-free,
  * allocation-free.  Returns 0, or -1 when the shim is inactive. */
-int memtally_peak_reset(void);
+MEMTALLY_FN int memtally_peak_reset(void);
+
+/* The wrappers: the shim's function when it is loaded, else -1.  The weak
+ * reference answers at no cost where the program is position-independent
+ * (gcc's default on Debian and most distributions); a non-PIE executable's
+ * linker settles a weak reference to "absent" at link time, so where it
+ * reads absent the symbol is looked up once with dlsym (glibc 2.34 and
+ * later have it in libc; older ones need -ldl) and the answer kept: the
+ * first call of each function in a file is not for a signal handler.
+ * Defined after the declarations, so inside each the name is still the
+ * symbol. */
+#ifndef MEMTALLY_SHIM
+#include <dlfcn.h>
+/* name's address in the process, or NULL; *cache keeps the answer */
+static inline void *
+memtally_find_(const char *name, void **cache) {
+	static char absent;
+	void *p = __atomic_load_n(cache, __ATOMIC_RELAXED);
+	if (!p) {
+		p = dlsym((void *)0 /* RTLD_DEFAULT */, name);
+		__atomic_store_n(cache, p ? p : (void *)&absent, __ATOMIC_RELAXED);
+	}
+	return p == (void *)&absent ? (void *)0 : p;
+}
+/* fn's address (the weak reference, else dlsym), as fn's own type */
+#define MEMTALLY_RESOLVE_(fn)                                                                  \
+	__extension__({                                                                        \
+		static void *memtally_cache_;                                                  \
+		fn ? &fn : (__typeof__(&fn))memtally_find_(#fn, &memtally_cache_);               \
+	})
+static inline int
+memtally_call_snapshot_(const char *label) {
+	__typeof__(&memtally_snapshot) f = MEMTALLY_RESOLVE_(memtally_snapshot);
+	return f ? f(label) : -1;
+}
+static inline int
+memtally_call_mark_(const char *name, double value) {
+	__typeof__(&memtally_mark) f = MEMTALLY_RESOLVE_(memtally_mark);
+	return f ? f(name, value) : -1;
+}
+static inline int
+memtally_call_torch_figures_(int device, double step, unsigned long long allocated,
+			     unsigned long long reserved, unsigned long long active,
+			     unsigned long long inactive_split) {
+	__typeof__(&memtally_torch_figures) f = MEMTALLY_RESOLVE_(memtally_torch_figures);
+	return f ? f(device, step, allocated, reserved, active, inactive_split) : -1;
+}
+static inline int
+memtally_call_torch_oom_(int device, unsigned long long size, unsigned long long limit,
+			 unsigned long long free_bytes, char *stem, unsigned long n) {
+	__typeof__(&memtally_torch_oom) f = MEMTALLY_RESOLVE_(memtally_torch_oom);
+	return f ? f(device, size, limit, free_bytes, stem, n) : -1;
+}
+static inline int
+memtally_call_figures_(struct memtally_figures *fig, unsigned long size) {
+	__typeof__(&memtally_figures) f = MEMTALLY_RESOLVE_(memtally_figures);
+	return f ? f(fig, size) : -1;
+}
+static inline int
+memtally_call_peak_reset_(void) {
+	__typeof__(&memtally_peak_reset) f = MEMTALLY_RESOLVE_(memtally_peak_reset);
+	return f ? f() : -1;
+}
+#define memtally_figures(fig, size) memtally_call_figures_(fig, size)
+#define memtally_peak_reset() memtally_call_peak_reset_()
+#define memtally_snapshot(label) memtally_call_snapshot_(label)
+#define memtally_mark(name, value) memtally_call_mark_(name, value)
+#define memtally_torch_figures(d, s, al, re, ac, in) memtally_call_torch_figures_(d, s, al, re, ac, in)
+#define memtally_torch_oom(d, sz, lim, fr, stem, n) memtally_call_torch_oom_(d, sz, lim, fr, stem, n)
+#endif
 
 #ifdef __cplusplus
 }

@@ -27,6 +27,10 @@
  *                                            peak and late in the run (the
  *                                            median over the growth window's
  *                                            second half), with time and step
+ *   which processes      procs_classify()    the ranks, else the trainer and the
+ *   matter               (answer/procs.h)    user's processes, in full; DataLoader
+ *                                            and pool workers, launchers and
+ *                                            resource trackers a line a group
  */
 #ifndef MTA_ANSWER_H
 #define MTA_ANSWER_H

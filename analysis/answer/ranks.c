@@ -1,6 +1,7 @@
 /* ranks.c — the ranks side by side (answer/ranks.h): peaks, what each
  * held at its window's end, growth on one window for all, outliers. */
 #include "answer/ranks.h"
+#include "answer/procs.h"
 #include "answer/stats.h"
 #include "base/util.h"
 #include <math.h>
@@ -149,15 +150,26 @@ answer_ranks(struct run *r, double warmup, struct ranks *out) {
 	struct rank_row *v = xcalloc(n + 1, sizeof *v);
 	for (size_t i = 0; i < n; i++)
 		ranked += r->files[i].rank >= 0;
+	/* without ranks, the processes that matter are compared, not the
+	 * helpers (DataLoader workers, pool workers: answer/procs.c) */
+	int *role = xcalloc(n + 1, sizeof *role);
+	if (!ranked) {
+		struct proc_facts *pf = xcalloc(n + 1, sizeof *pf);
+		for (size_t i = 0; i < n; i++)
+			proc_facts(&r->files[i], &pf[i]);
+		procs_classify(pf, n, role);
+		free(pf);
+	}
 	for (size_t i = 0; i < n; i++) {
 		struct mfile *f = &r->files[i];
-		out->skipped += ranked && f->rank < 0; /* launchers, helpers */
+		int helper = !ranked && role[i] != ROLE_MAIN;
+		out->skipped += (ranked && f->rank < 0) || helper; /* launchers, helpers */
 		if (!f->nsnaps)
 			continue;
 		struct rank_row *k = &v[m++];
 		k->f = f;
 		k->file = i;
-		k->compared = !ranked || f->rank >= 0;
+		k->compared = ranked ? f->rank >= 0 : !helper;
 		nc += k->compared;
 		k->per_step = NAN;
 		k->why = "";
@@ -165,6 +177,7 @@ answer_ranks(struct run *r, double warmup, struct ranks *out) {
 		k->final_host = (double)(last->tot[K_HEAP].live_bytes + last->tot[K_MMAP].live_bytes);
 		peaks(k);
 	}
+	free(role);
 	xqsort(v, m, sizeof *v, cmp_rank);
 	out->v = v;
 	out->n = m;

@@ -26,6 +26,8 @@ struct opts {
 	double interval;   /* --interval S (top): seconds between refreshes */
 	int once;          /* --once (top): one frame, then exit */
 	int all;           /* --all (ranks): every rank's row */
+	int each;          /* --each (pprof): a profile a process */
+	int all_processes; /* --all-processes: helpers in full, not summarized */
 	char **paths;      /* positional */
 	int npaths;
 };

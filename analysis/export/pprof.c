@@ -15,9 +15,17 @@
  *   so pprof can symbolize again where memtally could not; Python frames
  *   are locations without a mapping, one line each (function, file, line).
  *
- * A directory of several processes gives one profile per process (-o is
- * then a name the process's label is inserted into), or with --merge one
- * profile whose samples carry the process's labels. */
+ * At the peak (the default) the four types are still there: alloc_objects
+ * and alloc_space are each site's cumulative figures up to the snapshot
+ * that carries the peak's figures, inuse_space its bytes at the peak, and
+ * inuse_objects its count then: exact where the site's bytes did not
+ * change since (the snapshot's live_count), else its bytes at the peak
+ * over its mean allocation size (a comment in the profile says so).
+ *
+ * -o FILE is the file written.  A directory of several processes gives one
+ * profile whose samples carry each process's labels (pid, rank, host), or
+ * with --each one profile per process (FILE with the process's label
+ * inserted: out.pb.gz -> out.<label>.pb.gz). */
 #include "cmd/cmd.h"
 #include "answer/answer.h"
 #include "export/proto/profile.pb-c.h"
@@ -53,24 +61,23 @@ str_ix(struct prof *P, const char *s) {
 }
 
 static void
-prof_init(struct prof *P, int peak) {
+prof_init(struct prof *P) {
 	memset(P, 0, sizeof *P);
 	perftools__profiles__profile__init(&P->p);
 	P->p.string_table = xgrow(NULL, 1, &P->cap_str, sizeof(char *));
 	P->p.string_table[0] = xstrdup("");
 	P->p.n_string_table = 1;
-	/* at the peak only the bytes are kept (at_peak_bytes): one type */
+	/* a Go heap profile's four types, at the peak as at a snapshot */
 	static const char *const types[4][2] = {{"alloc_objects", "count"}, {"alloc_space", "bytes"},
 						{"inuse_objects", "count"}, {"inuse_space", "bytes"}};
-	int first = peak ? 3 : 0;
-	P->p.n_sample_type = (size_t)(4 - first);
+	P->p.n_sample_type = 4;
 	P->p.sample_type = xcalloc(4, sizeof *P->p.sample_type);
-	for (int i = first; i < 4; i++) {
+	for (int i = 0; i < 4; i++) {
 		Perftools__Profiles__ValueType *vt = xmalloc(sizeof *vt);
 		perftools__profiles__value_type__init(vt);
 		vt->type = str_ix(P, types[i][0]);
 		vt->unit = str_ix(P, types[i][1]);
-		P->p.sample_type[i - first] = vt;
+		P->p.sample_type[i] = vt;
 	}
 	P->p.default_sample_type = str_ix(P, "inuse_space");
 	P->p.period_type = xmalloc(sizeof *P->p.period_type);
@@ -222,19 +229,50 @@ label(struct prof *P, const char *key, const char *str, int64_t num) {
 	return l;
 }
 
-/* Every call site --snapshot asks for of file f as samples (at the peak:
- * inuse_space only). */
+/* A site's live count at the peak, its bytes then being t->live_bytes:
+ * the snapshot's count where its bytes there are the peak's (nothing
+ * changed since), else the bytes over the site's mean allocation size
+ * (*estimated set), at least 1 while it holds bytes. */
+static int64_t
+count_at_peak(const struct site *t, const struct site *now, int *estimated) {
+	if (!t->live_bytes)
+		return 0;
+	if (now && now->live_bytes == t->live_bytes && now->live_count > 0)
+		return now->live_count;
+	*estimated = 1;
+	int64_t c = 1;
+	if (t->allocs > 0 && t->alloc_bytes > 0)
+		c = (int64_t)((double)t->live_bytes * (double)t->allocs / (double)t->alloc_bytes + 0.5);
+	return c > 0 ? c : 1;
+}
+
+/* The site of v[0..n) (sorted or not) with t's stack and kind, or NULL. */
+static const struct site *
+same_site(const struct site *v, size_t n, const struct site *t, size_t *hint) {
+	if (*hint < n && v[*hint].stack == t->stack && v[*hint].kind == t->kind)
+		return &v[(*hint)++];
+	for (size_t i = 0; i < n; i++)
+		if (v[i].stack == t->stack && v[i].kind == t->kind) {
+			*hint = i + 1;
+			return &v[i];
+		}
+	return NULL;
+}
+
+/* Every call site --snapshot asks for of file f as samples. */
 static void
-add_file(struct prof *P, struct mfile *f, const struct ask *ask, int kind, int peak) {
-	size_t n;
+add_file(struct prof *P, struct mfile *f, const struct ask *ask, int kind) {
+	size_t n, nnow = 0, hint = 0;
 	const struct snap *s;
-	int at_peak;
+	int at_peak, estimated = 0;
 	struct site *v = answer_sites(f, ask, &s, &at_peak, &n);
+	/* at the peak: the carrying snapshot's own figures, for the counts */
+	struct site *now = at_peak ? snap_sites(f, s, &nnow) : NULL;
 	for (size_t i = 0; i < n; i++) {
 		const struct site *t = &v[i];
 		if (kind >= 0 && t->kind != kind)
 			continue;
-		if (peak ? !t->live_bytes : !t->live_bytes && !t->live_count && !t->allocs && !t->alloc_bytes)
+		if (!t->live_bytes && !t->live_count && !t->allocs && !t->alloc_bytes)
 			continue;
 		struct frame fr[256];
 		int nf = site_frames(f, t->stack, fr, 256);
@@ -251,16 +289,13 @@ add_file(struct prof *P, struct mfile *f, const struct ask *ask, int kind, int p
 			k = e;
 		}
 		sm->value = xcalloc(4, sizeof *sm->value);
-		if (peak) {
-			sm->n_value = 1;
-			sm->value[0] = t->live_bytes; /* sites_for: the bytes at the peak */
-		} else {
-			sm->n_value = 4;
-			sm->value[0] = t->allocs;
-			sm->value[1] = t->alloc_bytes;
-			sm->value[2] = t->live_count;
-			sm->value[3] = t->live_bytes;
-		}
+		sm->n_value = 4;
+		sm->value[0] = t->allocs;
+		sm->value[1] = t->alloc_bytes;
+		/* at the peak, live_bytes is the bytes then (sites_for) */
+		sm->value[2] = at_peak ? count_at_peak(t, same_site(now, nnow, t, &hint), &estimated)
+				       : t->live_count;
+		sm->value[3] = t->live_bytes;
 		sm->label = xcalloc(4, sizeof *sm->label);
 		sm->label[sm->n_label++] = label(P, "kind", kind_names[t->kind], 0);
 		sm->label[sm->n_label++] = label(P, "pid", NULL, f->pid);
@@ -272,6 +307,7 @@ add_file(struct prof *P, struct mfile *f, const struct ask *ask, int kind, int p
 		P->p.sample[P->p.n_sample++] = sm;
 	}
 	free(v);
+	free(now);
 	int64_t t_ns = s->wall_ns ? s->wall_ns : f->start_wall_ns + s->elapsed_ms * 1000000;
 	if (!P->p.time_nanos || t_ns < P->p.time_nanos)
 		P->p.time_nanos = t_ns;
@@ -282,6 +318,11 @@ add_file(struct prof *P, struct mfile *f, const struct ask *ask, int kind, int p
 		comment(P, "memtally: %s, each call site's live bytes when its kind was at its peak "
 			   "(as of snapshot %lld at %.3f s)", file_label(f, lab, sizeof lab),
 			(long long)s->seq, (double)s->elapsed_ms / 1000);
+	if (at_peak)
+		comment(P, "%s: alloc_objects and alloc_space up to snapshot %lld; inuse_objects at the "
+			   "peak%s", lab, (long long)s->seq,
+			estimated ? ", estimated as the bytes then over a call site's mean allocation "
+				    "size where its bytes changed after the peak" : "");
 	else
 		comment(P, "memtally: %s, snapshot %lld (%s) at %.3f s", file_label(f, lab, sizeof lab),
 			(long long)s->seq, s->reason, (double)s->elapsed_ms / 1000);
@@ -376,15 +417,13 @@ int
 cmd_pprof(struct opts *o) {
 	struct run r;
 	cmd_load(o, &r);
-	/* at the peak (the default) a profile holds inuse_space alone */
-	int peak = 1;
-	for (size_t i = 0; i < r.nfiles; i++)
-		peak &= !strcmp(answer_moment_name(&r.files[i], &o->ask), "at the peak");
-	if (r.nfiles == 1 || o->merge) {
+	/* -o names the file written: every process in it (labelled), unless
+	 * --each asks for a file a process */
+	if (r.nfiles == 1 || !o->each) {
 		struct prof P;
-		prof_init(&P, peak);
+		prof_init(&P);
 		for (size_t i = 0; i < r.nfiles; i++)
-			add_file(&P, &r.files[i], &o->ask, o->kind, peak);
+			add_file(&P, &r.files[i], &o->ask, o->kind);
 		comment(&P, "stacks start at the frame memtally names a call site by%s",
 			o->native ? " (native frames only)" : "");
 		prof_write(&P, o->out);
@@ -393,8 +432,8 @@ cmd_pprof(struct opts *o) {
 	}
 	for (size_t i = 0; i < r.nfiles; i++) {
 		struct prof P;
-		prof_init(&P, peak);
-		add_file(&P, &r.files[i], &o->ask, o->kind, peak);
+		prof_init(&P);
+		add_file(&P, &r.files[i], &o->ask, o->kind);
 		comment(&P, "stacks start at the frame memtally names a call site by%s",
 			o->native ? " (native frames only)" : "");
 		char *path = per_process_name(o->out, &r.files[i]);

@@ -214,6 +214,9 @@ struct run {
 const char *jsonl_ext(const char *name);
 /* FILE's JSONL (decompressed when it is zstd) to fd; dies on bad input. */
 void jsonl_cat(const char *path, int fd);
+/* The same up to the end of snapshot seq's line (-1: the whole file): the
+ * file as it was when that snapshot was written; exit 1 when it has none. */
+void jsonl_cat_upto(const char *path, int fd, long seq);
 /* The files of the paths (files, or directories of memtally.*.jsonl with
  * OOM dumps excluded, or with dumps only their *.oom<N>.jsonl); optional:
  * finding none is not an error.  Nothing is read yet. */

@@ -9,6 +9,7 @@
 #include "answer/answer.h"
 #include "answer/sites.h"
 #include "base/util.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,10 +69,30 @@ match(struct row *ra, size_t na, struct row *rb, size_t nb, const struct mfile *
 	return d;
 }
 
+/* The moment a side compares, in words: at the peak, when it was (the
+ * snapshot nearest it by live bytes: its time and step), not the snapshot
+ * that carries the figures; else that snapshot. */
+static void
+moment_text(struct mfile *f, const struct snap *s, int at_peak, int kind, char *buf, size_t n) {
+	if (!at_peak) {
+		snprintf(buf, n, "seq %lld, %s, %.2f s", (long long)s->seq, s->reason,
+			 (double)s->elapsed_ms / 1000);
+		return;
+	}
+	const struct snap *p = file_peak(f, kind);
+	double step = p ? snap_step(p, "step") : NAN;
+	if (!p)
+		snprintf(buf, n, "when each kind was at its high-water mark");
+	else if (!isnan(step))
+		snprintf(buf, n, "near step %.0f, %.2f s", step, (double)p->elapsed_ms / 1000);
+	else
+		snprintf(buf, n, "near %.2f s", (double)p->elapsed_ms / 1000);
+}
+
 static void
 pair_head(struct mfile *fa, const struct snap *a, struct mfile *fb, const struct snap *b,
-	  struct opts *o, struct sb *j, int first, int64_t ta, int64_t tb) {
-	char la[128], lb[128], x[16], y[16], z[16];
+	  struct opts *o, struct sb *j, int first, int64_t ta, int64_t tb, int pa, int pb) {
+	char la[128], lb[128], x[16], y[16], z[16], ma[96], mb[96];
 	if (o->json) {
 		if (!first)
 			sb_putc(j, ',');
@@ -79,36 +100,50 @@ pair_head(struct mfile *fa, const struct snap *a, struct mfile *fb, const struct
 		sb_json_str(j, fa->path);
 		sb_printf(j, ",\"seq\":%lld,\"moment\":", (long long)a->seq);
 		sb_json_str(j, answer_moment_name(fa, &o->ask));
+		moment_text(fa, a, pa, o->kind, ma, sizeof ma);
+		sb_puts(j, ",\"when\":");
+		sb_json_str(j, ma);
 		sb_puts(j, "},\"b\":{\"file\":");
 		sb_json_str(j, fb->path);
 		sb_printf(j, ",\"seq\":%lld,\"moment\":", (long long)b->seq);
 		sb_json_str(j, answer_moment_name(fb, &o->ask));
+		moment_text(fb, b, pb, o->kind, mb, sizeof mb);
+		sb_puts(j, ",\"when\":");
+		sb_json_str(j, mb);
 		sb_printf(j, "},\"live_bytes_a\":%lld,\"live_bytes_b\":%lld,\"callsites\":[",
 			  (long long)ta, (long long)tb);
 		return;
 	}
-	printf("== A: %s %s (seq %lld, %s)\n", file_label(fa, la, sizeof la),
-	       answer_moment_name(fa, &o->ask), (long long)a->seq, a->reason);
-	printf("   B: %s %s (seq %lld, %s)\n", file_label(fb, lb, sizeof lb),
-	       answer_moment_name(fb, &o->ask), (long long)b->seq, b->reason);
+	moment_text(fa, a, pa, o->kind, ma, sizeof ma);
+	moment_text(fb, b, pb, o->kind, mb, sizeof mb);
+	printf("== A: %s %s (%s)\n", file_label(fa, la, sizeof la), answer_moment_name(fa, &o->ask),
+	       ma);
+	printf("   B: %s %s (%s)\n", file_label(fb, lb, sizeof lb), answer_moment_name(fb, &o->ask),
+	       mb);
 	printf("  live: %s -> %s (%s)\n", human(ta, x), human(tb, y), human(tb - ta, z));
 	printf("  %11s %11s %11s %9s %-9s %s\n", "change", "A live", "B live", "B count", "kind",
 	       "where");
 }
 
+/* A row; counts at the peak are not known (the shim keeps bytes at the
+ * peak, not counts): absent (JSON) or "-" (text), never 0 beside bytes. */
 static void
-drow_print(const struct drow *r, struct opts *o, struct sb *j, int shown) {
-	char x[16], y[16], z[16], name[1100];
+drow_print(const struct drow *r, struct opts *o, struct sb *j, int shown, int pa, int pb) {
+	char x[16], y[16], z[16], name[1100], cb[24];
 	const struct mfile *f = r->fb ? r->fb : r->fa;
 	uint32_t st = r->fb ? r->sb : r->sa;
 	if (o->json) {
 		if (shown)
 			sb_putc(j, ',');
 		sb_printf(j, "{\"kind\":\"%s\",\"change_bytes\":%lld,\"live_bytes_a\":%lld,"
-			     "\"live_bytes_b\":%lld,\"live_count_a\":%lld,\"live_count_b\":%lld,"
-			     "\"allocs_a\":%lld,\"allocs_b\":%lld,\"sites\":%d,\"new\":%s,\"gone\":%s,",
+			     "\"live_bytes_b\":%lld,",
 			  kind_names[r->kind], (long long)(r->live_b - r->live_a), (long long)r->live_a,
-			  (long long)r->live_b, (long long)r->count_a, (long long)r->count_b,
+			  (long long)r->live_b);
+		if (!pa)
+			sb_printf(j, "\"live_count_a\":%lld,", (long long)r->count_a);
+		if (!pb)
+			sb_printf(j, "\"live_count_b\":%lld,", (long long)r->count_b);
+		sb_printf(j, "\"allocs_a\":%lld,\"allocs_b\":%lld,\"sites\":%d,\"new\":%s,\"gone\":%s,",
 			  (long long)r->allocs_a, (long long)r->allocs_b, r->nsites,
 			  r->fa ? "false" : "true", r->fb ? "false" : "true");
 		site_json_names(j, f, st);
@@ -117,8 +152,9 @@ drow_print(const struct drow *r, struct opts *o, struct sb *j, int shown) {
 	}
 	site_row_name(&(struct site_row){.name = (char *)r->name, .nsites = r->nsites}, 58,
 		      o->stacks, name, sizeof name);
-	printf("  %11s %11s %11s %9lld %-9s %s%s\n", human(r->live_b - r->live_a, x),
-	       human(r->live_a, y), human(r->live_b, z), (long long)r->count_b, kind_names[r->kind],
+	snprintf(cb, sizeof cb, pb ? "-" : "%lld", (long long)r->count_b);
+	printf("  %11s %11s %11s %9s %-9s %s%s\n", human(r->live_b - r->live_a, x),
+	       human(r->live_a, y), human(r->live_b, z), cb, kind_names[r->kind],
 	       name, !r->fa ? " [new]" : !r->fb ? " [gone]" : "");
 	if (o->stacks)
 		site_print_stack(stdout, f, st, "        ");
@@ -135,17 +171,28 @@ compare(struct mfile *fa, struct mfile *fb, struct opts *o, struct sb *j, int fi
 	int64_t ta = 0, tb = 0;
 	for (size_t i = 0; i < nr; i++)
 		ta += rows[i].live_a, tb += rows[i].live_b;
-	pair_head(fa, a, fb, b, o, j, first, ta, tb);
+	pair_head(fa, a, fb, b, o, j, first, ta, tb, pa, pb);
 	int shown = 0;
+	int64_t sa = 0, sb = 0; /* the rows shown: the rest is "other" */
 	for (size_t i = 0; i < nr && shown < o->top; i++) {
 		if (rows[i].live_a == rows[i].live_b && rows[i].allocs_a == rows[i].allocs_b)
 			continue;
-		drow_print(&rows[i], o, j, shown++);
+		drow_print(&rows[i], o, j, shown++, pa, pb);
+		sa += rows[i].live_a, sb += rows[i].live_b;
 	}
-	if (o->json)
-		sb_puts(j, "]}");
-	else
+	/* rows + other = the totals above: the rows left out (unchanged, or
+	 * past --top) are one "other" row */
+	if (o->json) {
+		sb_printf(j, "],\"other\":{\"live_bytes_a\":%lld,\"live_bytes_b\":%lld}}",
+			  (long long)(ta - sa), (long long)(tb - sb));
+	} else {
+		char x[16], y[16], z[16];
+		if (ta != sa || tb != sb)
+			printf("  %11s %11s %11s %9s %-9s other (%s)\n", human((tb - sb) - (ta - sa), x),
+			       human(ta - sa, y), human(tb - sb, z), "", "",
+			       shown < o->top ? "unchanged rows" : "unchanged, and the rows below");
 		printf("%s\n", shown ? "" : "  (no change)\n");
+	}
 	free(rows);
 	rows_free(ra, na);
 	rows_free(rb, nb);

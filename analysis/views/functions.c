@@ -191,8 +191,10 @@ print_text(struct mfile *f, const struct fntab *t, const struct snap *s, int at_
 		printf("  live bytes per function at snapshot %lld (%s), %s in all:\n",
 		       (long long)s->seq, s->reason, human(total, a));
 	printf("  %11s %6s %11s  %s\n", "inclusive", "", "self", "function");
+	int64_t shown = 0;
 	for (size_t i = 0; i < t->n && (int)i < top; i++) {
 		char line[1100], wh[600];
+		shown += t->v[i].self;
 		fn_where(&t->v[i], wh, sizeof wh);
 		snprintf(line, sizeof line, "%s (%s)", t->v[i].name, wh);
 		if (!t->v[i].where[0])
@@ -202,7 +204,12 @@ print_text(struct mfile *f, const struct fntab *t, const struct snap *s, int at_
 		       total ? 100.0 * (double)t->v[i].incl / (double)total : 0.0,
 		       human(t->v[i].self, b), line);
 	}
-	if (!t->n)
+	/* rows add up: self bytes of the rows below --top, and bytes in no
+	 * call site the file lists (MEMTALLY_TOP), are one row */
+	if (total - shown > 0)
+		printf("  %11s %6s %11s  other (%s)\n", "", "", human(total - shown, a),
+		       (int)t->n > top ? "the functions below" : "call sites not in the file");
+	else if (!t->n)
 		printf("  (nothing live)\n");
 	printf("\n");
 }
@@ -230,6 +237,15 @@ one_file(struct mfile *f, struct opts *o, struct sb *j, int first) {
 		count_site(&t, f, &v[i], i + 1); /* sites numbered from 1 */
 	}
 	free(v);
+	/* the heading's total is the process's: at the peak each kind's
+	 * high-water mark, else the snapshot's live bytes (more than its call
+	 * sites' when the file lists only the largest: MEMTALLY_TOP) */
+	int64_t whole = 0;
+	for (int k = 0; k < NKINDS && !o->ask.only_gpu; k++)
+		if ((o->kind < 0 || o->kind == k) && s->tot[k].present)
+			whole += at_peak ? s->tot[k].peak_bytes : s->tot[k].live_bytes;
+	if (!o->json && whole > total)
+		total = whole;
 	xqsort(t.v, t.n, sizeof *t.v, cmp_fn);
 	if (o->json)
 		print_json(j, f, &t, s, at_peak, total, o->top, first);

@@ -5,8 +5,10 @@
 #include "answer/torchfig.h"
 #include "answer/answer.h"
 #include "answer/sites.h"
+#include "answer/procs.h"
 #include "base/util.h"
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -167,9 +169,97 @@ one_file(struct mfile *f, struct opts *o, struct sb *j, int first) {
 	leaks_free(&l);
 }
 
+/* A helper's growth that is worth its own section: a suspect grew this
+ * much over the window. */
+#define HELPER_GROWTH (4ll << 20)
+
+/* One process's section, printed into memory (stdout swapped for the
+ * while: text_safe's escaping applies when it is printed). */
+struct section {
+	struct proc_facts facts;
+	char *text;
+	size_t len;
+	size_t suspects;
+	double growth; /* the largest suspect's growth, bytes */
+};
+
+static void
+section_of(struct mfile *f, struct opts *o, struct section *sec) {
+	struct leaks l;
+	answer_leaks(f, &o->ask, &l);
+	proc_facts(f, &sec->facts);
+	sec->suspects = l.n;
+	sec->growth = 0;
+	for (size_t i = 0; i < l.n; i++)
+		if (l.v[i].growth > sec->growth)
+			sec->growth = l.v[i].growth;
+	FILE *saved = stdout, *mem = open_memstream(&sec->text, &sec->len);
+	if (!mem)
+		die(EXIT_BAD_INPUT, "open_memstream: out of memory");
+	stdout = mem; /* glibc: stdout is an assignable FILE * */
+	leaks_text(f, o, &l);
+	fclose(mem);
+	stdout = saved;
+	leaks_free(&l);
+}
+
+/* Text: the processes that matter, each its section; helpers (answer/
+ * procs.c) a line a group, unless one grows by a material amount or
+ * --all-processes asks for every one in full. */
+static int
+leaks_run(struct run *r, struct opts *o) {
+	struct section *v = NULL;
+	size_t n = 0, cap = 0;
+	struct mfile f;
+	while (run_next(r, &f)) {
+		v = xgrow(v, n + 1, &cap, sizeof *v);
+		section_of(&f, o, &v[n++]);
+		mfile_free(&f);
+	}
+	struct proc_facts *facts = xmalloc((n ? n : 1) * sizeof *facts);
+	int *role = xmalloc((n ? n : 1) * sizeof *role);
+	for (size_t i = 0; i < n; i++)
+		facts[i] = v[i].facts;
+	procs_classify(facts, n, role);
+	for (size_t i = 0; i < n; i++)
+		if (o->all_processes || (role[i] != ROLE_MAIN && v[i].growth >= HELPER_GROWTH))
+			role[i] = ROLE_MAIN;
+	for (size_t i = 0; i < n; i++)
+		if (role[i] == ROLE_MAIN)
+			fwrite(v[i].text, 1, v[i].len, stdout);
+	for (int g = ROLE_DATALOADER; g < NROLES; g++) {
+		size_t m = 0, growing = 0;
+		double most = 0;
+		for (size_t i = 0; i < n; i++)
+			if (role[i] == g) {
+				m++;
+				growing += v[i].suspects > 0;
+				most = v[i].growth > most ? v[i].growth : most;
+			}
+		if (!m)
+			continue;
+		char line[256], h[16];
+		role_summary(facts, role, n, g, line, sizeof line);
+		if (growing)
+			printf("%s; %zu with slight growth (at most %s), nothing material "
+			       "(--all-processes: each in full)\n", line, growing,
+			       human((int64_t)most, h));
+		else
+			printf("%s; nothing grows (--all-processes: each in full)\n", line);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(v[i].text);
+	free(v);
+	free(facts);
+	free(role);
+	return 0;
+}
+
 int
 cmd_leaks(struct opts *o) {
 	struct run r;
 	cmd_list(o, &r, 0); /* read one at a time */
+	if (!o->json)
+		return leaks_run(&r, o);
 	return each_file(&r, o, "processes", one_file);
 }

@@ -162,7 +162,8 @@ ranks_text(const struct rank_row *v, size_t m, size_t skipped, int all) {
 	if (!outliers)
 		printf("no rank stands out%s\n", m < 2 ? " (one rank: no comparison)" : "");
 	if (skipped)
-		printf("(%zu process%s without a rank, e.g. the launcher, not compared)\n", skipped,
+		printf("(%zu process%s not compared: launchers and helpers such as DataLoader "
+		       "workers)\n", skipped,
 		       skipped == 1 ? "" : "es");
 }
 

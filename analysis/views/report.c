@@ -4,6 +4,7 @@
 #include "cmd/cmd.h"
 #include "answer/torchfig.h"
 #include "answer/answer.h"
+#include "answer/procs.h"
 #include "answer/sites.h"
 #include "base/util.h"
 #include <math.h>
@@ -133,10 +134,14 @@ peak_devices(const struct mfile *f, const struct site *v, size_t n, int on[MAX_D
 }
 
 /* One table of the sites of v[0..n) on device dev (-1: on none; ALL:
- * every site, a file with no GPU's). */
+ * every site, a file with no GPU's), under a heading that printed
+ * total_peak (and whose kinds hold total_now at the last snapshot): rows
+ * the table leaves out (--top, or call sites the file does not hold:
+ * MEMTALLY_TOP) end it as one "other" row, so the rows add up to it. */
 #define ALL (-2)
 static void
-at_peak_table(struct mfile *f, struct site *v, size_t n, int dev, struct opts *o) {
+at_peak_table(struct mfile *f, struct site *v, size_t n, int dev, struct opts *o,
+	      int64_t total_peak, int64_t total_now) {
 	char a[16], b[16], name[1100];
 	struct site *w = xmalloc((n ? n : 1) * sizeof *w);
 	memcpy(w, v, n * sizeof *w);
@@ -144,15 +149,21 @@ at_peak_table(struct mfile *f, struct site *v, size_t n, int dev, struct opts *o
 	printf("  %11s %11s %-9s %s\n", "at peak", "live now", "kind", "where");
 	struct site_row *r = site_rows(f, w, m, o->kind, o->stacks, 4 * o->top + 64, 1, &nr);
 	int shown = 0;
+	int64_t sum_peak = 0, sum_now = 0;
 	for (size_t i = 0; i < nr && shown < o->top; i++) {
 		site_row_name(&r[i], 36, o->stacks, name, sizeof name);
 		printf("  %11s %11s %-9s %s\n", human(r[i].v[0], a), human(r[i].v[1], b),
 		       kind_names[r[i].kind], name);
 		if (o->stacks)
 			site_print_stack(stdout, f, r[i].stack, "        ");
+		sum_peak += r[i].v[0], sum_now += r[i].v[1];
 		shown++;
 	}
-	if (!shown)
+	if (total_peak - sum_peak > 0 || (shown && total_now - sum_now > 0))
+		printf("  %11s %11s %-9s other (%s)\n", human(total_peak - sum_peak, a),
+		       human(total_now - sum_now > 0 ? total_now - sum_now : 0, b), "",
+		       (size_t)shown < nr ? "the rows below" : "call sites not in the file");
+	else if (!shown)
 		printf("  (no call sites)\n");
 	site_rows_free(r, nr);
 	free(w);
@@ -166,15 +177,18 @@ at_peak_text(struct mfile *f, const struct snap *s, struct site *v, size_t n, st
 	int on[MAX_DEVS], gpus = peak_devices(f, v, n, on);
 	if (!o->ask.only_gpu) {
 		struct sb h = {0};
+		int64_t tp = 0, tn = 0;
 		for (int k = 0; k < NKINDS; k++)
 			if ((o->kind < 0 || o->kind == k) && s->tot[k].present &&
-			    s->tot[k].peak_bytes > 0 && !(gpus && kind_on_device(k)))
+			    s->tot[k].peak_bytes > 0 && !(gpus && kind_on_device(k))) {
 				sb_printf(&h, "%s%s %s", h.len ? ", " : "", kind_names[k],
 					  human(s->tot[k].peak_bytes, a));
+				tp += s->tot[k].peak_bytes, tn += s->tot[k].live_bytes;
+			}
 		printf("  top call sites at the peak (each kind at its high-water mark: %s):\n",
 		       h.len ? h.p : "none");
 		sb_free(&h);
-		at_peak_table(f, v, n, gpus ? -1 : ALL, o);
+		at_peak_table(f, v, n, gpus ? -1 : ALL, o, tp, tn);
 	}
 	for (int d = 0; d < MAX_DEVS; d++) {
 		if (!(on[d] || o->ask.only_gpu == d + 1))
@@ -182,7 +196,8 @@ at_peak_text(struct mfile *f, const struct snap *s, struct site *v, size_t n, st
 		printf("  top call sites at GPU %d's peak (%s: cuda, cuda_managed and cuda_vmm on it "
 		       "together):\n",
 		       d, s->dev_peak[d] >= 0 ? human(s->dev_peak[d], a) : "?");
-		at_peak_table(f, v, n, d, o);
+		at_peak_table(f, v, n, d, o, s->dev_peak[d] > 0 ? s->dev_peak[d] : 0,
+			      s->dev_live[d] > 0 ? s->dev_live[d] : 0);
 	}
 }
 
@@ -417,9 +432,58 @@ report_one(struct mfile *f, struct opts *o, struct sb *j, int first) {
 		report_text(f, o);
 }
 
+/* Text: each process's section printed into memory (stdout swapped for
+ * the while: main.c's escaping applies when it is printed); the processes
+ * that matter in full, helpers (answer/procs.c) one line a group unless
+ * --all-processes, as leaks does. */
+static int
+report_run(struct run *r, struct opts *o) {
+	struct sec {
+		char *text;
+		size_t len;
+	} *v = NULL;
+	struct proc_facts *facts = NULL;
+	size_t n = 0, cap = 0, capf = 0;
+	struct mfile f;
+	while (run_next(r, &f)) {
+		v = xgrow(v, n + 1, &cap, sizeof *v);
+		facts = xgrow(facts, n + 1, &capf, sizeof *facts);
+		proc_facts(&f, &facts[n]);
+		FILE *saved = stdout, *mem = open_memstream(&v[n].text, &v[n].len);
+		if (!mem)
+			die(EXIT_BAD_INPUT, "open_memstream: out of memory");
+		stdout = mem; /* glibc: stdout is an assignable FILE * */
+		report_text(&f, o);
+		fclose(mem);
+		stdout = saved;
+		n++;
+		mfile_free(&f);
+	}
+	int *role = xmalloc((n ? n : 1) * sizeof *role);
+	procs_classify(facts, n, role);
+	for (size_t i = 0; i < n; i++)
+		if (o->all_processes || role[i] == ROLE_MAIN)
+			fwrite(v[i].text, 1, v[i].len, stdout);
+	for (int g = ROLE_DATALOADER; g < NROLES && !o->all_processes; g++) {
+		char line[256];
+		int any = 0;
+		for (size_t i = 0; i < n; i++)
+			any |= role[i] == g;
+		if (any)
+			printf("%s (--all-processes: each in full)\n",
+			       role_summary(facts, role, n, g, line, sizeof line));
+	}
+	for (size_t i = 0; i < n; i++)
+		free(v[i].text);
+	free(v), free(facts), free(role);
+	return 0;
+}
+
 int
 cmd_report(struct opts *o) {
 	struct run r;
 	cmd_list(o, &r, 0); /* read one at a time: memory bounded by the largest file */
+	if (!o->json)
+		return report_run(&r, o);
 	return each_file(&r, o, "processes", report_one);
 }

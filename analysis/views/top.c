@@ -17,6 +17,7 @@
  * or when stdout is not a terminal, one frame is printed and it exits. */
 #include "cmd/cmd.h"
 #include "answer/sites.h"
+#include "answer/procs.h"
 #include "base/util.h"
 #include <dirent.h>
 #include <errno.h>
@@ -457,6 +458,13 @@ refresh(struct view *v, struct opts *o, uint64_t until_ms) {
 	for (size_t i = 0; selpath && i < v->n; i++)
 		if (v->p[i].path == selpath)
 			v->sel = i;
+	if (!before && v->n) { /* the first frame opens on the busiest rank or trainer */
+		struct proc_facts *pf = xmalloc(v->n * sizeof *pf);
+		for (size_t i = 0; i < v->n; i++)
+			proc_facts(follow_file(v->p[i].w), &pf[i]);
+		v->sel = procs_lead(pf, v->n);
+		free(pf);
+	}
 }
 
 /* A frame to the terminal: its text through text_escape (names from the

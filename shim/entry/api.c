@@ -8,6 +8,7 @@
  * Rules: never calls malloc; may run in any thread.
  */
 #include "platform/glue.h"
+#define MEMTALLY_SHIM /* the definitions, not the program's weak wrappers */
 #include "memtally.h"
 #include "capture/charge.h"
 #include "state/marks.h"

@@ -118,6 +118,6 @@ if mt.case('cat-plain'):
     p = os.path.join(d, os.listdir(d)[0])
     mt.eq(cat(p) == open(p, 'rb').read(), True, 'memtally cat passes a plain file through')
     r = subprocess.run([MT, 'cat'], capture_output=True, text=True)
-    mt.check(r.returncode == 2 and 'name a file' in r.stderr, 'cat without a file: usage, exit 2')
+    mt.check(r.returncode == 2 and 'no input files' in r.stderr, 'cat without a file: usage, exit 2')
 
 mt.done()

@@ -158,11 +158,18 @@ if mt.case('pprof'):
     mt.check(r.returncode == 0 and t1 == live[1] and tall == live[0] + live[1],
              '--merge: one profile; -tagfocus rank=1 gives rank 1\'s %s bytes (got %s; all %s = %s)'
              % (live.get(1), t1, tall, sum(live.values())))
-    # a directory without --merge: one profile per process
-    r = sh([MT, 'pprof', gold, '-o', os.path.join(OUT, 'each.pb.gz')])
+    # a directory: -o is the file written, every process in it (as --merge)
+    one = os.path.join(OUT, 'one.pb.gz')
+    r = sh([MT, 'pprof', '--snapshot', 'last', gold, '-o', one])
+    _, tone = pprof_top('-sample_index=inuse_space', one)
+    mt.check(r.returncode == 0 and tone == tall and [p for p in os.listdir(OUT) if p.startswith('one.')] == ['one.pb.gz'],
+             'a directory without --merge: -o names the one file written, both ranks in it (%s, want %s)'
+             % (tone, tall))
+    # --each: one profile per process
+    r = sh([MT, 'pprof', '--each', gold, '-o', os.path.join(OUT, 'each.pb.gz')])
     each = sorted(p for p in os.listdir(OUT) if p.startswith('each.'))
     mt.eq(each, ['each.node1.r0.p100.pb.gz', 'each.node1.r1.p101.pb.gz'],
-          'a directory gives one profile per process')
+          'a directory with --each gives one profile per process')
 
     # -http: the page pprof serves, in headless Chromium
     s = socket.socket()
