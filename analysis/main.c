@@ -62,7 +62,7 @@ static const struct command {
 	{"diff", cmd_diff, O_JSON | O_TOP | O_STACKS | O_SNAPSHOT | SEL | O_DEVICE | O_BY, "A B",
 	 "change per row between two files, runs (paired by rank, else command line and order) "
 	 "or snapshots (FILE@N, FILE@peak); at the peak by default"},
-	{"ranks", cmd_ranks, O_JSON | O_ALL | O_WARMUP | O_BY, "DIR|FILE...",
+	{"ranks", cmd_ranks, O_JSON | O_ALL | O_WARMUP, "DIR|FILE...",
 	 "the ranks side by side on one growth window and their exact peaks; the one that differs "
 	 "named"},
 	{"oom", cmd_oom, O_JSON | O_TOP | O_STACKS | O_NATIVE | O_BY, "DUMP|DIR...",
