@@ -230,12 +230,29 @@ user_of(const struct mfile *f, const struct frame *fr, int nf) {
 	return -1;
 }
 
+/* A stack's Python frames alone, memtally's dropped (what the user's
+ * line depends on: no native frame symbolized). */
+static int
+py_frames(const struct mfile *f, uint32_t stack, struct frame *fr, int max) {
+	const struct stack *st = stack && stack < f->nstacks ? &f->stacks[stack] : NULL;
+	if (!st || st->py <= 0 || (size_t)st->py >= f->npystacks)
+		return 0;
+	const struct pystack *ps = &f->pystacks[st->py];
+	int n = 0;
+	for (int k = 0; k < ps->n && n < max; k++) {
+		const struct pyframe *p = &f->pyframes[ps->frames[k]];
+		fr[n++] = (struct frame){.func = p->func, .file = p->file, .line = p->line,
+					 .module = "[python]", .status = SYM_OK, .python = 1};
+	}
+	return site_drop_own(fr, n);
+}
+
 int
 site_user_key(const struct mfile *f, uint32_t stack, char *buf, size_t n) {
 	if (f->native || f->by_site || !f->python)
 		return 0;
 	struct frame fr[MAXF];
-	int nf = site_frames(f, stack, fr, MAXF);
+	int nf = py_frames(f, stack, fr, MAXF);
 	int u = user_of(f, fr, nf);
 	if (u < 0)
 		return 0;
