@@ -15,7 +15,7 @@ enum {
 	O_WARMUP = 1 << 5, O_OUT = 1 << 6, O_METRIC = 1 << 7, O_SNAPSHOT = 1 << 8,
 	O_MERGE = 1 << 9, O_FOLDED = 1 << 10, O_FORMAT = 1 << 11, O_INTERVAL = 1 << 12,
 	O_ONCE = 1 << 13, O_ALL = 1 << 14, O_DEVICE = 1 << 15, O_EACH = 1 << 16,
-	O_ALLPROC = 1 << 17,
+	O_ALLPROC = 1 << 17, O_BY = 1 << 18,
 };
 
 static const struct option {
@@ -27,6 +27,8 @@ static const struct option {
 	{"--top", O_TOP, 1, "N rows to show (default 10)"},
 	{"--stacks", O_STACKS, 0, "every call site its own row, with its whole stack"},
 	{"--native", O_NATIVE, 0, "native frames only (default: Python frames where a stack ran Python)"},
+	{"--by", O_BY, 1, "site: a row per call site, named by its frame and callers (default line: in Python, "
+	 "a row per line of the program's own code)"},
 	{"--kind", O_KIND, 1, "K: only heap, mmap, mmap_file, cuda, cuda_host, cuda_managed or cuda_vmm"},
 	{"--device", O_DEVICE, 1, "N: only the call sites on GPU N (0-15), at that GPU's own peak"},
 	{"--warmup", O_WARMUP, 1, "F: the growth window leaves out the first fraction F of the run, or of its steps (default 0.2)"},
@@ -74,28 +76,28 @@ static const struct command {
 	int opts;
 	const char *args, *what;
 } commands[] = {
-	{"report", cmd_report, O_JSON | O_TOP | O_STACKS | O_SNAPSHOT | SEL | O_DEVICE | O_ALLPROC,
+	{"report", cmd_report, O_JSON | O_TOP | O_STACKS | O_SNAPSHOT | SEL | O_DEVICE | O_ALLPROC | O_BY,
 	 "FILE|DIR...",
 	 "per process: timeline of RSS, heap and mmap; top rows at the last snapshot (or "
 	 "--snapshot N) and at the peak; spikes"},
-	{"leaks", cmd_leaks, O_JSON | O_TOP | O_STACKS | O_WARMUP | SEL | O_ALLPROC, "FILE|DIR...",
+	{"leaks", cmd_leaks, O_JSON | O_TOP | O_STACKS | O_WARMUP | SEL | O_ALLPROC | O_BY, "FILE|DIR...",
 	 "rows ranked by sustained growth on the growth window (after start-up, before teardown, "
 	 "in steps when marked)"},
 	{"functions", cmd_functions, O_JSON | O_TOP | O_SNAPSHOT | SEL | O_DEVICE, "FILE|DIR...",
 	 "live bytes per function, inclusive and self, at the peak (--snapshot)"},
-	{"top", cmd_top, O_TOP | O_INTERVAL | O_ONCE | O_WARMUP | SEL, "DIR|FILE...",
+	{"top", cmd_top, O_TOP | O_INTERVAL | O_ONCE | O_WARMUP | SEL | O_BY, "DIR|FILE...",
 	 "a live view of a running job's files (keys: q s n p x)"},
-	{"diff", cmd_diff, O_JSON | O_TOP | O_STACKS | O_SNAPSHOT | SEL | O_DEVICE, "A B",
+	{"diff", cmd_diff, O_JSON | O_TOP | O_STACKS | O_SNAPSHOT | SEL | O_DEVICE | O_BY, "A B",
 	 "change per row between two files, runs (paired by rank, else command line and order) "
 	 "or snapshots (FILE@N, FILE@peak); at the peak by default"},
 	{"ranks", cmd_ranks, O_JSON | O_ALL | O_WARMUP, "DIR|FILE...",
 	 "the ranks side by side on one growth window and their exact peaks; the one that differs "
 	 "named"},
-	{"oom", cmd_oom, O_JSON | O_TOP | O_STACKS | O_NATIVE, "DUMP|DIR...",
+	{"oom", cmd_oom, O_JSON | O_TOP | O_STACKS | O_NATIVE | O_BY, "DUMP|DIR...",
 	 "what was live at an OOM dump, by row and segment, and the events before it"},
 	{"flame", cmd_flame, O_OUT | O_METRIC | O_SNAPSHOT | O_FOLDED | SEL | O_DEVICE, "FILE|DIR",
 	 "flame graph SVG at the peak (-o out.svg), or folded stacks (--folded)"},
-	{"html", cmd_html, O_OUT | O_NATIVE, "FILE|DIR",
+	{"html", cmd_html, O_OUT | O_NATIVE | O_BY, "FILE|DIR",
 	 "one self-contained interactive HTML page of a run (-o report.html)"},
 	{"torch", cmd_torch, O_OUT | O_FORMAT, "DUMP|DIR",
 	 "a CUDA OOM dump as a PyTorch memory-viewer pickle (-o dump.pickle)"},
@@ -205,6 +207,10 @@ option_value(const struct command *c, struct opts *o, const char *a, const char 
 		if (*e || !*v || d < 0 || d >= MAX_DEVS)
 			usage_error(c, "--device takes a CUDA device from 0 to 15, not '%s'", v);
 		o->device = (int)d;
+	} else if (!strcmp(a, "--by")) {
+		if (strcmp(v, "site") && strcmp(v, "line"))
+			usage_error(c, "--by takes site or line, not '%s'", v);
+		o->by_site = !strcmp(v, "site");
 	} else if (!strcmp(a, "--warmup")) {
 		o->warmup = strtod(v, &e);
 		if (*e || !*v || o->warmup < 0 || o->warmup >= 1)

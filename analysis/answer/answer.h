@@ -10,13 +10,15 @@
  *                                            its high-water mark (exact; the
  *                                            shim keeps it), else the snapshot
  *                                            with the most live bytes
- *   grouped how          a row               the call site's name: its innermost
- *                                            user frame (the Python line, or the
- *                                            first native frame outside the
- *                                            allocator and runtimes) and two
+ *   grouped how          a row               in Python the program's own line
+ *                                            (sites.h, userline.c) "via" the
+ *                                            largest site's library frame; else
+ *                                            the first native frame outside the
+ *                                            allocator and runtimes and two
  *                                            callers; sites that print alike are
- *                                            one row.  --native: native frames;
- *                                            --stacks: every site its own row
+ *                                            one row.  --by site: by call site;
+ *                                            --native: native frames; --stacks:
+ *                                            every site its own row
  *   over which window    answer_window()     after start-up and before teardown,
  *                                            in steps when a step mark exists
  *   what grows           answer_leaks()      rows ranked by sustained growth on

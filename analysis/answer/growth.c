@@ -55,7 +55,7 @@ series_of(struct mfile *f, const struct ask *a, struct series *m, const struct s
 		m->v = xgrow(m->v, m->n + 1, &m->cap, sizeof *m->v);
 		struct ser *t = &m->v[m->n];
 		memset(t, 0, sizeof *t);
-		t->r.name = xstrdup(name);
+		t->r.name = site_label(f, xstrdup(name), s->stack);
 		t->r.kind = s->kind;
 		t->r.stack = s->stack;
 		*ix = ++m->n;

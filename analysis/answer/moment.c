@@ -40,7 +40,8 @@ answer_moment_name(const struct mfile *f, const struct ask *a) {
 uint64_t *
 row_slot(struct keyix *ix, const struct row *r, int *fresh) {
 	char key[1100];
-	int klen = snprintf(key, sizeof key, "%c%s", r->kind + 1, r->name);
+	int klen = snprintf(key, sizeof key, "%c%.*s", r->kind + 1, (int)site_key_len(r->name),
+			    r->name);
 	if (klen >= (int)sizeof key)
 		klen = (int)sizeof key - 1;
 	return keyix_slot(ix, key, (size_t)klen, fresh);
@@ -170,6 +171,8 @@ answer_rows_named(struct mfile *f, const struct ask *a, const struct site *v, si
 	keyix_free(&ix);
 	namer_free(&nm);
 	free(now);
+	for (size_t i = 0; i < m; i++) /* the largest site's path */
+		r[i].name = site_label(f, r[i].name, r[i].stack);
 	for (size_t i = 0; i < m; i++)
 		if (!r[i].nsites) /* none holds bytes then: every site it has */
 			r[i].nsites = r[i].nall;
@@ -338,7 +341,7 @@ answer_spikes(struct mfile *f, const struct ask *a, struct spike *out, size_t ma
 			sp = xgrow(sp, m + 1, &cap, sizeof *sp);
 			t = &sp[m];
 			memset(t, 0, sizeof *t);
-			t->r.name = xstrdup(name);
+			t->r.name = site_label(f, xstrdup(name), s->stack);
 			*slot = ++m;
 		} else {
 			t = &sp[*slot - 1];

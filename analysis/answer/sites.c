@@ -50,7 +50,7 @@ site_frames(const struct mfile *f, uint32_t stack, struct frame *out, int max) {
 	if (!f->native && st->py == 0 && f->python && n < max)
 		out[n++] = (struct frame){.func = "[no Python frame]", .module = "[python]",
 					  .status = SYM_OK, .python = 2};
-	return n;
+	return ps ? site_drop_own(out, n) : n;
 }
 
 /* The first informative frame: the innermost Python one if any, else the
@@ -66,16 +66,6 @@ site_first_informative(const struct frame *fr, int nf) {
 	return i == nf ? 0 : i;
 }
 
-
-/* A Python frame of the user's own code: not the standard library, an
- * installed package (site-packages, dist-packages) or frozen/generated
- * code ("<frozen os>", "<string>"). */
-static int
-py_user(const struct frame *fr) {
-	const char *f = fr->file;
-	return fr->python == 1 && f && f[0] != '<' && !strstr(f, "/site-packages/") &&
-	       !strstr(f, "/dist-packages/") && !strstr(f, "/lib/python");
-}
 
 /* func without its parameter list (and a trailing " const"): C++ names
  * such as "ggc_internal_alloc(unsigned long, void (*)(void*), ...)" made
@@ -122,6 +112,8 @@ frame_text(struct sb *s, const struct frame *fr, int with_line) {
 
 const char *
 site_name(const struct mfile *f, uint32_t stack, int ctx, char *buf, size_t n) {
+	if (site_user_name(f, stack, buf, n))
+		return buf;
 	struct frame fr[MAXF];
 	int nf = site_frames(f, stack, fr, MAXF);
 	if (!nf) {
@@ -136,9 +128,9 @@ site_name(const struct mfile *f, uint32_t stack, int ctx, char *buf, size_t n) {
 	/* In a Python process the innermost frame of the user's own code
 	 * says where: "relu (functional.py:1457) < Net.forward (train.py:38)"
 	 * ("< ... <" where frames between are left out). */
-	if (fr[i].python == 1 && !py_user(&fr[i])) {
+	if (fr[i].python == 1 && !site_py_user(&fr[i])) {
 		int u = i + 1;
-		while (u < nf && !py_user(&fr[u]))
+		while (u < nf && !site_py_user(&fr[u]))
 			u++;
 		if (u < nf) {
 			sb_puts(&s, u == i + 1 ? " < " : " < ... < ");
@@ -334,7 +326,29 @@ cmp_row(const void *a, const void *b) {
 	return strcmp(x->name, y->name);
 }
 
-/* A site's row name.  A stack whose native frames end at the interpreter
+/* The user's line of a stack with Python frames (site_user_key), kept
+ * per Python stack (the user frame is one of them); 0 when it has none. */
+static int
+user_key_of(const struct mfile *f, const struct stack *st, uint32_t stack, char *buf,
+	    size_t n, struct namer *nm) {
+	if (f->native || f->by_site || !f->python || !st || st->py <= 0 ||
+	    (size_t)st->py >= f->npystacks)
+		return 0;
+	if (!nm->byu) {
+		nm->byu = xcalloc(f->npystacks, sizeof *nm->byu);
+		nm->nu = f->npystacks;
+	}
+	char **slot = &nm->byu[st->py];
+	if (!*slot)
+		*slot = xstrdup(site_user_key(f, stack, buf, n) ? buf : "");
+	if (!**slot)
+		return 0;
+	snprintf(buf, n, "%s", *slot);
+	return 1;
+}
+
+/* A site's row name: the user's line in a Python process (user_key_of).
+ * Else a stack whose native frames end at the interpreter
  * loop (cut there, format 2 on) has a name made of its Python frames alone
  * (its first informative frame is the innermost Python one, and only
  * Python frames follow it), so it is named once per Python stack: a
@@ -342,6 +356,8 @@ cmp_row(const void *a, const void *b) {
 const char *
 site_group_name(const struct mfile *f, uint32_t stack, char *buf, size_t n, struct namer *nm) {
 	const struct stack *st = stack && stack < f->nstacks ? &f->stacks[stack] : NULL;
+	if (user_key_of(f, st, stack, buf, n, nm))
+		return buf;
 	if (f->native || !st || !st->pcs || st->n <= 0 || st->py <= 0 ||
 	    (size_t)st->py >= f->npystacks || f->pystacks[st->py].n <= 0)
 		return site_name(f, stack, 2, buf, n);
@@ -368,6 +384,10 @@ namer_free(struct namer *nm) {
 		free(nm->byp[i]);
 	free(nm->byp);
 	nm->byp = NULL;
+	for (size_t i = 0; nm->byu && i < nm->nu; i++)
+		free(nm->byu[i]);
+	free(nm->byu);
+	nm->byu = NULL;
 }
 
 struct site_row *
@@ -411,6 +431,8 @@ site_rows(const struct mfile *f, const struct site *v, size_t n, int kind, int a
 	}
 	keyix_free(&ix);
 	namer_free(&nm);
+	for (size_t k = 0; k < m; k++) /* the largest site's path */
+		r[k].name = site_label(f, r[k].name, r[k].stack);
 	xqsort(r, m, sizeof *r, cmp_row);
 	*nr = m;
 	return r;

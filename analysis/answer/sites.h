@@ -48,10 +48,47 @@ void site_json_names(struct sb *j, const struct mfile *f, uint32_t stack);
 struct namer {
 	char **byp;
 	size_t n;
+	char **byu; /* the user's line per Python stack, "" when none */
+	size_t nu;
 };
 const char *site_group_name(const struct mfile *f, uint32_t stack, char *buf, size_t n,
 			    struct namer *nm);
 void namer_free(struct namer *nm);
+
+/* ---- the user's line (userline.c) ---- */
+
+/* In a Python process (not --native, not --by site) a row is named by
+ * the innermost frame of the program's own code, its source text where
+ * the file is readable, then the library frame the allocation came
+ * through: "train.py:29  out = model(x)   via conv.py:459 _conv_forward".
+ * The part before SITE_VIA is what makes the row (its key). */
+#define SITE_VIA "   via "
+/* memtally's own Python frames: the start-up hook (sitecustomize.py's
+ * memtally functions, or beside memtally's scripts), memtally_torch.py,
+ * memtally_cuda.py, the user API beside them, the package _memtally/. */
+int site_own_frame(const struct frame *fr);
+/* Drop those frames from fr[0..n), and the importlib frames that only
+ * lead into them; returns the count left. */
+int site_drop_own(struct frame *fr, int n);
+/* A Python frame of the program's own code: not the standard library,
+ * site-packages or dist-packages, "<frozen ...>"/"<string>", nor memtally's. */
+int site_py_user(const struct frame *fr);
+/* Line `line` of source file `path`, stripped and cut short; "" when
+ * unreadable.  Files are read once. */
+const char *site_src_line(const char *path, int line, char *buf, size_t n);
+/* The key of stack's row (the user's line alone) in buf; 0 when the
+ * stack is not named by a user line (native naming then). */
+int site_user_key(const struct mfile *f, uint32_t stack, char *buf, size_t n);
+/* Key and " via ..." of one stack; 0 as site_user_key. */
+int site_user_name(const struct mfile *f, uint32_t stack, char *buf, size_t n);
+/* A row named by its key (allocated) gets its largest site's " via ..."
+ * (stack's): returns the name to keep (name itself, or a new one with
+ * name freed). */
+char *site_label(const struct mfile *f, char *name, uint32_t stack);
+/* The length of a row name's key (up to SITE_VIA), and whether two names
+ * are one row's (rows are matched across files and moments by key). */
+size_t site_key_len(const char *name);
+int site_same_row(const char *a, const char *b);
 
 /* Rows that print alike are one row: sites with the same name and kind
  * (cc1's "xmalloc < et_new_tree < calculate_dominance_info", reached by

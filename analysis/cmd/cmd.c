@@ -7,7 +7,7 @@
 void
 cmd_native(struct opts *o, struct run *r) {
 	for (size_t i = 0; i < r->nfiles; i++)
-		r->files[i].native = o->native;
+		r->files[i].native = o->native, r->files[i].by_site = o->by_site;
 }
 
 void
@@ -25,6 +25,7 @@ void
 cmd_list(struct opts *o, struct run *r, int dumps) {
 	run_list(r, o->paths, o->npaths, dumps, 0);
 	r->native = o->native;
+	r->by_site = o->by_site;
 }
 
 int
@@ -40,6 +41,7 @@ each_file(struct run *r, struct opts *o, const char *key,
 		struct mfile f;
 		for (int first = 1; run_next(r, &f); first = 0) {
 			f.native = r->native;
+			f.by_site = r->by_site;
 			fn(&f, o, &j, first);
 			mfile_free(&f);
 		}

@@ -13,6 +13,7 @@ struct opts {
 	int json;          /* --json */
 	int stacks;        /* --stacks */
 	int native;        /* --native */
+	int by_site;       /* --by site: rows by call site (default: by the user's line) */
 	int top;           /* --top N */
 	int kind;          /* --kind K, -1 = all (also ask.kind) */
 	int device;        /* --device N, -1 = all (ask.only_gpu = N + 1) */

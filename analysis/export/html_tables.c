@@ -41,7 +41,7 @@ rowmap_get(struct rowmap *m, struct mfile *f, uint32_t stack, int kind) {
 	if (fresh) {
 		m->r = xgrow(m->r, m->n + 1, &m->cap, sizeof *m->r);
 		memset(&m->r[m->n], 0, sizeof m->r[m->n]);
-		m->r[m->n].name = xstrdup(key + 1);
+		m->r[m->n].name = site_label(f, xstrdup(key + 1), stack);
 		m->r[m->n].stack = stack;
 		m->r[m->n].kind = kind;
 		*slot = ++m->n;
@@ -143,7 +143,7 @@ band_json(struct sb *j, struct mfile *f, const struct rowmap *rm, const struct l
 	int suspect = 0;
 	int kind = row >= 0 ? rm->r[row].kind : -1;
 	for (size_t q = 0; q < l->n && q < 10 && row >= 0; q++)
-		suspect |= !strcmp(l->v[q].r.name, rm->r[row].name) && l->v[q].r.kind == kind;
+		suspect |= site_same_row(l->v[q].r.name, rm->r[row].name) && l->v[q].r.kind == kind;
 	if (row >= 0)
 		site_row_name(&(struct site_row){.name = rm->r[row].name, .nsites = rm->r[row].nsites}, 0, 1,
 			      name, sizeof name);

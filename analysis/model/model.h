@@ -153,6 +153,7 @@ struct mfile {
 	int has_sel;               /* FILE@N, FILE@peak, FILE@last named it: */
 	long sel;                  /* that snapshot (a seq, SNAP_PEAK, SNAP_LAST) */
 	int native;                /* show native frames only (--native) */
+	int by_site;               /* rows by call site, not the user's line (--by site) */
 	int version;
 	int64_t pid, ppid, rank, local_rank, world_size; /* -1 when null */
 	char *host, *exe, *argv;   /* argv joined with spaces */
@@ -200,6 +201,7 @@ struct run {
 	size_t nlist, cap_list, next, nread;
 	int optional;
 	int native;                /* given to each file read (--native) */
+	int by_site;               /* ... and --by site */
 };
 
 /* Reading (read/): a file is read up to the first thing wrong in it, and

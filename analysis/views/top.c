@@ -51,7 +51,7 @@ struct view {
 	char **refused;  /* files follow_open refused (said once) */
 	size_t nrefused, capr;
 	size_t sel;
-	int by_growth, show_stack, native;
+	int by_growth, show_stack, native, by_site;
 	uint64_t polled_bytes;
 };
 
@@ -77,6 +77,7 @@ add_file(struct view *v, const char *path) {
 		return;
 	}
 	follow_file(w)->native = v->native;
+	follow_file(w)->by_site = v->by_site;
 	v->p = xgrow(v->p, v->n + 1, &v->cap, sizeof *v->p);
 	v->p[v->n++] = (struct proc){.path = xstrdup(path), .w = w, .sus_lines = -1};
 }
@@ -485,7 +486,7 @@ show(struct sb *s, int clear) {
 
 int
 cmd_top(struct opts *o) {
-	struct view v = {.native = o->native};
+	struct view v = {.native = o->native, .by_site = o->by_site};
 	for (int i = 0; i < o->npaths; i++) {
 		struct stat st;
 		if (stat(o->paths[i], &st))

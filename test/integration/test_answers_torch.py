@@ -41,7 +41,7 @@ if mt.case('torch'):
              'torch leaks: the window is counted in the optimizer steps the hook marked: %s' % t['window'])
     check_views('torch', d, src, 'train_truths.py:%d' % line_of(src, '# FORWARD'),
                 'train_truths.py:%d' % line_of(src, '# CACHE'),
-                '<module> (train_truths.py:%d)' % line_of(src, '# SPIKE'), 32 << 20, 30)
+                'train_truths.py:%d ' % line_of(src, '# SPIKE'), 32 << 20, 30)
 
 # ---- 2 ranks under torchrun, rank 1 leaking, no options anywhere ----
 if mt.case('ddp'):

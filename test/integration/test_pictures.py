@@ -308,7 +308,7 @@ elif mt.case('crafted'):
     top = lk['processes'][0]['suspects'][0]
     want = top['where'] + (' [%d sites]' % top['sites'] if top['sites'] > 1 else '')
     got = cells(dom, 'suspect')
-    mt.check(got and got[0][-1] == want and want.endswith('(train.py:29) [2 sites]'),
+    mt.check(got and got[0][-1] == want and want.startswith('train.py:29 ') and want.endswith(' [2 sites]'),
              'crafted run: the first leak suspect is leaks\' first, one row for both variants (%s)'
              % (got[0][-1] if got else None))
     sp = json.loads(subprocess.run([MT, 'report', '--json', r2f], capture_output=True, text=True).stdout)
@@ -321,18 +321,18 @@ elif mt.case('crafted'):
     first = report_first_at_peak(r2f, 'node1 r2 p102')
     mt.check(rows and bare(rows[0][-1]) == bare(first),
              'crafted run: the table opens at the peak, its first row report\'s first there (%s)' % first)
-    leak_row = [c for c in rows if '(train.py:29) [2 sites]' in c[-1]]
+    leak_row = [c for c in rows if c[-1].startswith('train.py:29 ') and c[-1].endswith(' [2 sites]')]
     mt.check(leak_row and leak_row[0][0] == '39.0 MiB', 'crafted run: at the peak the leaking line holds 39 MiB, '
              'its two variants one row (%s)' % leak_row)
     p2 = [i for i, p in enumerate(data['processes']) if 'r2 ' in p['label'] + ' '][0]
     dom5, errs = dom_of('file://%s#p=%d&s=5' % (pg, p2))
     lab = moment(dom5)
-    leak5 = [c for c in cells(dom5, 'site') if '(train.py:29) [2 sites]' in c[-1]]
+    leak5 = [c for c in cells(dom5, 'site') if c[-1].startswith('train.py:29 ') and c[-1].endswith(' [2 sites]')]
     mt.check(errs == [] and lab and lab.startswith('at snapshot 5 ') and leak5 and leak5[0][0] == '5.00 MiB',
              'crafted run: the snapshot control moves the table: at snapshot 5 the line holds %s (%s)'
              % (leak5[0][0] if leak5 else None, lab))
     bands = re.findall(r'<polygon [^>]*class="band suspect"[^>]*data-where="([^"]*)"', dom)
-    mt.check(len(bands) == 1 and '(train.py:29) [2 sites]' in html.unescape(bands[0]),
+    mt.check(len(bands) == 1 and html.unescape(bands[0]).startswith('train.py:29 ') and bands[0].endswith(' [2 sites]'),
              'crafted run: the timeline by row: one band for the leaking line, a suspect (%s)' % bands)
     mt.check(0 <= dom.find('id="flame"') < dom.find('id="sites"'), 'crafted run: the flame graph comes before the table')
     # frames 0.3-0.5 px wide: 60 stacks of 3 frames, 0.4 px each at 1200

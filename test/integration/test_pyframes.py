@@ -160,8 +160,8 @@ parent = [p for p in mt.jsonl(out) if '"label":"end"' in mt.text(p)][0]
 r = subprocess.run([MT, 'report', '--json', '--stacks', parent], capture_output=True, text=True)
 mt.eq(r.returncode, 0, 'report --json exit code')
 top = json.loads(r.stdout)['processes'][0]['peak']['callsites'][0]
-mt.check(top['where'].startswith('C.c (py_sites.py:%d)' % lines['SITE_C']),
-         'the top site is named by its Python line: %r' % top['where'])
+mt.check(top['where'] == 'py_sites.py:%d  keep[i] = bytearray(1000000)' % lines['SITE_C'],
+         'the top site is named by its Python line and its text: %r' % top['where'])
 pyf = [fr for fr in top['frames'] if fr.get('python')]
 mt.eq([fr['function'] for fr in pyf], ['C.c', '<module>'], 'hybrid stack: the Python frames')
 mt.check(not any(fr['function'] == '_PyEval_EvalFrameDefault' for fr in top['frames']),
@@ -187,7 +187,11 @@ deeper = sum(len(g.stacks[st]) for st, ps in g.stack_py.items() if ps) / max(1, 
 cut = sum(len(f.stacks[st]) for st in with_py) / max(1, len(with_py))
 mt.check(deeper > cut + 2, 'MEMTALLY_PYNATIVE=1 keeps the frames outside: %.1f frames a stack, %.1f cut' % (deeper, cut))
 r = subprocess.run([MT, 'report', parent], capture_output=True, text=True)
-mt.check('a (py_sites.py:%d)' % lines['SITE_A'] in r.stdout, 'text report names a (py_sites.py:%d)' % lines['SITE_A'])
+mt.check('py_sites.py:%d  keep[i] = bytearray(100000)' % lines['SITE_A'] in r.stdout,
+         'text report names py_sites.py:%d with its text' % lines['SITE_A'])
+r = subprocess.run([MT, 'report', '--by', 'site', parent], capture_output=True, text=True)
+mt.check('a (py_sites.py:%d)' % lines['SITE_A'] in r.stdout,
+         'report --by site names a (py_sites.py:%d)' % lines['SITE_A'])
 
 # Native chains under Python, long and short, are kept whole up to the
 # eval loop and end there: deep_alloc(12) x 4 and deep_alloc(1) x 40

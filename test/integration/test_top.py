@@ -45,7 +45,7 @@ if mt.case('once'):
     r = subprocess.run([MT, 'top', '--once', GOLD], capture_output=True, text=True)
     out = r.stdout
     mt.check(r.returncode == 0 and 'node1 r0 p100' in out and 'node1 r1 p101' in out and
-             re.search(r'relu \(functional\.py:1457\) < Model\.forward \(model\.py:17\)', out) and
+             re.search(r'model\.py:17 in Model\.forward   via functional\.py:1457 relu', out) and
              'memtally.node1.r0.p100.oom1.jsonl' in out and re.search(r'node1 r0 p100 .* \+81\.4 KiB/step', out),
              'top --once: both ranks with their trend per step, the leaking site by name, the OOM dump')
     r2 = subprocess.run([MT, 'top', GOLD], capture_output=True, text=True, timeout=30)
@@ -108,7 +108,7 @@ if mt.case('torch'):
         # wait until the trainer's steps have run a while (past `import
         # torch`, which takes seconds; more on a loaded machine)
         def training(t):
-            m = re.search(r'\+([\d.]+) MiB\s+heap\s+relu \(functional', t)
+            m = re.search(r'\+([\d.]+) MiB\s+heap\s+torch_train\.py:%d ' % fwd, t)
             return m and float(m.group(1)) >= 8
         wait_for(training, 150)
         tmux('send-keys', '-t', SESSION, 's')  # by growth
