@@ -74,6 +74,8 @@ mt_utf8_len(const unsigned char *p, size_t avail) {
 #define MT_R_SEGMENT "segment"
 #define MT_R_TRACE "trace"
 #define MT_R_OUTCOME "outcome"
+#define MT_R_WARNING "warning"
+#define MT_F_MESSAGE "message"
 
 /* every record */
 #define MT_F_TYPE "type"

@@ -45,6 +45,7 @@ static struct {
 	int full_next;              /* the next snapshot lists every site */
 	uint64_t dropped_snaps;     /* snapshots that could not be written */
 	int write_warned;
+	unsigned warnings;          /* mt_warn's kept warnings in this file */
 } W = {.full_next = 1};
 
 int
@@ -79,8 +80,26 @@ ensure_open(void) {
 	if (fresh) {
 		mt_header_json(b);
 		mt_callsites_forget();
+		W.warnings = 0;
 	}
 	return 0;
+}
+
+/* A warning record for each warning kept since the last (mt_warn: the
+ * program's stderr has at most one line of ours; the file has them all):
+ * {"type":"warning","message":"..."}.  Returns how many were written. */
+static unsigned
+warnings_json(struct mt_buf *b) {
+	unsigned n = mt_warn_count(), i = W.warnings;
+	for (; i < n; i++) {
+		const char *m = mt_warn_get(i);
+		if (!m)
+			break; /* being filled: the next snapshot takes it */
+		mt_buf_puts(b, "{" MT_KEY(MT_F_TYPE) "\"" MT_R_WARNING "\"," MT_KEY(MT_F_MESSAGE));
+		mt_buf_jstr(b, m);
+		mt_buf_puts(b, "}\n");
+	}
+	return i;
 }
 
 /* Whether this process may change its identity: root, or holding
@@ -220,6 +239,8 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	long off0 = mt_sys(SYS_lseek, fd, 0, 2 /* SEEK_END */, 0, 0, 0);
 	W.lines.flush_fd = W.out.flush_fd = fd;
 	W.lines.flush_err = W.out.flush_err = 0;
+	unsigned warned = W.warnings;
+	W.warnings = warnings_json(&W.lines);
 	mt_maps_json(&W.lines, 0);
 	mt_callsites_stacks(&W.lines);
 	int err = mt_buf_flush(&W.lines);
@@ -245,6 +266,7 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	if (err) { /* what the file lacks is written again next time */
 		mt_callsites_forget();
 		mt_maps_forget();
+		W.warnings = warned;
 	}
 	W.full_next = err != 0;
 	W.lines.len = W.out.len = 0;
