@@ -2,7 +2,7 @@
  * snapshot.c — the file's lines, and the snapshot record.  One file per
  * process (file.c names, opens and re-opens it), opened at the first
  * snapshot (so a fork child that only execs leaves no file), with a header
- * line (header.c), then for each snapshot: a maps record when the set of
+ * line (header.c) written as the file is made, then for each snapshot: a maps record when the set of
  * loaded modules changed (header.c), a stack record for each stack not yet
  * written (callsites.c), and the snapshot record, whose totals, figures
  * and shim counts are made here (its call-site rows by callsites.c).
@@ -65,6 +65,38 @@ mt_snapshot_init(char **argv, char **envp) {
 	return 0;
 }
 
+static unsigned warnings_json(struct mt_buf *b);
+
+/* A new file's header (and the warnings so far) written at once, a zstd
+ * frame of its own: no file is ever empty, and a process killed before
+ * its first snapshot is written (or whose first snapshot cannot be
+ * written: it is cut back to where it began) leaves a header-only file.
+ * If even that write fails the header waits in b for the first snapshot,
+ * as before. */
+static void
+header_now(struct mt_buf *b) {
+	int fd = mt_file_fd();
+	b->len = 0;
+	b->overflow = 0;
+	mt_header_json(b);
+	unsigned warned = W.warnings;
+	W.warnings = warnings_json(b);
+	b->flush_fd = fd;
+	b->flush_err = 0;
+	int err = mt_buf_flush(b);
+	if (!err && mt_cfg.compress)
+		err = mt_zout_end(fd);
+	b->flush_fd = 0;
+	b->len = 0;
+	b->overflow = 0;
+	if (err) {
+		mt_sys(SYS_ftruncate, fd, 0, 0, 0, 0, 0);
+		mt_zout_reset();
+		W.warnings = warned;
+		mt_header_json(b);
+	}
+}
+
 /* The file open and ours; a new or re-created one gets its header, and
  * every call site, maps and stack record is written again. */
 static int
@@ -78,9 +110,9 @@ ensure_open(void) {
 	struct mt_buf *b = &W.lines;
 	b->len = 0;
 	if (fresh) {
-		mt_header_json(b);
 		mt_callsites_forget();
 		W.warnings = 0;
+		header_now(b);
 	}
 	return 0;
 }
@@ -120,7 +152,7 @@ mt_snapshot_open_early(void) {
 	if (!mt_cfg.host || !may_change_identity())
 		return;
 	mt_lock(&W.lock);
-	ensure_open(); /* its header waits in W.lines for the first snapshot */
+	ensure_open(); /* and writes its header */
 	mt_unlock(&W.lock);
 }
 

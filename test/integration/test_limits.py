@@ -1,0 +1,68 @@
+"""The program behaves as without memtally at the edges of its limits
+(issue 45), each case run with and without the shim:
+  header:  the first snapshot cannot be written (RLIMIT_FSIZE of 1 KiB,
+           SIGXFSZ ignored): the file holds its header, written when the
+           file was made, and the reader takes it (it was empty: the
+           header went out with the first snapshot, which was cut back);
+           plain and zstd files
+  fds:     `ulimit -n 64`: the program's first descriptor is 3, as without
+           the shim (the shim's file and libunwind's pipe were 3-4: they
+           are moved to the top of the range, O_CLOEXEC); it can open all
+           but the shim's few
+(The descriptors the shim keeps still count against RLIMIT_NOFILE.)"""
+import os, subprocess, sys
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
+import mt
+
+B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
+SHIM = os.path.join(B, 'libmemtally.so')
+PROG = os.path.join(B, 'test', 'prog_limits')
+MT = os.path.join(B, 'memtally')
+env0 = {k: v for k, v in os.environ.items() if not k.startswith('MEMTALLY_') and k != 'LD_PRELOAD'}
+
+
+def run(name, limits, args, shim=True, **vars):
+    """args under bash with limits (ulimit/trap lines), with or without the shim."""
+    env = dict(env0)
+    out = os.path.join(OUT, name)
+    if shim:  # the program's, not bash's (its exec would make a second file)
+        env.update(PRELOAD=SHIM, MEMTALLY_OUT=out)
+        env.update({'MEMTALLY_' + k: v for k, v in vars.items()})
+    script = '%s; %s exec "$@"' % (limits, 'LD_PRELOAD=$PRELOAD' if shim else '')
+    r = subprocess.run(['bash', '-c', script, 'x'] + args, env=env, capture_output=True, text=True, timeout=120)
+    return r, out
+
+
+if mt.case('header'):
+    for compress in ('0', '1'):
+        lim = "ulimit -f 1; trap '' XFSZ"
+        a, _ = run('hdr-plain%s' % compress, lim, [PROG, 'calloc'], shim=False)
+        b, out = run('hdr%s' % compress, lim, [PROG, 'calloc'], COMPRESS=compress)
+        mt.eq((b.returncode, b.stdout), (a.returncode, a.stdout),
+              'COMPRESS=%s, RLIMIT_FSIZE 1 KiB: the program as without the shim' % compress)
+        names = sorted(os.listdir(out)) if os.path.isdir(out) else []
+        sizes = [os.path.getsize(os.path.join(out, n)) for n in names]
+        mt.check(len(names) == 1 and sizes[0] > 0, 'COMPRESS=%s: one file, not empty (%s)' % (compress, sizes))
+        f = mt.files(out)
+        mt.check(len(f) == 1 and f[0].header is not None and f[0].header.get('pid') and not f[0].snapshots,
+                 'COMPRESS=%s: its header, and no snapshot (the one that did not fit was cut off)' % compress)
+        r = subprocess.run([MT, 'report', out], capture_output=True, text=True)
+        mt.check(r.returncode == 0 and 'only its header' in r.stdout,
+                 'COMPRESS=%s: report takes the header-only file (%s)' % (compress, (r.stdout + r.stderr)[-200:]))
+
+if mt.case('fds'):
+    for n in (64, 200):
+        lim = 'ulimit -n %d' % n
+        a, _ = run('fds-plain%d' % n, lim, [PROG, 'fds'], shim=False)
+        # as root, the shim opens its file at start (to keep it across a
+        # change of identity); libunwind opens its pipe at start
+        b, out = run('fds%d' % n, lim, [PROG, 'fds'])
+        fa, fb = a.stdout.split(), b.stdout.split()
+        mt.eq((b.returncode, fb[:2]), (a.returncode, fa[:2]),
+              'ulimit -n %d: the first descriptor the program opens is %s, as without the shim' % (n, fa[1:2]))
+        mt.check(len(fb) == 4 and int(fa[3]) - 3 <= int(fb[3]) <= int(fa[3]),
+                 'ulimit -n %d: it opens %s descriptors, %s without the shim (the shim keeps at most 3)'
+                 % (n, fb[3:], fa[3:]))
+        f = mt.files(out)
+        mt.check(len(f) == 1 and f[0].snapshots, 'ulimit -n %d: the shim\'s file is written' % n)
+mt.done()
