@@ -52,14 +52,6 @@ int
 mt_snapshot_init(char **argv, char **envp) {
 	(void)argv;
 	(void)envp;
-	if (mt_buf_init(&W.out, 1 << 20) || mt_buf_init(&W.lines, 1 << 20))
-		return ENOMEM;
-	if (mt_cfg.compress && mt_zout_init()) {
-		mt_warn("no memory for zstd's context: writing plain JSONL (MEMTALLY_COMPRESS ignored)");
-		mt_cfg.compress = 0;
-	}
-	if (mt_cfg.compress) /* the file's lines leave through the compressor */
-		W.lines.sink = W.out.sink = mt_zout_write;
 	mt_file_init();
 	mt_header_init();
 	return 0;
@@ -97,11 +89,33 @@ header_now(struct mt_buf *b) {
 	}
 }
 
+/* The writer's buffers (2 MiB) and zstd's context (1.6 MiB), mapped when
+ * the first file is made, not at start: the shim's address space before
+ * main stays small (a program under `ulimit -v` has it as without the
+ * shim).  ENOMEM when they cannot be had now (the snapshot is dropped and
+ * counted; the next one tries again). */
+static int
+buffers(void) {
+	if (W.out.p && W.lines.p)
+		return 0;
+	if ((!W.out.p && mt_buf_init(&W.out, 1 << 20)) || (!W.lines.p && mt_buf_init(&W.lines, 1 << 20)))
+		return ENOMEM;
+	if (mt_cfg.compress && mt_zout_init()) {
+		mt_warn("no memory for zstd's context: writing plain JSONL (MEMTALLY_COMPRESS ignored)");
+		mt_cfg.compress = 0;
+	}
+	if (mt_cfg.compress) /* the file's lines leave through the compressor */
+		W.lines.sink = W.out.sink = mt_zout_write;
+	return 0;
+}
+
 /* The file open and ours; a new or re-created one gets its header, and
  * every call site, maps and stack record is written again. */
 static int
 ensure_open(void) {
 	int fresh, reopened;
+	if (buffers())
+		return ENOMEM;
 	int err = mt_file_ensure(&fresh, &reopened);
 	if (err || !reopened)
 		return err;
