@@ -32,6 +32,7 @@
 #include "state/trigger.h"
 #include "capture/unwind.h"
 #include <string.h>
+#include <sys/statfs.h>
 
 /* The writer's state, all of it under the writer lock (held by the writer
  * thread, or by the thread running exit()). */
@@ -46,6 +47,7 @@ static struct {
 	uint64_t dropped_snaps;     /* snapshots that could not be written */
 	int write_warned;
 	unsigned warnings;          /* mt_warn's kept warnings in this file */
+	int below_floor;            /* the last look found the disk below the floor */
 } W = {.full_next = 1};
 
 int
@@ -87,6 +89,29 @@ header_now(struct mt_buf *b) {
 		W.warnings = warned;
 		mt_header_json(b);
 	}
+}
+
+/* Whether the file's filesystem has less free space than the floor
+ * (MEMTALLY_DISK_FLOOR, at least 5% of the filesystem): the program's own
+ * writes must not find the disk full because of us.  Said once (a warning:
+ * into the file when space returns, and memtally run's summary), and again
+ * after each return of space. */
+static int
+below_floor(int fd) {
+	struct statfs sf;
+	if (!mt_cfg.disk_floor || mt_sys(SYS_fstatfs, fd, &sf, 0, 0, 0, 0))
+		return 0;
+	uint64_t unit = (uint64_t)(sf.f_frsize > 0 ? sf.f_frsize : sf.f_bsize);
+	uint64_t avail = (uint64_t)sf.f_bavail * unit, floor = (uint64_t)sf.f_blocks * unit / 20;
+	if (floor < mt_cfg.disk_floor)
+		floor = mt_cfg.disk_floor;
+	int below = avail < floor;
+	if (below && !W.below_floor)
+		mt_warn("the output filesystem has %lu MiB free, below the floor of %lu MiB "
+			"(MEMTALLY_DISK_FLOOR, or 5%% of its size): snapshots are not written "
+			"until space returns", (unsigned long)(avail >> 20), (unsigned long)(floor >> 20));
+	W.below_floor = below;
+	return below;
 }
 
 /* The writer's buffers (2 MiB) and zstd's context (1.6 MiB), mapped when
@@ -271,6 +296,13 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	}
 	if (ensure_open()) {
 		W.dropped_snaps++;
+		mt_unlock(&W.lock);
+		return;
+	}
+	if (below_floor(mt_file_fd())) {
+		W.dropped_snaps++; /* the next one written counts it */
+		if (!strcmp(reason, "exit"))
+			W.closed = 1;
 		mt_unlock(&W.lock);
 		return;
 	}

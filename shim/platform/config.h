@@ -44,6 +44,7 @@
 	X(preoom, PREOOM, FRAC, "0.95", "0", "1", "dump when cgroup usage reaches this fraction of its limit, checked every 100 ms (0 = off)") \
 	X(follow, FOLLOW, BOOL, "1", "", "", "children are tracked too (0: fork children write nothing, exec'd children run without the shim)") \
 	X(verbose, VERBOSE, BOOL, "0", "", "", "print the effective configuration and output path to stderr") \
+	X(disk_floor, DISK_FLOOR, SIZE, "256M", "0", "1T", "snapshots are not written while the output filesystem's free space is below the larger of this and 5% of its size (said once, as a warning; writing resumes when space returns; 0 = no floor)") \
 	X(quiet, QUIET, BOOL, "0", "", "", "no warning on the program's stderr (each goes into the file as a warning record either way; without it, the first of a process is also printed there, one line; `memtally run` sets it and prints each distinct warning once at the end)") \
 	X(seed, SEED, U64, "0", "0", "18446744073709551615", "sampling random seed (0 = from time and thread id; set it for repeatable runs)") \
 	X(max_stacks, MAX_STACKS, U64, "1048576", "16", "1073741824", "distinct stacks kept; further new stacks are counted as dropped") \
@@ -96,6 +97,7 @@ struct mt_config {
 	int follow;          /* bool */
 	int verbose;         /* bool */
 	int quiet;           /* bool */
+	uint64_t disk_floor; /* bytes, 0 = none */
 	uint64_t seed;       /* sampling seed, 0 = random */
 	uint64_t max_stacks; /* stacks */
 	uint64_t max_live;   /* pointer-table entries */

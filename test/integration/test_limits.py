@@ -13,6 +13,14 @@
            (nobody, through setpriv): succeeds as without the shim (the
            shim mapped ~15 MB before main: the event ring, the writer's
            buffers and zstd's context are now mapped as needed)
+  disk:    a 16 MiB tmpfs holds the program's output and the shim's; the
+           program fills it to all but 4 KiB, asks for 8 snapshots, writes
+           the last 4 KiB: with MEMTALLY_DISK_FLOOR=2M it succeeds as
+           without the shim (the snapshots are not written, the file says
+           why once, and writing resumes once the program frees the
+           space; `memtally run` prints the warning at the end); with no
+           floor (0) the shim takes the last bytes: ENOSPC, exit 4 (the
+           failure the floor prevents)
 (The descriptors the shim keeps still count against RLIMIT_NOFILE.  Root
 opens its file before main, to keep it across a change of identity, and
 maps the writer's buffers then: ~3.6 MB more.)"""
@@ -94,4 +102,45 @@ if mt.case('vm'):
         mt.check(len(os.listdir(out)) >= 1 if os.path.isdir(out) else False, 'and the shim wrote its file')
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(out, ignore_errors=True)
+if mt.case('disk'):
+    fs = tempfile.mkdtemp(prefix='mt-disk-')
+    prog = os.path.join(B, 'test', 'prog_diskfull')
+    if os.geteuid() != 0 or subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=16m', 'tmpfs', fs]).returncode:
+        print('  note: cannot mount a tmpfs here: skipped')
+    else:
+        try:
+            def clean():
+                for n in os.listdir(fs):
+                    p = os.path.join(fs, n)
+                    shutil.rmtree(p) if os.path.isdir(p) else os.unlink(p)
+            a = subprocess.run([prog, fs], env=env0, capture_output=True, text=True, timeout=120)
+            outs = {}
+            for floor in ('2M', '0'):
+                clean()
+                out = os.path.join(fs, 'out')
+                r = subprocess.run([prog, fs], capture_output=True, text=True, timeout=120,
+                                   env=dict(env0, LD_PRELOAD=SHIM, MEMTALLY_OUT=out, MEMTALLY_DISK_FLOOR=floor,
+                                            MEMTALLY_QUIET='1'))
+                f = mt.files(out)
+                outs[floor] = (r, [s.get('label') for s in f[0].snapshots] if f else None,
+                               f[0].warnings if f else None)
+            r, labels, warns = outs['2M']
+            mt.eq((r.returncode, r.stdout), (a.returncode, a.stdout),
+                  'DISK_FLOOR=2M: the program fills the disk as without the shim (%s)' % a.stdout.strip())
+            mt.check(labels is not None and 'full' not in labels and 'space back' in labels,
+                     'below the floor no snapshot is written; once the space is back, it is (%s)' % labels)
+            mt.check(warns is not None and len([w for w in warns if 'below the floor' in w]) == 1,
+                     'the file says so, once (%s)' % warns)
+            r, labels, warns = outs['0']
+            mt.eq((r.returncode, r.stdout.strip()), (4, 'last write: No space left on device'),
+                  'with no floor the shim takes the last bytes (the failure the floor prevents)')
+            clean()
+            r = subprocess.run([MT, 'run', '--out', os.path.join(fs, 'run'), '--', prog, fs], capture_output=True,
+                               text=True, timeout=120, env=dict(env0, MEMTALLY_DISK_FLOOR='2M'))
+            fr = mt.files(os.path.join(fs, 'run'))
+            mt.check(r.returncode == 0 and 'memtally: warning from 1 process: the output filesystem has' in r.stderr,
+                     'memtally run: exit 0 and the floor\'s warning at the end (%s %s %s)' % (r.returncode, [x.warnings for x in fr], r.stderr[-300:]))
+        finally:
+            subprocess.run(['umount', fs])
+    os.rmdir(fs)
 mt.done()
