@@ -72,7 +72,9 @@ deps:
 # The Python start-up hook and helper (doc/python.md): `memtally run` finds
 # them beside itself (bundle: python/), in ../share/memtally/python
 # (installed) or ../scripts/python (this tree).
+# The hook's own modules are the package _memtally/ (PY_PKG_FILES).
 PY_FILES := $(sort $(wildcard scripts/python/*.py))
+PY_PKG_FILES := $(sort $(wildcard scripts/python/_memtally/*.py))
 
 # bundle: the shim and the command with every shared library they load from
 # outside glibc in $(B)/bundle/lib, found through an RPATH of $ORIGIN/lib
@@ -87,7 +89,8 @@ bundle: all
 	$(CC) -shared -o $(B)/bundle/libmemtally.so $(SHIM_OBJ) $(SHIM_LIBS) -Wl,-z,now -Wl,--no-undefined $(BUNDLE_RPATH)
 	$(CC) -o $(B)/bundle/memtally $(AN_OBJ) $(SHIM_CONFIG_OBJ) $(AN_LIBS) $(BUNDLE_RPATH)
 	bash scripts/bundle-libs.sh $(B)/bundle
-	mkdir -p $(B)/bundle/python && cp $(PY_FILES) $(B)/bundle/python/
+	mkdir -p $(B)/bundle/python/_memtally && cp $(PY_FILES) $(B)/bundle/python/
+	cp $(PY_PKG_FILES) $(B)/bundle/python/_memtally/
 
 # wheel: dist/memtally-$(VERSION)-py3-none-manylinux_<glibc>_<arch>.whl, the
 # bundle (shim, command, their libraries, the Python hook) inside a
@@ -134,6 +137,8 @@ install: all
 	install -m 644 shim/memtally.h $(DESTDIR)$(PREFIX)/include/memtally.h
 	install -d $(DESTDIR)$(PREFIX)/share/memtally/python
 	install -m 644 $(PY_FILES) $(DESTDIR)$(PREFIX)/share/memtally/python/
+	install -d $(DESTDIR)$(PREFIX)/share/memtally/python/_memtally
+	install -m 644 $(PY_PKG_FILES) $(DESTDIR)$(PREFIX)/share/memtally/python/_memtally/
 	# byte-compiled for this machine's python3: the hook runs at every
 	# Python start, and users cannot write __pycache__ there (doc/python.md)
 	-command -v python3 >/dev/null && python3 -m compileall -q \

@@ -7,6 +7,9 @@
 #include "cmd/cmd.h"
 #include "base/util.h"
 #include "shim/platform/config.h"
+#include "shim/format.h"
+#include "read/json.h"
+#include "read/source.h"
 #include <dirent.h>
 #include <elf.h>
 #include <errno.h>
@@ -19,6 +22,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char run_usage[] =
@@ -124,7 +128,7 @@ is_static(const char *cmd) {
 }
 
 /* The Python start-up hook's directory (scripts/python: sitecustomize.py,
- * memtally_torch.py, memtally.py; doc/python.md), found from this binary:
+ * its package _memtally/, memtally.py; doc/python.md), found from this binary:
  * the bundle's python/ beside it, an installed tree's
  * ../share/memtally/python, the build tree's ../scripts/python (build/) or
  * ../../scripts/python (build/asan/).  NULL when none holds the hook. */
@@ -457,6 +461,109 @@ run_unlock(char *path) {
 	free(path);
 }
 
+
+/* The warning records of one file (doc/FORMAT.md) into the distinct
+ * messages msgs[0..*n) and their processes' counts; a file that is not
+ * regular or cannot be read is passed over (the views will say why). */
+#define MAX_WARNINGS 64
+static void
+file_warnings(const char *path, char **msgs, int *count, int *n) {
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	struct stat st;
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return;
+	}
+	struct src in = {.path = path, .fd = fd};
+	size_t cap = 1 << 20;
+	char *buf = xmalloc(cap);
+	struct sb line = {0};
+	char *seen[MAX_WARNINGS];
+	int nseen = 0;
+	static const char pre[] = "{" MT_KEY(MT_F_TYPE) "\"" MT_R_WARNING "\"";
+	for (;;) {
+		ssize_t r = src_read(&in, buf, cap, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		for (char *p = buf, *end = buf + r; p < end;) {
+			char *nl = memchr(p, '\n', (size_t)(end - p));
+			/* only a line that begins as a warning record is kept */
+			size_t take = (size_t)((nl ? nl : end) - p);
+			if (line.len < sizeof pre)
+				sb_puts_n(&line, p, take);
+			else if (!strncmp(line.p, pre, sizeof pre - 1))
+				sb_puts_n(&line, p, take);
+			if (!nl)
+				break;
+			p = nl + 1;
+			if (line.len && !strncmp(line.p, pre, sizeof pre - 1)) {
+				struct jdoc d = {0};
+				const char *err;
+				size_t col;
+				sb_putc(&line, 0);
+				struct jv *o = json_parse(&d, line.p, line.len - 1, &err, &col);
+				const char *m = o ? json_str(&d, o, MT_F_MESSAGE) : NULL;
+				int dup = 0;
+				for (int i = 0; m && i < nseen && !dup; i++)
+					dup = !strcmp(seen[i], m);
+				if (m && !dup && nseen < MAX_WARNINGS) { /* once per process */
+					seen[nseen++] = xstrdup(m);
+					int i = 0;
+					while (i < *n && strcmp(msgs[i], m))
+						i++;
+					if (i == *n && *n < MAX_WARNINGS)
+						msgs[(*n)++] = xstrdup(m), count[i] = 0;
+					if (i < *n)
+						count[i]++;
+				}
+				json_free(&d);
+			}
+			line.len = 0;
+		}
+	}
+	for (int i = 0; i < nseen; i++)
+		free(seen[i]);
+	sb_free(&line);
+	free(buf);
+	src_close(&in);
+}
+
+/* Each distinct warning of this run's files (made since start), once:
+ * the shim keeps the program's stderr clean under `memtally run`
+ * (MEMTALLY_QUIET=1) and writes its warnings into the files. */
+static void
+print_warnings(const char *absout, const struct timespec *start) {
+	DIR *d = opendir(absout);
+	struct dirent *e;
+	char *msgs[MAX_WARNINGS];
+	int count[MAX_WARNINGS], n = 0;
+	while (d && (e = readdir(d))) {
+		if (strncmp(e->d_name, "memtally.", 9) || !strstr(e->d_name, ".jsonl"))
+			continue;
+		struct sb p = {0};
+		sb_printf(&p, "%s/%s", absout, e->d_name);
+		struct stat st;
+		if (!lstat(p.p, &st) && S_ISREG(st.st_mode) &&
+		    (st.st_ctim.tv_sec > start->tv_sec ||
+		     (st.st_ctim.tv_sec == start->tv_sec && st.st_ctim.tv_nsec >= start->tv_nsec)))
+			file_warnings(p.p, msgs, count, &n);
+		sb_free(&p);
+	}
+	if (d)
+		closedir(d);
+	for (int i = 0; i < n; i++) {
+		fprintf(stderr, "memtally: warning from %d process%s: %s\n", count[i],
+			count[i] == 1 ? "" : "es", msgs[i]);
+		free(msgs[i]);
+	}
+}
+
+static struct timespec run_start;
+
 /* Wait for the command (signals forwarded), say where the files are, and
  * give its exit status. */
 static int
@@ -472,6 +579,7 @@ wait_command(const char *cmd, const char *absout, int before) {
 	while (waitpid(child, &st, 0) < 0 && errno == EINTR)
 		;
 	int n = count_files(absout) - before;
+	print_warnings(absout, &run_start);
 	if (WIFSIGNALED(st))
 		fprintf(stderr, "memtally: %s was killed by signal %d (SIG%s)%s%s\n", cmd,
 			WTERMSIG(st), sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?",
@@ -496,10 +604,14 @@ cmd_run(int argc, char **argv) {
 	char *absout = out_dir(out);
 	char *lock = run_lock(absout);
 	preload_env();
+	/* the shim's warnings go into the files, printed once at the end */
+	setenv("MEMTALLY_QUIET", "1", 0);
 	if (is_static(argv[i]))
 		fprintf(stderr, "memtally: note: %s is statically linked: the shim cannot be "
 				"preloaded into it, so nothing will be recorded for it\n", argv[i]);
 	int before = count_files(absout);
+	clock_gettime(CLOCK_REALTIME, &run_start);
+	run_start.tv_sec -= 1; /* a file's ctime may lag the clock by a tick */
 	/* An earlier run's files would read as more processes (a later
 	 * /bin/true showed up as another "rank"): refused unless asked. */
 	if (before > 0 && !append)

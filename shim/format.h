@@ -77,6 +77,8 @@ mt_utf8_len(const unsigned char *p, size_t avail) {
 #define MT_R_SEGMENT "segment"
 #define MT_R_TRACE "trace"
 #define MT_R_OUTCOME "outcome"
+#define MT_R_WARNING "warning"
+#define MT_F_MESSAGE "message"
 
 /* A snapshot's reason that begins so is the final snapshot of a process
  * a signal killed: "signal-term", "signal-int", "signal-hup",

@@ -1,5 +1,5 @@
 /* torchfig.h — PyTorch's caching allocator over a window of snapshots
- * (devices[].torch, sent at each optimizer step by memtally_cuda.py):
+ * (devices[].torch, sent at each optimizer step by _memtally/cuda.py):
  * tensors (allocated bytes) told from the cache (reserved - allocated)
  * and from fragmentation (inactive split bytes: free blocks inside
  * segments that also hold tensors, which empty_cache cannot return). */

@@ -19,7 +19,7 @@
  * read the dict).
  *
  * With PyTorch's own snapshot of the moment beside the dump
- * (<dump>.torch.jsonl, memtally_cuda.py), the pickle is that snapshot --
+ * (<dump>.torch.jsonl, _memtally/cuda.py), the pickle is that snapshot --
  * torch's segments, blocks (with history for 1.13) and device traces --
  * plus each driver allocation outside torch's segments (NCCL, cuBLAS,
  * other libraries: answer/join.h) as a segment of its own with one

@@ -1,5 +1,5 @@
 /* torchsnap.h — PyTorch's own snapshot at a CUDA OOM: the file
- * `<dump>.torch.jsonl` that scripts/python/memtally_cuda.py writes beside
+ * `<dump>.torch.jsonl` that scripts/python/_memtally/cuda.py writes beside
  * the OOM dump it pairs with (doc/FORMAT.md, "PyTorch's snapshot"):
  * torch.cuda.memory._snapshot()'s segments, blocks and trace entries,
  * their frames and stacks written once each. */

@@ -11,8 +11,8 @@ it is not, so a trainer can keep these lines in every run.
 
 Under `memtally run` this module is on the path already, and each
 optimizer step of a PyTorch program is marked "step" without these lines
-(memtally_torch.py, doc/python.md); a program's own "step" mark through
-mark() wins over the automatic one.
+(the start-up hook's _memtally/steps.py, doc/python.md); a program's own
+"step" mark through mark() wins over the automatic one.
 
 The process's own figures, while it runs under the shim:
 
@@ -23,6 +23,8 @@ The process's own figures, while it runs under the shim:
 
 Pure ctypes; nothing is imported beyond the standard library."""
 import ctypes
+import os
+import sys
 
 __all__ = ['mark', 'snapshot', 'active', 'on_step', 'figures', 'peak_reset', 'Figures']
 
@@ -81,8 +83,8 @@ def mark(name, value):
 def on_step(fn):
     """Call fn(step) right after each step is marked: each optimizer step
     the start-up hook marks, and each mark("step", n) made here.  fn's
-    exceptions are caught and reported once.  Returns False when the hook
-    (memtally_torch.py, beside this file) cannot be imported."""
+    exceptions are caught and reported once.  Returns False when the hook's
+    step module (_memtally/steps.py, beside this file) cannot be loaded."""
     steps = _steps()
     if steps is None:
         return False
@@ -91,11 +93,27 @@ def on_step(fn):
 
 
 def _steps():
+    """The start-up hook's step module: the one it loaded (sys.modules'
+    "_memtally.steps"), else _memtally/steps.py beside this file, loaded by
+    its path (never a module found on sys.path); None when it cannot be."""
+    mod = sys.modules.get('_memtally.steps')
+    if mod is not None:
+        return mod
     try:
-        import memtally_torch
-    except ImportError:
+        import importlib.util
+        key = '_memtally.steps'
+        spec = importlib.util.spec_from_file_location(
+            key, os.path.join(os.path.dirname(os.path.abspath(__file__)), '_memtally', 'steps.py'))
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[key] = mod
+        try:
+            spec.loader.exec_module(mod)
+        except BaseException:
+            sys.modules.pop(key, None)
+            raise
+        return mod
+    except Exception:
         return None
-    return memtally_torch
 
 
 def snapshot(label=''):

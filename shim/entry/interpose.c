@@ -450,11 +450,7 @@ pipe2(int fds[2], int flags) {
 	}
 	if (mt_self.guard) {
 		for (int i = 0; i < 2; i++) {
-			long hi = mt_sys(SYS_fcntl, fds[i], F_DUPFD_CLOEXEC, 900, 0, 0, 0);
-			if (hi >= 0) {
-				mt_sys(SYS_close, fds[i], 0, 0, 0, 0, 0);
-				fds[i] = (int)hi;
-			}
+			fds[i] = (int)mt_fd_high(fds[i]); /* within RLIMIT_NOFILE */
 		}
 	}
 	return 0;

@@ -199,6 +199,8 @@ mt_file_ensure(int *fresh, int *reopened) {
 		open_failed = 1;
 		return err;
 	}
+	/* high, O_CLOEXEC: the program's own opens start at 3 as without us */
+	r = mt_fd_high(r);
 	struct stat st;
 	if (mt_sys(SYS_fstat, r, &st, 0, 0, 0, 0)) {
 		mt_sys(SYS_close, r, 0, 0, 0, 0, 0);

@@ -2,7 +2,7 @@
  * snapshot.c — the file's lines, and the snapshot record.  One file per
  * process (file.c names, opens and re-opens it), opened at the first
  * snapshot (so a fork child that only execs leaves no file), with a header
- * line (header.c), then for each snapshot: a maps record when the set of
+ * line (header.c) written as the file is made, then for each snapshot: a maps record when the set of
  * loaded modules changed (header.c), a stack record for each stack not yet
  * written (callsites.c), and the snapshot record, whose totals, figures
  * and shim counts are made here (its call-site rows by callsites.c).
@@ -32,6 +32,7 @@
 #include "state/trigger.h"
 #include "capture/unwind.h"
 #include <string.h>
+#include <sys/statfs.h>
 
 /* The writer's state, all of it under the writer lock (held by the writer
  * thread, or by the thread running exit()). */
@@ -51,13 +52,84 @@ static struct {
 	 * skips the rest of the file undecoded (doc/FORMAT.md). */
 	char summary[16 << 10];
 	size_t summary_len;         /* 0: none this time */
+	unsigned warnings;          /* mt_warn's kept warnings in this file */
+	int below_floor;            /* the last look found the disk below the floor */
 } W = {.full_next = 1};
 
 int
 mt_snapshot_init(char **argv, char **envp) {
 	(void)argv;
 	(void)envp;
-	if (mt_buf_init(&W.out, 1 << 20) || mt_buf_init(&W.lines, 1 << 20))
+	mt_file_init();
+	mt_header_init();
+	return 0;
+}
+
+static unsigned warnings_json(struct mt_buf *b);
+
+/* A new file's header (and the warnings so far) written at once, a zstd
+ * frame of its own: no file is ever empty, and a process killed before
+ * its first snapshot is written (or whose first snapshot cannot be
+ * written: it is cut back to where it began) leaves a header-only file.
+ * If even that write fails the header waits in b for the first snapshot,
+ * as before. */
+static void
+header_now(struct mt_buf *b) {
+	int fd = mt_file_fd();
+	b->len = 0;
+	b->overflow = 0;
+	mt_header_json(b);
+	unsigned warned = W.warnings;
+	W.warnings = warnings_json(b);
+	b->flush_fd = fd;
+	b->flush_err = 0;
+	int err = mt_buf_flush(b);
+	if (!err && mt_cfg.compress)
+		err = mt_zout_end(fd);
+	b->flush_fd = 0;
+	b->len = 0;
+	b->overflow = 0;
+	if (err) {
+		mt_sys(SYS_ftruncate, fd, 0, 0, 0, 0, 0);
+		mt_zout_reset();
+		W.warnings = warned;
+		mt_header_json(b);
+	}
+}
+
+/* Whether the file's filesystem has less free space than the floor
+ * (MEMTALLY_DISK_FLOOR, at least 5% of the filesystem): the program's own
+ * writes must not find the disk full because of us.  Said once (a warning:
+ * into the file when space returns, and memtally run's summary), and again
+ * after each return of space. */
+static int
+below_floor(int fd) {
+	struct statfs sf;
+	if (!mt_cfg.disk_floor || mt_sys(SYS_fstatfs, fd, &sf, 0, 0, 0, 0))
+		return 0;
+	uint64_t unit = (uint64_t)(sf.f_frsize > 0 ? sf.f_frsize : sf.f_bsize);
+	uint64_t avail = (uint64_t)sf.f_bavail * unit, floor = (uint64_t)sf.f_blocks * unit / 20;
+	if (floor < mt_cfg.disk_floor)
+		floor = mt_cfg.disk_floor;
+	int below = avail < floor;
+	if (below && !W.below_floor)
+		mt_warn("the output filesystem has %lu MiB free, below the floor of %lu MiB "
+			"(MEMTALLY_DISK_FLOOR, or 5%% of its size): snapshots are not written "
+			"until space returns", (unsigned long)(avail >> 20), (unsigned long)(floor >> 20));
+	W.below_floor = below;
+	return below;
+}
+
+/* The writer's buffers (2 MiB) and zstd's context (1.6 MiB), mapped when
+ * the first file is made, not at start: the shim's address space before
+ * main stays small (a program under `ulimit -v` has it as without the
+ * shim).  ENOMEM when they cannot be had now (the snapshot is dropped and
+ * counted; the next one tries again). */
+static int
+buffers(void) {
+	if (W.out.p && W.lines.p)
+		return 0;
+	if ((!W.out.p && mt_buf_init(&W.out, 1 << 20)) || (!W.lines.p && mt_buf_init(&W.lines, 1 << 20)))
 		return ENOMEM;
 	if (mt_cfg.compress && mt_zout_init()) {
 		mt_warn("no memory for zstd's context: writing plain JSONL (MEMTALLY_COMPRESS ignored)");
@@ -65,8 +137,6 @@ mt_snapshot_init(char **argv, char **envp) {
 	}
 	if (mt_cfg.compress) /* the file's lines leave through the compressor */
 		W.lines.sink = W.out.sink = mt_zout_write;
-	mt_file_init();
-	mt_header_init();
 	return 0;
 }
 
@@ -75,6 +145,8 @@ mt_snapshot_init(char **argv, char **envp) {
 static int
 ensure_open(void) {
 	int fresh, reopened;
+	if (buffers())
+		return ENOMEM;
 	int err = mt_file_ensure(&fresh, &reopened);
 	if (err || !reopened)
 		return err;
@@ -83,10 +155,28 @@ ensure_open(void) {
 	struct mt_buf *b = &W.lines;
 	b->len = 0;
 	if (fresh) {
-		mt_header_json(b);
 		mt_callsites_forget();
+		W.warnings = 0;
+		header_now(b);
 	}
 	return 0;
+}
+
+/* A warning record for each warning kept since the last (mt_warn: the
+ * program's stderr has at most one line of ours; the file has them all):
+ * {"type":"warning","message":"..."}.  Returns how many were written. */
+static unsigned
+warnings_json(struct mt_buf *b) {
+	unsigned n = mt_warn_count(), i = W.warnings;
+	for (; i < n; i++) {
+		const char *m = mt_warn_get(i);
+		if (!m)
+			break; /* being filled: the next snapshot takes it */
+		mt_buf_puts(b, "{" MT_KEY(MT_F_TYPE) "\"" MT_R_WARNING "\"," MT_KEY(MT_F_MESSAGE));
+		mt_buf_jstr(b, m);
+		mt_buf_puts(b, "}\n");
+	}
+	return i;
 }
 
 /* Whether this process may change its identity: root, or holding
@@ -107,7 +197,7 @@ mt_snapshot_open_early(void) {
 	if (!mt_cfg.host || !may_change_identity())
 		return;
 	mt_lock(&W.lock);
-	ensure_open(); /* its header waits in W.lines for the first snapshot */
+	ensure_open(); /* and writes its header */
 	mt_unlock(&W.lock);
 }
 
@@ -234,6 +324,13 @@ write_locked(const char *reason, const char *lab, int final) {
 		mt_unlock(&W.lock);
 		return;
 	}
+	if (below_floor(mt_file_fd())) {
+		W.dropped_snaps++; /* the next one written counts it */
+		if (!strcmp(reason, "exit"))
+			W.closed = 1;
+		mt_unlock(&W.lock);
+		return;
+	}
 	uint64_t t0 = mt_now_ns();
 	/* Everything streams through two 1 MiB buffers, so a snapshot of any
 	 * size needs no more memory: first the header (a new file), maps and
@@ -245,6 +342,8 @@ write_locked(const char *reason, const char *lab, int final) {
 	long off0 = mt_sys(SYS_lseek, fd, 0, 2 /* SEEK_END */, 0, 0, 0);
 	W.lines.flush_fd = W.out.flush_fd = fd;
 	W.lines.flush_err = W.out.flush_err = 0;
+	unsigned warned = W.warnings;
+	W.warnings = warnings_json(&W.lines);
 	mt_maps_json(&W.lines, 0);
 	mt_callsites_stacks(&W.lines);
 	int err = mt_buf_flush(&W.lines);
@@ -279,6 +378,7 @@ write_locked(const char *reason, const char *lab, int final) {
 	if (err) { /* what the file lacks is written again next time */
 		mt_callsites_forget();
 		mt_maps_forget();
+		W.warnings = warned;
 	}
 	W.full_next = err != 0;
 	W.lines.len = W.out.len = 0;

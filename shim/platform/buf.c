@@ -346,8 +346,6 @@ mt_write_all(int fd, const void *s, size_t n) {
 	return 0;
 }
 
-static int warnings;
-
 static void
 vlog(const char *prefix, const char *fmt, va_list ap) {
 	char mem[512];
@@ -359,14 +357,64 @@ vlog(const char *prefix, const char *fmt, va_list ap) {
 	mt_write_all(2, mem, b.len);
 }
 
+/* The kept warnings: a slot is claimed by an atomic add, filled, then
+ * published (ready, release); readers take only ready slots. */
+static struct {
+	char msg[256];
+	int ready;
+} warn_slot[MT_WARN_SLOTS];
+static unsigned warn_n;    /* slots claimed */
+static int warn_printed;   /* the one stderr line of this process */
+static int warn_quiet;     /* MEMTALLY_QUIET: none */
+
+void
+mt_warn_set_quiet(int quiet) {
+	warn_quiet = quiet;
+}
+
 void
 mt_warn(const char *fmt, ...) {
-	if (__atomic_add_fetch(&warnings, 1, __ATOMIC_RELAXED) > 16)
-		return;
+	char mem[256];
+	struct mt_buf b;
+	mt_buf_fixed(&b, mem, sizeof mem - 1);
 	va_list ap;
 	va_start(ap, fmt);
-	vlog("memtally: warning: ", fmt, ap);
+	mt_buf_vprintf(&b, fmt, ap);
 	va_end(ap);
+	b.len = mt_utf8_cut(mem, b.len);
+	mem[b.len] = 0;
+	int seen = 0;
+	unsigned n = __atomic_load_n(&warn_n, __ATOMIC_ACQUIRE);
+	for (unsigned i = 0; i < n && i < MT_WARN_SLOTS && !seen; i++)
+		seen = __atomic_load_n(&warn_slot[i].ready, __ATOMIC_ACQUIRE) &&
+		       !strcmp(warn_slot[i].msg, mem);
+	if (!seen) {
+		unsigned i = __atomic_fetch_add(&warn_n, 1, __ATOMIC_ACQ_REL);
+		if (i < MT_WARN_SLOTS) {
+			memcpy(warn_slot[i].msg, mem, b.len + 1);
+			__atomic_store_n(&warn_slot[i].ready, 1, __ATOMIC_RELEASE);
+		}
+	}
+	if (warn_quiet || __atomic_exchange_n(&warn_printed, 1, __ATOMIC_ACQ_REL))
+		return;
+	char line[300];
+	mt_buf_fixed(&b, line, sizeof line - 1);
+	mt_buf_printf(&b, "memtally: warning: %s", mem);
+	line[b.len++] = '\n';
+	mt_write_all(2, line, b.len);
+}
+
+unsigned
+mt_warn_count(void) {
+	unsigned n = __atomic_load_n(&warn_n, __ATOMIC_ACQUIRE);
+	return n < MT_WARN_SLOTS ? n : MT_WARN_SLOTS;
+}
+
+const char *
+mt_warn_get(unsigned i) {
+	if (i >= MT_WARN_SLOTS || !__atomic_load_n(&warn_slot[i].ready, __ATOMIC_ACQUIRE))
+		return NULL;
+	return warn_slot[i].msg;
 }
 
 void

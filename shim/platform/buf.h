@@ -72,9 +72,19 @@ void mt_buf_vprintf(struct mt_buf *b, const char *fmt, va_list ap);
  * Async-signal-safe. */
 int mt_write_all(int fd, const void *s, size_t n);
 
-/* "memtally: warning: ..." on stderr, at most 16 per process.
- * Never allocates.  Async-signal-safe. */
+/* A warning: kept (up to MT_WARN_SLOTS distinct ones a process) for the
+ * output file, which carries each as a warning record (snapshot.c), and
+ * "memtally: warning: ..." on stderr for the first of the process only,
+ * none with MEMTALLY_QUIET=1 (`memtally run` sets it and prints each
+ * distinct one at the end): the program's stderr is the program's.
+ * Never allocates, takes no lock.  Async-signal-safe. */
 void mt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define MT_WARN_SLOTS 16
+/* MEMTALLY_QUIET (config.c sets it before the other options' warnings). */
+void mt_warn_set_quiet(int quiet);
+/* The warnings kept so far (a slot being filled reads as NULL). */
+unsigned mt_warn_count(void);
+const char *mt_warn_get(unsigned i);
 /* "memtally: ..." on stderr (verbose output).  Never allocates. */
 void mt_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

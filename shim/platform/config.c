@@ -369,8 +369,13 @@ mt_config_init(char **envp) {
 	mt_cfg.rank = env_long(envp, rank);
 	mt_cfg.local_rank = env_long(envp, local);
 	mt_cfg.world_size = env_long(envp, world);
+	/* MEMTALLY_QUIET first: it decides where the others' warnings go */
 	for (char **e = envp; e && *e; e++)
-		if (!strncmp(*e, "MEMTALLY_", 9))
+		if (!strncmp(*e, "MEMTALLY_QUIET=", 15))
+			take(*e + 9);
+	mt_warn_set_quiet(mt_cfg.quiet);
+	for (char **e = envp; e && *e; e++)
+		if (!strncmp(*e, "MEMTALLY_", 9) && strncmp(*e, "MEMTALLY_QUIET=", 15))
 			take(*e + 9);
 }
 

@@ -36,7 +36,7 @@
 	X(trace, TRACE, U64, "100000", "16", "16777216", "events kept in the ring that OOM dumps carry (mmaps, large heap blocks, failures)") \
 	X(oom_dumps, OOM_DUMPS, U64, "3", "0", "1000", "max OOM and pre-OOM dumps per process") \
 	X(oom_render, OOM_RENDER, BOOL, "0", "", "", "after each OOM dump, also write its pickle, HTML page and flame graph beside it (from the writer thread, or at exit)") \
-	X(torch_history, TORCH_HISTORY, U64, "100000", "0", "100000000", "PyTorch >= 2.0: entries of its memory history (Python stacks), for its snapshot beside a CUDA OOM dump (read by scripts/python/memtally_cuda.py; 0: history off, doc/cuda.md)") \
+	X(torch_history, TORCH_HISTORY, U64, "100000", "0", "100000000", "PyTorch >= 2.0: entries of its memory history (Python stacks), for its snapshot beside a CUDA OOM dump (read by scripts/python/_memtally/cuda.py; 0: history off, doc/cuda.md)") \
 	X(cuda, CUDA, BOOL, "1", "", "", "track CUDA driver allocations (device, pinned host, managed, VMM)") \
 	X(cuda_routes, CUDA_ROUTES, ROUTES, "all", "", "", "debug: the routes to the driver that are wrapped (direct,dlsym,gpa,self or all)") \
 	X(host, HOST, BOOL, "1", "", "", "track heap and mmap (0: pass every call straight through)") \
@@ -45,6 +45,8 @@
 	X(preoom, PREOOM, FRAC, "0.95", "0", "1", "dump when cgroup usage reaches this fraction of its limit, checked every 100 ms (0 = off)") \
 	X(follow, FOLLOW, BOOL, "1", "", "", "children are tracked too (0: fork children write nothing, exec'd children run without the shim)") \
 	X(verbose, VERBOSE, BOOL, "0", "", "", "print the effective configuration and output path to stderr") \
+	X(disk_floor, DISK_FLOOR, SIZE, "256M", "0", "1T", "snapshots are not written while the output filesystem's free space is below the larger of this and 5% of its size (said once, as a warning; writing resumes when space returns; 0 = no floor)") \
+	X(quiet, QUIET, BOOL, "0", "", "", "no warning on the program's stderr (each goes into the file as a warning record either way; without it, the first of a process is also printed there, one line; `memtally run` sets it and prints each distinct warning once at the end)") \
 	X(seed, SEED, U64, "0", "0", "18446744073709551615", "sampling random seed (0 = from time and thread id; set it for repeatable runs)") \
 	X(max_stacks, MAX_STACKS, U64, "1048576", "16", "1073741824", "distinct stacks kept; further new stacks are counted as dropped") \
 	X(max_live, MAX_LIVE, U64, "67108864", "64", "68719476736", "tracked live allocations kept (about this many; up to twice when the blocks lie in several 64 MiB regions, as the pointer table checks the whole count when it grows); further ones are counted as dropped")
@@ -88,7 +90,7 @@ struct mt_config {
 	uint64_t trace;      /* events */
 	uint64_t oom_dumps;  /* dumps */
 	int oom_render;      /* bool */
-	uint64_t torch_history; /* entries (read by memtally_cuda.py, not the shim) */
+	uint64_t torch_history; /* entries (read by _memtally/cuda.py, not the shim) */
 	int cuda;            /* bool */
 	uint64_t cuda_routes; /* bits: 1 direct, 2 dlsym, 4 gpa, 8 self */
 	int host;            /* bool */
@@ -97,6 +99,8 @@ struct mt_config {
 	double preoom;       /* fraction */
 	int follow;          /* bool */
 	int verbose;         /* bool */
+	int quiet;           /* bool */
+	uint64_t disk_floor; /* bytes, 0 = none */
 	uint64_t seed;       /* sampling seed, 0 = random */
 	uint64_t max_stacks; /* stacks */
 	uint64_t max_live;   /* pointer-table entries */

@@ -274,5 +274,11 @@ mt_pcs_find(const uintptr_t *pcs, int n, uintptr_t lo, uintptr_t hi) {
 /* A small file (/proc, /sys) read whole into buf, NUL-terminated (at most
  * cap - 1 bytes).  Its length, or -errno.  Never allocates. */
 long mt_read_file(const char *path, char *buf, size_t cap);
+/* fd moved to a high number (F_DUPFD_CLOEXEC from the lower of 900 and
+ * RLIMIT_NOFILE - 8, the old one closed): a descriptor the shim keeps
+ * stays out of the low numbers a program's own opens take (its first
+ * open is 3, as without the shim).  fd itself when it cannot be moved.
+ * Async-signal-safe, never allocates. */
+long mt_fd_high(long fd);
 
 #endif

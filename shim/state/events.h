@@ -21,7 +21,8 @@ struct mt_ev {
 	uint16_t pad;
 };
 
-/* Reserve the ring (MEMTALLY_TRACE entries).  0 or ENOMEM. */
+/* The ring's size (MEMTALLY_TRACE entries), mapped a chunk at a time as
+ * it fills.  0. */
 int mt_events_init(uint64_t cap);
 /* Add an event (lock-free).  Async-signal-safe. */
 void mt_event(int op, int kind, uintptr_t addr, uint64_t size, uint32_t stack);

@@ -1,4 +1,4 @@
-"""What memtally_cuda.py costs on the CPU side (no GPU needed):
+"""What _memtally/cuda.py costs on the CPU side (no GPU needed):
   - at each optimizer step: the call into the shim with one device's four
     figures (memtally_torch_figures through ctypes), not counting torch's
     own torch._C._cuda_memoryStats (measured on a GPU: test/gpu/check.sh);
@@ -11,7 +11,7 @@ Run under the shim:  LD_PRELOAD=build/libmemtally.so MEMTALLY_OUT=/tmp/cc \\
     PYTHONPATH=scripts/python /usr/bin/python3 test/bench/cuda_cost.py [N]"""
 import ctypes, os, sys, tempfile, time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'scripts', 'python'))
-import memtally_cuda
+from _memtally import cuda as memtally_cuda
 
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 100000
 stacks = [[{'filename': '/srv/train/model_%d.py' % (i % 7), 'line': 10 + k * 3 + i, 'name': 'f%d_%d' % (i, k)}

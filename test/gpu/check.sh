@@ -9,7 +9,7 @@
 # per step, whether the OOM dump existed before PyTorch raised, and whether
 # the tensors' device memory is charged to the Python line that made them.
 # Then PyTorch's view joined with the driver's (test/gpu/torch_oom.py, torch
-# >= 2.0 with scripts/python/memtally_cuda.py): a trainer's real OOM; the
+# >= 2.0 with scripts/python/_memtally/cuda.py): a trainer's real OOM; the
 # pair (dump + <dump>.torch.jsonl) on disk before OutOfMemoryError reached
 # Python, the recovery and raised outcomes, the joined totals reconciling to
 # the byte and against the driver's used memory, NCCL or cuBLAS memory

@@ -1,5 +1,5 @@
 """A real trainer's CUDA OOM under the shim, with memtally's PyTorch side
-(scripts/python/memtally_cuda.py) on a machine with a GPU and torch >= 2.0
+(scripts/python/_memtally/cuda.py) on a machine with a GPU and torch >= 2.0
 (test/gpu/check.sh runs it, plain and with expandable_segments:True).
 
 An MLP trained with AdamW for a few steps (the caching allocator's figures
@@ -16,7 +16,7 @@ import torch
 out = os.environ['MEMTALLY_OUT']
 res = {'torch': torch.__version__, 'cuda': torch.version.cuda,
        'alloc_conf': os.environ.get('PYTORCH_CUDA_ALLOC_CONF', '')}
-import memtally_cuda
+from _memtally import cuda as memtally_cuda
 memtally_cuda.install(torch)  # the start-up hook's call; a second call is harmless
 dev = torch.device('cuda')
 

@@ -1,6 +1,6 @@
 """The output file compressed (MEMTALLY_COMPRESS=1, the default; issue 14).
 
-- default: `.jsonl.zst`, one zstd frame per snapshot (zstd's own `-l`
+- default: `.jsonl.zst`, a zstd frame for the header, then one per snapshot (zstd's own `-l`
   counts them), which zstd's command decodes to exactly what `memtally cat`
   prints;
 - the same program with MEMTALLY_COMPRESS=0 writes `.jsonl`, and every
@@ -55,10 +55,11 @@ if mt.case('default'):
     snaps = plain.count(b'"type":"snapshot"')
     m = re.search(r'^\s*(\d+)\s+(\d+)\s', subprocess.run(['zstd', '-l', p], capture_output=True,
                                                           text=True).stdout.split('\n')[1])
-    # each snapshot's frame, then its summary's skippable frame (doc/FORMAT.md)
-    mt.check(m and int(m.group(1)) == 2 * snaps and int(m.group(2)) == snaps and snaps >= 3,
-             'one zstd frame per snapshot and a summary each (%s frames, %s skippable, %d snapshots)'
-             % (m and m.group(1), m and m.group(2), snaps))
+    # the header's frame (issue 45: written as the file is made), then each
+    # snapshot's frame and its summary's skippable frame (doc/FORMAT.md)
+    mt.check(m and int(m.group(1)) == 2 * snaps + 1 and int(m.group(2)) == snaps and snaps >= 3,
+             'a frame for the header, then one per snapshot and a summary each (%s frames, '
+             '%s skippable, %d snapshots)' % (m and m.group(1), m and m.group(2), snaps))
     data = open(p, 'rb').read()
     summ = 0
     at = data.find(b'\x5e\x2a\x4d\x18')

@@ -64,8 +64,10 @@ def probe(flags=(), env=None, under=True):
 
 
 def run_lines(stderr):
-    """stderr without the line `memtally run` ends with."""
-    return [l for l in stderr.splitlines() if not l.startswith('memtally: ') or 'new file' not in l]
+    """stderr without the lines `memtally run` ends with (its files, the
+    warnings in them)."""
+    return [l for l in stderr.splitlines()
+            if not l.startswith('memtally: ') or ('new file' not in l and 'warning from' not in l)]
 
 
 if mt.case('plain'):
@@ -83,7 +85,8 @@ if mt.case('plain'):
     mt.eq(p.get('finders'), ['_MemtallyTorchFinder'], 'one finder waits for torch')
     mt.eq((p.get('state') or {}).get('chained'), '/usr/lib/python3.11/sitecustomize.py',
           "Debian's sitecustomize, which it shadows, ran")
-    mt.check('memtally_torch' not in p.get('modules', []), 'memtally_torch is not loaded before torch')
+    mt.check(not [m for m in p.get('modules', []) if 'memtally' in m],
+             'none of the hook\'s modules is loaded before torch (%s)' % [m for m in p.get('modules', []) if 'memtally' in m])
     mt.eq(p.get('path', [None])[0], HOOK, 'its directory is first on sys.path after the script\'s')
 
 if mt.case('flags'):
@@ -154,7 +157,7 @@ if mt.case('torch2'):
     # torch >= 2.0's global step post-hook, on a double of its optimizer
     # step machinery (py/torch2/torch/optim/optimizer.py)
     prog = r'''
-import json, sys, torch, memtally_torch
+import json, sys, torch
 from torch.optim import SGD
 class Outer(SGD):
     def step(self, closure=None):
@@ -168,7 +171,7 @@ elif mode == 'two':
 elif mode == 'nested':
     o = Outer([3])
     for i in range(4): o.step()
-print(json.dumps(memtally_torch.state()))
+print(json.dumps(sys.modules['_memtally.steps'].state()))
 '''
     env = dict(env0, PYTHONPATH=os.path.join(os.path.dirname(os.path.abspath(__file__)), 'py', 'torch2'))
     for mode, want in (('one', 6), ('two', 5), ('nested', 4)):
@@ -180,13 +183,70 @@ print(json.dumps(memtally_torch.state()))
         mt.eq((st.get('method'), st.get('steps'), marks.get('step')), ('post-hook', want, want),
               'torch 2 (a double): the global post-hook, %s: %d marks (%s)' % (mode, want, r.stderr[-200:]))
 
+def old_pythons():
+    """Python 2.7 and 3.6-3.9 interpreters on this machine (PATH, pyenv)."""
+    found = {}
+    for v in ('2.7', '3.6', '3.7', '3.8', '3.9'):
+        cands = [shutil.which('python' + v)]
+        root = os.path.expanduser('~/.pyenv/versions')
+        if os.path.isdir(root):
+            cands += [os.path.join(root, d, 'bin', 'python' + v) for d in sorted(os.listdir(root))
+                      if d.startswith(v + '.')]
+        for c in cands:
+            if c and os.access(c, os.X_OK) and not c.startswith('/root/.pyenv/shims'):
+                found[v] = c
+                break
+    return found
+
+
+if mt.case('old'):
+    # Python 2 and 3.0-3.9 are left alone: the shadowed sitecustomize runs
+    # (the user's here), and nothing else: no finder, nothing imported, no
+    # line on stderr, the same output and exit code as without memtally.
+    olds = old_pythons()
+    if not olds:
+        print('  note: no Python 2.7 or 3.6-3.9 here: only the parse check')
+    for v, py in sorted(olds.items()):
+        prog = 'print 1' if v == '2.7' else 'print(1)'
+        for env in (env0, dict(env0, PYTHONPATH=user)):
+            a = run([py, '-c', prog], env, under=False)
+            b = run([py, '-c', prog], env)
+            mt.eq((b.returncode, b.stdout, run_lines(b.stderr)), (a.returncode, a.stdout, run_lines(a.stderr)),
+                  'Python %s -c %r%s: as without memtally (%r)'
+                  % (v, prog, ' with a user sitecustomize' if env is not env0 else '', b.stderr[-300:]))
+            mt.check('memtally: warning from 1 process: Python %s: Python frames are read from 3.10 to 3.13 only'
+                     % v in b.stderr, 'Python %s: the shim\'s note is in memtally run\'s summary' % v)
+        r = run([py, '-c', PROBE])
+        try:
+            p = json.loads(r.stdout.splitlines()[-1])
+        except (ValueError, IndexError):
+            p = {}
+        mt.eq((p.get('site'), p.get('finders'), [m for m in p.get('modules', ['?']) if 'memtally' in m]),
+              (os.path.join(HOOK, 'sitecustomize.py'), [], []),
+              'Python %s: the hook ran and put no finder, loaded no module (%s)' % (v, r.stderr[-200:]))
+    # and a Python 3 program starting a Python 2 child
+    if '2.7' in olds:
+        prog = ('import subprocess, sys\nr = subprocess.run([%r, "-c", "print 1"])\n'
+                'sys.exit(r.returncode + 10)\n' % olds['2.7'])
+        a = run([PY, '-c', prog], under=False)
+        b = run([PY, '-c', prog])
+        mt.eq((b.returncode, b.stdout, run_lines(b.stderr)), (a.returncode, a.stdout, run_lines(a.stderr)),
+              'Python 2.7 as the child of a Python 3 program: as without memtally (%r)' % b.stderr[-300:])
+    # the file itself parses under Python 2 (a Python 2 start-up imports it)
+    if '2.7' in olds:
+        r = subprocess.run([olds['2.7'], '-c', 'import sys; compile(open(sys.argv[1]).read(), sys.argv[1], "exec")',
+                            os.path.join(HOOK, 'sitecustomize.py')], capture_output=True, text=True)
+        mt.eq((r.returncode, r.stderr), (0, ''), 'sitecustomize.py parses under Python 2')
+
 if mt.case('installed'):
     prefix = os.path.join(OUT, 'prefix')
     r = subprocess.run(['make', '-s', '-C', ROOT, 'install', 'PREFIX=' + prefix], capture_output=True, text=True)
     mt.eq(r.returncode, 0, 'make install (%s)' % r.stderr[-200:])
     inst = os.path.join(prefix, 'share', 'memtally', 'python')
-    mt.eq(sorted(f for f in os.listdir(inst) if f.endswith('.py')),
-          sorted(f for f in os.listdir(HOOK) if f.endswith('.py')), 'the Python files are installed')
+    for sub in ('', '_memtally'):
+        mt.eq(sorted(f for f in os.listdir(os.path.join(inst, sub)) if f.endswith('.py')),
+              sorted(f for f in os.listdir(os.path.join(HOOK, sub)) if f.endswith('.py')),
+              'the Python files are installed (%s)' % (sub or 'the hook and memtally.py'))
     r = subprocess.run([os.path.join(prefix, 'bin', 'memtally'), 'run', '--out', os.path.join(OUT, 'inst'),
                         '--', PY, '-c', PROBE], env=env0, capture_output=True, text=True)
     p = json.loads(r.stdout)

@@ -300,7 +300,8 @@ if res:
              'async: the driver\'s dumps, no torch snapshot')
 # --- Debian's real torch 1.13 (CPU): installed, silent, CUDA never touched ---
 r = subprocess.run(['/usr/bin/python3', '-c', '''if 1:
-    import torch, memtally_cuda
+    import torch
+    from _memtally import cuda as memtally_cuda
     ok = memtally_cuda.install(torch) and memtally_cuda.install(torch)
     for s in range(3):
         memtally_cuda.on_step(s)

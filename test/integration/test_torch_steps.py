@@ -11,10 +11,12 @@ torch 1.13, CPU):
  - two optimizers stepped each iteration, and an optimizer whose step calls
    its parent class's (both classes hooked): one mark per iteration;
  - a program that marks "step" itself wins (the hook stops), and
-   memtally.on_step callbacks see every step; issue 35's memtally_cuda (a
-   stand-in on PYTHONPATH) is installed with torch, its failing callback is
-   reported once, and a memtally_cuda that fails to import is reported once
-   while the program runs on;
+   memtally.on_step callbacks see every step, a failing one reported once;
+   modules named memtally_cuda and memtally_torch on PYTHONPATH are the
+   program's, never run by the hook;
+ - issue 45: a memtally.py (a command line requiring --logfile), a
+   memtally_cuda.py raising SystemExit(6) beside a torch script: the same
+   exit status and output as without memtally, steps marked;
  - MEMTALLY_TORCH=0: no marks, no hook in the workers.
 test_torch_children.py has the hook in spawned workers and torchrun ranks."""
 import json, os, re, subprocess, sys
@@ -68,7 +70,7 @@ if mt.case('one'):
     losses = [l for l in r.stdout.splitlines() if l.startswith('steps ')]
     mt.eq(losses, [l for l in plain.stdout.splitlines() if l.startswith('steps ')],
           'the same steps and loss, to the last digit')
-    mt.eq(warnings(r.stderr), [], 'no memtally: warning (memtally_cuda absent: silent)')
+    mt.eq(warnings(r.stderr), [], 'no memtally: warning')
     mt.eq(workers(r.stdout), ['True', 'True'], 'both forked DataLoader workers have the hook')
     t, fs = trainer(d, [script, '800', 'one'])
     mt.eq(last_step(t), 800, 'the trainer\'s last "step" mark: the 800 optimizer steps taken')
@@ -97,37 +99,55 @@ if mt.case('two'):
                  r.stderr[-200:]))
 
 if mt.case('user'):
+    # modules of the hook's old names on PYTHONPATH (as if installed in
+    # site-packages): the program's imports find them, the hook never
+    # runs them
     cuda = os.path.join(OUT, 'cuda')
     os.makedirs(cuda, exist_ok=True)
-    with open(os.path.join(cuda, 'memtally_cuda.py'), 'w') as f:
-        f.write('import atexit, sys, memtally\nseen = []\n'
-                'def install(torch):\n'
-                '    sys.stderr.write("stand-in installed with torch %s\\n" % torch.__version__)\n'
-                '    memtally.on_step(seen.append)\n'
-                '    memtally.on_step(lambda step: 1 / 0)\n'
-                '    atexit.register(lambda: print("cuda saw %s" % seen))\n')
-    # the stand-in goes before the hook's own folder, which holds the real
-    # memtally_cuda (issue 35): memtally run leaves a PYTHONPATH that names
-    # that folder as it is
-    cuda_path = cuda + ':' + os.path.realpath(os.path.join(HERE, '..', '..', 'scripts', 'python'))
-    r, d = under('user', [PY, os.path.join(HERE, 'torch_user_steps.py')], dict(env0, PYTHONPATH=cuda_path))
+    for name, code in (('memtally_cuda', 6), ('memtally_torch', 7)):
+        with open(os.path.join(cuda, name + '.py'), 'w') as f:
+            f.write('import sys\nWHO = "mine"\nif "torch" not in sys.modules:\n    raise SystemExit(%d)\n' % code)
+    r, d = under('user', [PY, os.path.join(HERE, 'torch_user_steps.py')], dict(env0, PYTHONPATH=cuda))
     out = r.stdout.splitlines()
     want = [1, 2, 3, 4, 104, 105, 106, 107, 108]
     mt.eq(r.returncode, 0, 'exit code (%s)' % r.stderr[-300:])
     mt.eq(out[:2], ['seen %s' % want, 'hook 4'], 'the hook marked steps 1-4, then the program\'s own marks '
           'won; on_step saw both')
+    mt.eq(out[2:], ['memtally_cuda mine', 'memtally_torch mine'],
+          'the program\'s memtally_cuda and memtally_torch are its own, not the hook\'s')
     t, _ = trainer(d, [os.path.join(HERE, 'torch_user_steps.py')])
     mt.eq(last_step(t), 108, 'the file\'s last step: the program\'s')
-    mt.check('stand-in installed with torch' in r.stderr, 'memtally_cuda.install(torch) ran')
-    mt.eq(out[2:], ['cuda saw %s' % want], 'its on_step callback saw every step')
     w = warnings(r.stderr)
     mt.check(len(w) == 1 and 'ZeroDivisionError' in w[0], 'its failing callback: one warning (%s)' % w)
-    with open(os.path.join(cuda, 'memtally_cuda.py'), 'w') as f:
-        f.write('raise RuntimeError("broken stand-in")\n')
-    r, d = under('user2', [PY, os.path.join(HERE, 'torch_user_steps.py')], dict(env0, PYTHONPATH=cuda_path))
-    w = warnings(r.stderr)
-    mt.check(r.returncode == 0 and r.stdout.startswith('seen %s' % want) and len(w) == 1 and 'broken stand-in' in w[0],
-             'a memtally_cuda that fails to import: one warning, the program runs (%s)' % w)
+
+if mt.case('shadow'):
+    # issue 45: a memtally.py with a command line requiring --logfile and a
+    # memtally_cuda.py raising SystemExit(6) beside a torch script (and a
+    # memtally_torch.py raising SystemExit(7)): with and without memtally
+    # run, the same exit status and output; the hook still marks the steps
+    for files in (('memtally.py',), ('memtally_cuda.py',), ('memtally.py', 'memtally_cuda.py', 'memtally_torch.py')):
+        app = os.path.join(OUT, 'app-' + '-'.join(f[:-3] for f in files))
+        os.makedirs(app, exist_ok=True)
+        src = {'memtally.py': 'import argparse\np = argparse.ArgumentParser()\n'
+                              'p.add_argument("--logfile", required=True)\np.parse_args()\n',
+               'memtally_cuda.py': 'raise SystemExit(6)\n', 'memtally_torch.py': 'raise SystemExit(7)\n'}
+        for f in files:
+            with open(os.path.join(app, f), 'w') as fh:
+                fh.write(src[f])
+        train = os.path.join(app, 'train.py')
+        with open(train, 'w') as fh:
+            fh.write('import sys, torch\nm = torch.nn.Linear(4, 2)\n'
+                     'opt = torch.optim.SGD(m.parameters(), lr=0.1)\nfor i in range(5):\n'
+                     '    opt.zero_grad(); m(torch.randn(2, 4)).sum().backward(); opt.step()\n'
+                     'print("trained", sys.argv[1:])\nsys.stderr.write("err line\\n")\n')
+        for argv in ([], ['--logfile', 'x']):
+            plain = subprocess.run([PY, train] + argv, env=env0, capture_output=True, text=True, cwd=app, timeout=280)
+            r, d = under('shadow-%s-%d' % (os.path.basename(app), len(argv)), [PY, train] + argv)
+            mt.eq((r.returncode, r.stdout, warnings(r.stderr), [l for l in r.stderr.splitlines() if 'memtally' not in l]),
+                  (plain.returncode, plain.stdout, [], [l for l in plain.stderr.splitlines() if 'memtally' not in l]),
+                  '%s beside train.py %s: as without memtally (exit %d)' % (' and '.join(files), argv, plain.returncode))
+            t, _ = trainer(d, [train] + argv)
+            mt.eq(last_step(t), 5, '%s beside it %s: the hook still marks the 5 steps' % (' and '.join(files), argv))
 
 if mt.case('off'):
     r, d = under('off', [PY, script, '30', 'one'], dict(env0, MEMTALLY_TORCH='0'))

@@ -15,6 +15,7 @@ class File:
         self.pyframes = {}
         self.pystacks = {}
         self.snapshots = []
+        self.warnings = []    # warning records' messages, in order
         state = {}
         lines = text(path).split('\n')
         for i, line in enumerate(lines):
@@ -48,6 +49,8 @@ class File:
                     self.stack_py[r['id']] = r['py']
             elif t == 'python':
                 self.python = r
+            elif t == 'warning':
+                self.warnings.append(r['message'])
             elif t == 'pyframe':
                 self.pyframes[r['id']] = (r['file'], r['func'], r['line'])
             elif t == 'pystack':

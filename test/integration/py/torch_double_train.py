@@ -17,7 +17,8 @@ import torch
 
 plain = os.environ.get('TRAINER_UNMODIFIED') == '1'
 if not plain:
-    import memtally, memtally_cuda
+    import memtally
+    from _memtally import cuda as memtally_cuda
     memtally_cuda.install(torch)  # the start-up hook's call (issue 32); twice is harmless
 cuda_after_install = torch.cuda.is_initialized()  # must stay False: memtally never initialises CUDA
 opt = torch.optim.SGD([])

@@ -1,13 +1,13 @@
-"""memtally_torch -- steps from PyTorch without code (doc/python.md).
+"""_memtally.steps -- steps from PyTorch without code (doc/python.md).
 
-sitecustomize.py (the start-up hook beside this file) calls on_torch(torch)
+sitecustomize.py (the start-up hook, in the folder above) loads this file
+by its path, as "_memtally.steps", and calls on_torch(torch)
 once `import torch` has run, in every Python process that `memtally run`
 starts.  In a process the shim is loaded in, each optimizer step then
 becomes a "step" mark (memtally_mark): torch >= 2.0 through its global
 optimizer step post-hook, 1.13 through Optimizer._optimizer_step_code,
 which torch's own per-class step wrapper calls after every step.  Then
-`memtally_cuda.install(torch)` runs when that module exists (the CUDA
-allocator's figures; absent: nothing).
+_memtally/cuda.py's install(torch) runs (the CUDA allocator's figures).
 
 The mark's value is the number of training iterations so far (1 after the
 first).  With several optimizers an iteration ends when an optimizer that
@@ -20,8 +20,12 @@ Callbacks registered with on_step(fn) run after each step mark, the hook's
 or the program's.
 
 Nothing here changes what the program computes, initialises CUDA or raises
-into the program: a failure prints one "memtally:" line and is dropped.
-Importing this module only defines what is below."""
+into the program (of any kind, SystemExit included; a KeyboardInterrupt is
+the user's and passes): a failure prints one "memtally:" line and is
+dropped.  Modules of this package are loaded by their path (load()), never
+by a name a module of the program's could take.  Importing this module only
+defines what is below."""
+import os
 import sys
 
 _warned = set()
@@ -47,9 +51,31 @@ def _warn(key, msg):
         pass
 
 
+def load(name):
+    """_memtally/<name>.py (beside this file), by its path, once: the
+    module registered as "_memtally.<name>" (sitecustomize.py and
+    memtally.py load this one so)."""
+    key = '_memtally.' + name
+    mod = sys.modules.get(key)
+    if mod is not None:
+        return mod
+    # the import system's own functions, loaded at start-up: no lookup
+    ext = sys.modules['_frozen_importlib_external']
+    spec = ext.spec_from_file_location(
+        key, os.path.join(os.path.dirname(os.path.abspath(__file__)), name + '.py'))
+    mod = sys.modules['_frozen_importlib'].module_from_spec(spec)
+    sys.modules[key] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        sys.modules.pop(key, None)
+        raise
+    return mod
+
+
 def state():
-    """What the hook did in this process, for tests and for a look:
-    `python3 -c 'import memtally_torch; print(memtally_torch.state())'`.
+    """What the hook did in this process, for tests and for a look (under
+    `memtally run`): `python3 -c 'import memtally; print(memtally._steps().state())'`.
     started/chained/enabled: the start-up hook ran, the sitecustomize it
     ran in turn, MEMTALLY_TORCH; torch: on_torch ran; shim: the shim is
     loaded; method: how steps are hooked; steps: the hook's marks."""
@@ -89,22 +115,17 @@ def on_torch(torch):
         import threading
         _lock = threading.Lock()
         _state['method'] = _install_steps(torch)
-    except Exception as e:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:
         _warn('steps', 'cannot hook optimizer steps in torch %s (%s: %s); steps are not marked'
               % (getattr(torch, '__version__', '?'), type(e).__name__, e))
     try:
-        import memtally_cuda
-    except ImportError as e:
-        if e.name != 'memtally_cuda':
-            _warn('cuda', 'memtally_cuda: %s: %s' % (type(e).__name__, e))
-        return
-    except Exception as e:
-        _warn('cuda', 'memtally_cuda: %s: %s' % (type(e).__name__, e))
-        return
-    try:
-        memtally_cuda.install(torch)
-    except Exception as e:
-        _warn('cuda', 'memtally_cuda.install: %s: %s' % (type(e).__name__, e))
+        load('cuda').install(torch)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:
+        _warn('cuda', '_memtally.cuda: %s: %s' % (type(e).__name__, e))
 
 
 def _install_steps(torch):
@@ -160,7 +181,9 @@ def _stepped(optimizer, caller):
             _count += 1
             n = _count
         _mark(b'step', float(n))
-    except Exception as e:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:
         _warn('stepped', 'marking an optimizer step failed (%s: %s)' % (type(e).__name__, e))
         return
     _run_callbacks(n)
@@ -178,7 +201,7 @@ def _run_callbacks(step):
                       % (getattr(fn, '__qualname__', fn), step, type(e).__name__, e))
 
 
-# ---- the interface (memtally.py and memtally_cuda.py use these) ----------
+# ---- the interface (memtally.py and cuda.py use these) ----------
 
 def on_step(fn):
     """Call fn(step) right after each step is marked (the hook's marks, or

@@ -1,13 +1,13 @@
-"""memtally_cuda -- PyTorch's CUDA caching allocator seen from memtally.
+"""_memtally.cuda -- PyTorch's CUDA caching allocator seen from memtally.
 
-memtally's start-up hook (memtally.py) runs `memtally_cuda.install(torch)`
-when a program that `memtally run` started imports torch; nothing here
+memtally's start-up hook (sitecustomize.py, through _memtally/steps.py)
+loads this file by its path and runs its install(torch) when a program that `memtally run` started imports torch; nothing here
 imports torch, and nothing here initialises CUDA: everything waits until
 torch has initialised it (torch.cuda._lazy_call, run at the end of torch's
 own lazy initialisation, or the first optimizer step that finds
 torch.cuda.is_initialized()).  Then:
 
- - at each optimizer step (memtally.on_step), the caching allocator's
+ - at each optimizer step (steps.on_step), the caching allocator's
    allocated, reserved, active and inactive-split bytes of each device it
    holds memory on, from torch's own counters (torch._C._cuda_memoryStats),
    go to the shim (memtally_torch_figures): every later snapshot carries
@@ -43,6 +43,20 @@ def _warn(key, msg):
             sys.stderr.write('memtally: %s\n' % msg)
         except Exception:
             pass
+
+
+def _load_steps():
+    ext = sys.modules['_frozen_importlib_external']
+    spec = ext.spec_from_file_location(
+        '_memtally.steps', os.path.join(os.path.dirname(os.path.abspath(__file__)), 'steps.py'))
+    mod = sys.modules['_frozen_importlib'].module_from_spec(spec)
+    sys.modules['_memtally.steps'] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        sys.modules.pop('_memtally.steps', None)
+        raise
+    return mod
 
 
 def _version(torch):
@@ -84,10 +98,15 @@ def install(torch):
               % os.environ.get('MEMTALLY_TORCH_HISTORY'))
         _history_n = 100000
     try:
-        import memtally
-        if hasattr(memtally, 'on_step'):
-            memtally.on_step(on_step)
-    except Exception as e:
+        # the hook's step module, loaded by its path beside this file
+        # (never `import memtally`: the program may have its own)
+        steps = sys.modules.get('_memtally.steps')
+        if steps is None:
+            steps = _load_steps()
+        steps.on_step(on_step)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:
         _warn('on_step', 'no step hook (%s)' % e)
     try:
         cuda = torch.cuda
@@ -95,7 +114,9 @@ def install(torch):
             _setup()
         elif hasattr(cuda, '_lazy_call'):
             cuda._lazy_call(_on_cuda_init)
-    except Exception as e:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:
         _warn('install', 'cannot watch for CUDA initialisation (%s)' % e)
     return True
 
@@ -105,7 +126,9 @@ def _on_cuda_init():
     # program's CUDA initialisation, so none leaves
     try:
         _setup()
-    except Exception as e:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:
         _warn('setup', 'PyTorch memory history not set up (%s)' % e)
 
 
@@ -138,7 +161,9 @@ def _setup():
                 except TypeError:  # a 2.0 build without record_context_cpp
                     hist(True, record_context=True, trace_alloc_max_entries=_history_n,
                          trace_alloc_record_context=True)
-        except Exception as e:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:
             _warn('history', 'PyTorch memory history not switched on (%s)' % e)
     attach = getattr(torch._C, '_cuda_attach_out_of_memory_observer', None)
     if attach is None:
@@ -166,7 +191,9 @@ def on_step(step):
                 continue
             _shim[0](d, float(step), s['allocated_bytes']['all']['current'], res,
                      s['active_bytes']['all']['current'], s['inactive_split_bytes']['all']['current'])
-    except Exception as e:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:
         _warn('step', 'caching-allocator figures not recorded (%s)' % e)
 
 
@@ -189,7 +216,9 @@ def _on_oom(device, alloc, device_allocated, device_free):
                         'free': int(device_free), 'torch': _torch.__version__,
                         'history': _history_n})
         _dumps += 1
-    except Exception as e:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:
         _warn('oom', 'torch\'s snapshot at the OOM not written (%s)' % e)
 
 

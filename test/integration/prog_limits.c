@@ -1,0 +1,27 @@
+/* prog_limits — what a program sees of its own limits (test_limits.py):
+ *   prog_limits fds     the first descriptor it opens, and how many it can
+ *                       open before EMFILE ("first 3 count 60")
+ *   prog_limits calloc  calloc(1, 8 MiB) succeeds ("calloc ok")
+ * Output only; exit 0 unless the allocation fails (exit 3). */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int
+main(int argc, char **argv) {
+	const char *what = argc > 1 ? argv[1] : "fds";
+	if (!strcmp(what, "fds")) {
+		int first = open("/dev/null", O_RDONLY), n = first >= 0;
+		while (open("/dev/null", O_RDONLY) >= 0)
+			n++;
+		printf("first %d count %d\n", first, n);
+		return 0;
+	}
+	char *p = calloc(1, 8 << 20);
+	printf("calloc %s\n", p ? "ok" : "failed");
+	if (p)
+		p[(8 << 20) - 1] = 1;
+	return p ? 0 : 3;
+}

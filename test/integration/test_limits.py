@@ -1,0 +1,146 @@
+"""The program behaves as without memtally at the edges of its limits
+(issue 45), each case run with and without the shim:
+  header:  the first snapshot cannot be written (RLIMIT_FSIZE of 1 KiB,
+           SIGXFSZ ignored): the file holds its header, written when the
+           file was made, and the reader takes it (it was empty: the
+           header went out with the first snapshot, which was cut back);
+           plain and zstd files
+  fds:     `ulimit -n 64`: the program's first descriptor is 3, as without
+           the shim (the shim's file and libunwind's pipe were 3-4: they
+           are moved to the top of the range, O_CLOEXEC); it can open all
+           but the shim's few
+  vm:      `ulimit -v 20000` and calloc(8 MiB), as an ordinary user
+           (nobody, through setpriv): succeeds as without the shim (the
+           shim mapped ~15 MB before main: the event ring, the writer's
+           buffers and zstd's context are now mapped as needed)
+  disk:    a 16 MiB tmpfs holds the program's output and the shim's; the
+           program fills it to all but 4 KiB, asks for 8 snapshots, writes
+           the last 4 KiB: with MEMTALLY_DISK_FLOOR=2M it succeeds as
+           without the shim (the snapshots are not written, the file says
+           why once, and writing resumes once the program frees the
+           space; `memtally run` prints the warning at the end); with no
+           floor (0) the shim takes the last bytes: ENOSPC, exit 4 (the
+           failure the floor prevents)
+(The descriptors the shim keeps still count against RLIMIT_NOFILE.  Root
+opens its file before main, to keep it across a change of identity, and
+maps the writer's buffers then: ~3.6 MB more.)"""
+import os, shutil, subprocess, sys, tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
+import mt
+
+B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
+SHIM = os.path.join(B, 'libmemtally.so')
+PROG = os.path.join(B, 'test', 'prog_limits')
+MT = os.path.join(B, 'memtally')
+env0 = {k: v for k, v in os.environ.items() if not k.startswith('MEMTALLY_') and k != 'LD_PRELOAD'}
+
+
+def run(name, limits, args, shim=True, **vars):
+    """args under bash with limits (ulimit/trap lines), with or without the shim."""
+    env = dict(env0)
+    out = os.path.join(OUT, name)
+    if shim:  # the program's, not bash's (its exec would make a second file)
+        env.update(PRELOAD=SHIM, MEMTALLY_OUT=out)
+        env.update({'MEMTALLY_' + k: v for k, v in vars.items()})
+    script = '%s; %s exec "$@"' % (limits, 'LD_PRELOAD=$PRELOAD' if shim else '')
+    r = subprocess.run(['bash', '-c', script, 'x'] + args, env=env, capture_output=True, text=True, timeout=120)
+    return r, out
+
+
+if mt.case('header'):
+    for compress in ('0', '1'):
+        lim = "ulimit -f 1; trap '' XFSZ"
+        a, _ = run('hdr-plain%s' % compress, lim, [PROG, 'calloc'], shim=False)
+        b, out = run('hdr%s' % compress, lim, [PROG, 'calloc'], COMPRESS=compress)
+        mt.eq((b.returncode, b.stdout), (a.returncode, a.stdout),
+              'COMPRESS=%s, RLIMIT_FSIZE 1 KiB: the program as without the shim' % compress)
+        names = sorted(os.listdir(out)) if os.path.isdir(out) else []
+        sizes = [os.path.getsize(os.path.join(out, n)) for n in names]
+        mt.check(len(names) == 1 and sizes[0] > 0, 'COMPRESS=%s: one file, not empty (%s)' % (compress, sizes))
+        f = mt.files(out)
+        mt.check(len(f) == 1 and f[0].header is not None and f[0].header.get('pid') and not f[0].snapshots,
+                 'COMPRESS=%s: its header, and no snapshot (the one that did not fit was cut off)' % compress)
+        r = subprocess.run([MT, 'report', out], capture_output=True, text=True)
+        mt.check(r.returncode == 0 and 'only its header' in r.stdout,
+                 'COMPRESS=%s: report takes the header-only file (%s)' % (compress, (r.stdout + r.stderr)[-200:]))
+
+if mt.case('fds'):
+    for n in (64, 200):
+        lim = 'ulimit -n %d' % n
+        a, _ = run('fds-plain%d' % n, lim, [PROG, 'fds'], shim=False)
+        # as root, the shim opens its file at start (to keep it across a
+        # change of identity); libunwind opens its pipe at start
+        b, out = run('fds%d' % n, lim, [PROG, 'fds'])
+        fa, fb = a.stdout.split(), b.stdout.split()
+        mt.eq((b.returncode, fb[:2]), (a.returncode, fa[:2]),
+              'ulimit -n %d: the first descriptor the program opens is %s, as without the shim' % (n, fa[1:2]))
+        mt.check(len(fb) == 4 and int(fa[3]) - 3 <= int(fb[3]) <= int(fa[3]),
+                 'ulimit -n %d: it opens %s descriptors, %s without the shim (the shim keeps at most 3)'
+                 % (n, fb[3:], fa[3:]))
+        f = mt.files(out)
+        mt.check(len(f) == 1 and f[0].snapshots, 'ulimit -n %d: the shim\'s file is written' % n)
+if mt.case('vm'):
+    if not shutil.which('setpriv') or os.geteuid() != 0:
+        print('  note: needs root and setpriv: skipped')
+    else:
+        # copies nobody can read, and an output directory under /tmp (root's)
+        tmp = tempfile.mkdtemp(prefix='mt-limits-')
+        os.chmod(tmp, 0o755)
+        shim, prog = os.path.join(tmp, 'libmemtally.so'), os.path.join(tmp, 'prog_limits')
+        shutil.copy(SHIM, shim)
+        shutil.copy(PROG, prog)
+        out = tmp + '-out'
+        nobody = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups']
+        for kb in (20000, 24000):
+            script = 'ulimit -v %d; %s exec "$@"'
+            a = subprocess.run(nobody + ['bash', '-c', script % (kb, ''), 'x', prog, 'calloc'],
+                               env=env0, capture_output=True, text=True, timeout=60)
+            b = subprocess.run(nobody + ['bash', '-c', script % (kb, 'LD_PRELOAD=%s MEMTALLY_OUT=%s' % (shim, out)),
+                                         'x', prog, 'calloc'], env=env0, capture_output=True, text=True, timeout=60)
+            mt.eq((b.returncode, b.stdout), (a.returncode, a.stdout),
+                  'ulimit -v %d, calloc(8 MiB), as nobody: as without the shim' % kb)
+        mt.check(len(os.listdir(out)) >= 1 if os.path.isdir(out) else False, 'and the shim wrote its file')
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
+if mt.case('disk'):
+    fs = tempfile.mkdtemp(prefix='mt-disk-')
+    prog = os.path.join(B, 'test', 'prog_diskfull')
+    if os.geteuid() != 0 or subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=16m', 'tmpfs', fs]).returncode:
+        print('  note: cannot mount a tmpfs here: skipped')
+    else:
+        try:
+            def clean():
+                for n in os.listdir(fs):
+                    p = os.path.join(fs, n)
+                    shutil.rmtree(p) if os.path.isdir(p) else os.unlink(p)
+            a = subprocess.run([prog, fs], env=env0, capture_output=True, text=True, timeout=120)
+            outs = {}
+            for floor in ('2M', '0'):
+                clean()
+                out = os.path.join(fs, 'out')
+                r = subprocess.run([prog, fs], capture_output=True, text=True, timeout=120,
+                                   env=dict(env0, LD_PRELOAD=SHIM, MEMTALLY_OUT=out, MEMTALLY_DISK_FLOOR=floor,
+                                            MEMTALLY_QUIET='1'))
+                f = mt.files(out)
+                outs[floor] = (r, [s.get('label') for s in f[0].snapshots] if f else None,
+                               f[0].warnings if f else None)
+            r, labels, warns = outs['2M']
+            mt.eq((r.returncode, r.stdout), (a.returncode, a.stdout),
+                  'DISK_FLOOR=2M: the program fills the disk as without the shim (%s)' % a.stdout.strip())
+            mt.check(labels is not None and 'full' not in labels and 'space back' in labels,
+                     'below the floor no snapshot is written; once the space is back, it is (%s)' % labels)
+            mt.check(warns is not None and len([w for w in warns if 'below the floor' in w]) == 1,
+                     'the file says so, once (%s)' % warns)
+            r, labels, warns = outs['0']
+            mt.eq((r.returncode, r.stdout.strip()), (4, 'last write: No space left on device'),
+                  'with no floor the shim takes the last bytes (the failure the floor prevents)')
+            clean()
+            r = subprocess.run([MT, 'run', '--out', os.path.join(fs, 'run'), '--', prog, fs], capture_output=True,
+                               text=True, timeout=120, env=dict(env0, MEMTALLY_DISK_FLOOR='2M'))
+            fr = mt.files(os.path.join(fs, 'run'))
+            mt.check(r.returncode == 0 and 'memtally: warning from 1 process: the output filesystem has' in r.stderr,
+                     'memtally run: exit 0 and the floor\'s warning at the end (%s %s %s)' % (r.returncode, [x.warnings for x in fr], r.stderr[-300:]))
+        finally:
+            subprocess.run(['umount', fs])
+    os.rmdir(fs)
+mt.done()
