@@ -80,9 +80,11 @@ procs_classify(const struct proc_facts *v, size_t n, int *role) {
 		ranked |= v[i].rank >= 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct proc_facts *p = &v[i];
-		int parent_of_rank = 0;
-		for (size_t k = 0; k < n; k++)
+		int parent_of_rank = 0, child_of_stepper = 0;
+		for (size_t k = 0; k < n; k++) {
 			parent_of_rank |= v[k].rank >= 0 && v[k].ppid == p->pid;
+			child_of_stepper |= k != i && v[k].steps && v[k].pid == p->ppid;
+		}
 		if (p->tracker)
 			role[i] = ROLE_TRACKER;
 		else if (p->dataloader && !p->steps)
@@ -91,6 +93,8 @@ procs_classify(const struct proc_facts *v, size_t n, int *role) {
 			role[i] = ROLE_POOL;
 		else if (p->rank < 0 && ranked && (parent_of_rank || p->launcher_argv))
 			role[i] = ROLE_LAUNCHER;
+		else if (child_of_stepper && !p->steps && p->rank < 0)
+			role[i] = ROLE_WORKER;
 		else
 			role[i] = ROLE_MAIN;
 	}
@@ -129,6 +133,7 @@ role_name(int role, size_t n) {
 		{"pool worker", "pool workers"},
 		{"launcher", "launchers"},
 		{"resource tracker", "resource trackers"},
+		{"worker", "workers"},
 	};
 	return names[role >= 0 && role < NROLES ? role : 0][n != 1];
 }

@@ -16,6 +16,9 @@ enum proc_role {
 	ROLE_POOL,       /* a multiprocessing pool (or spawn/forkserver) worker */
 	ROLE_LAUNCHER,   /* torchrun, mpirun, srun...: starts the ranks */
 	ROLE_TRACKER,    /* multiprocessing's resource (semaphore) tracker */
+	ROLE_WORKER,     /* a child of a process that steps, stepping none
+			  * itself, with no frame that says what it is (a
+			  * summary read: `ranks` has no Python frames) */
 	NROLES
 };
 

@@ -147,6 +147,9 @@ run_next(struct run *r, struct mfile *f) {
 	while (r->next < r->nlist)
 		if (!run_read(r, r->next++, f)) {
 			r->nread++;
+			/* how its rows are named: the command's choice (cmd_list) */
+			f->native = r->native;
+			f->by_site = r->by_site;
 			return 1;
 		}
 	if (!r->nread && r->nlist && !r->optional)

@@ -203,20 +203,22 @@ kv(struct mt_buf *b, int *first, const char *key, uint64_t v) {
 
 /* smaps_rollup walks the process's page tables in the kernel: 60% of a
  * PyTorch process's snapshot (hundreds of MB mapped), which a step
- * snapshot's step waits for.  It is read at most once a second; the
- * snapshots between carry no pss figures (absent, as FORMAT.md allows). */
+ * snapshot's step waits for.  For the frequent snapshots (often) it is
+ * read at most once a second; the snapshots between carry no pss figures
+ * (absent, as FORMAT.md allows).  Others (exit, a request, a signal's, a
+ * death's) always read it. */
 static int
-smaps_due(void) {
+smaps_due(int often) {
 	static uint64_t last;
 	uint64_t now = mt_now_ns(), was = __atomic_load_n(&last, __ATOMIC_RELAXED);
-	if (was && now - was < 1000000000ull)
+	if (often && was && now - was < 1000000000ull)
 		return 0;
 	return __atomic_compare_exchange_n(&last, &was, now, 0, __ATOMIC_RELAXED,
 					   __ATOMIC_RELAXED);
 }
 
 static void
-proc_json(struct mt_buf *b, char *buf, size_t cap) {
+proc_json(struct mt_buf *b, char *buf, size_t cap, int often) {
 	int first = 1;
 	uint64_t v;
 	mt_buf_puts(b, MT_KEY(MT_F_PROC) "{");
@@ -230,7 +232,7 @@ proc_json(struct mt_buf *b, char *buf, size_t cap) {
 		if (!field(buf, "Threads:", &v))
 			kv(b, &first, MT_F_THREADS, v);
 	}
-	if (mt_cfg.smaps && smaps_due() && mt_read_file("/proc/self/smaps_rollup", buf, cap) > 0) {
+	if (mt_cfg.smaps && smaps_due(often) && mt_read_file("/proc/self/smaps_rollup", buf, cap) > 0) {
 		uint64_t pc = 0, pd = 0, sc = 0, sd = 0;
 		if (!field(buf, "Pss:", &v))
 			kv(b, &first, MT_F_PSS_BYTES, v * 1024);
@@ -360,8 +362,8 @@ allocator_json(struct mt_buf *b) {
 }
 
 void
-mt_procstat_json(struct mt_buf *b, char *scratch, size_t n) {
-	proc_json(b, scratch, n);
+mt_procstat_json(struct mt_buf *b, char *scratch, size_t n, int often) {
+	proc_json(b, scratch, n, often);
 	if (mt_cfg.cgroup)
 		cgroup_json(b, scratch, n);
 	allocator_json(b);

@@ -16,8 +16,10 @@ struct mt_buf;
 /* Find the cgroup and the allocator (constructor).  Never allocates. */
 void mt_procstat_init(void);
 /* Append `"proc":{...},"cgroup":{...},"allocator":{...},` (absent files are
- * absent fields).  scratch: >= 64 KiB.  Never allocates. */
-void mt_procstat_json(struct mt_buf *b, char *scratch, size_t n);
+ * absent fields).  scratch: >= 64 KiB.  Never allocates.  often: a
+ * snapshot of the cadence's kind (step, interval, every, rise), whose
+ * smaps_rollup figures come at most once a second. */
+void mt_procstat_json(struct mt_buf *b, char *scratch, size_t n, int often);
 /* cgroup memory usage and limit in bytes; 0 when known, -1 when there is no
  * cgroup memory limit.  Never allocates. */
 int mt_cgroup_usage(uint64_t *current, uint64_t *max, char *scratch, size_t n);

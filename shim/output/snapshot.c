@@ -240,7 +240,10 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 	mt_buf_printf(b, MT_KEY(MT_F_WALL_NS) "%lu," MT_KEY(MT_F_MONO_NS) "%lu," MT_KEY(MT_F_ELAPSED_MS) "%lu,",
 		      (unsigned long)mt_wall_ns(), (unsigned long)mono,
 		      (unsigned long)((mono - mt_start_mono_ns) / 1000000u));
-	mt_procstat_json(b, scr, nscr);
+	/* the cadence's kinds of snapshot: smaps at most once a second */
+	int often = !dump && (!strcmp(reason, "step") || !strcmp(reason, "interval") ||
+			      !strcmp(reason, "every") || !strcmp(reason, "rise"));
+	mt_procstat_json(b, scr, nscr, often);
 	mt_devices_json(b);
 	mt_marks_json(b);
 	totals(b);

@@ -40,7 +40,7 @@
 	X(cuda, CUDA, BOOL, "1", "", "", "track CUDA driver allocations (device, pinned host, managed, VMM)") \
 	X(cuda_routes, CUDA_ROUTES, ROUTES, "all", "", "", "debug: the routes to the driver that are wrapped (direct,dlsym,gpa,self or all)") \
 	X(host, HOST, BOOL, "1", "", "", "track heap and mmap (0: pass every call straight through)") \
-	X(smaps, SMAPS, BOOL, "1", "", "", "read /proc/self/smaps_rollup (pss, uss, shared) in snapshots, at most once a second") \
+	X(smaps, SMAPS, BOOL, "1", "", "", "read /proc/self/smaps_rollup (pss, uss, shared) in snapshots (in step, interval, every and rise snapshots at most once a second)") \
 	X(cgroup, CGROUP, BOOL, "1", "", "", "read the process's cgroup memory figures (v2, or v1's memory controller) in snapshots") \
 	X(preoom, PREOOM, FRAC, "0.95", "0", "1", "dump when cgroup usage reaches this fraction of its limit, checked every 100 ms (0 = off)") \
 	X(follow, FOLLOW, BOOL, "1", "", "", "children are tracked too (0: fork children write nothing, exec'd children run without the shim)") \

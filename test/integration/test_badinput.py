@@ -100,9 +100,10 @@ case('unknown', join([lines[0], b'{"type":"from_the_future","x":[1,2,{"y":null}]
 # Values at the edge of the types (UBSan in `make check` runs this file with
 # the command built with -fsanitize=undefined): live bytes of INT64_MIN (the
 # text output negated it) ...
-snap = json.loads(lines[first_snap])
+heap_snap = next(i for i, l in enumerate(lines) if b'"type":"snapshot"' in l and b'"heap":' in l)
+snap = json.loads(lines[heap_snap])
 snap['heap']['live_bytes'] = -(1 << 63)
-case('int64min', join(lines[:first_snap] + [json.dumps(snap).encode()] + lines[first_snap + 1:]), 0, '')
+case('int64min', join(lines[:heap_snap] + [json.dumps(snap).encode()] + lines[heap_snap + 1:]), 0, '')
 # ... and an OOM dump without a segment (memcpy from NULL)
 p = os.path.join(OUT, 'memtally.noseg.p1.oom1.jsonl')
 with open(p, 'wb') as f:
