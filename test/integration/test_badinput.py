@@ -19,7 +19,7 @@ first_stack = next(i for i, l in enumerate(lines) if b'"type":"stack"' in l)
 # Damage in stack, Python frame and call-site records: `ranks` reads each
 # snapshot's totals and marks only (run_load_summaries) and answers.
 UNREAD = {'nostack', 'py_noframe', 'py_nostack', 'py_entry', 'py_badframe', 'up_missing',
-          'up_self', 'up_keep', 'up_nokeep', 'up_deep'}
+          'up_self', 'up_keep', 'up_nokeep', 'up_deep', 'stacktwice', 'pyframetwice'}
 
 def case(name, data, code, msg):
     p = os.path.join(OUT, 'memtally.%s.p1.jsonl' % name)
@@ -234,8 +234,8 @@ bad45 = {
     'dupsnap': (join(lines[:second] + [lines[first_snap]] + lines[second:]),
                 'memtally: FILE:%d: snapshot seq %d a second time (line %d has it): a duplicate snapshot'
                 % (second + 1, s0, first_snap + 1)),
-    'stacktwice': (join(lines[:first_snap] + [b'{"type":"stack","id":%d,"pcs":["0x5","0x6"]}' % sid] + lines[first_snap:]),
-                   'memtally: FILE:%d: stack %d is defined a second time, with other frames' % (first_snap + 1, sid)),
+    'stacktwice': (join(lines[:drop + 1] + [b'{"type":"stack","id":%d,"pcs":["0x5","0x6"]}' % sid] + lines[drop + 1:]),
+                   'memtally: FILE:%d: stack %d is defined a second time, with other frames' % (drop + 2, sid)),
     'pyframetwice': (join([lines[0], pyf, b'{"type":"pyframe","id":1,"file":"t.py","func":"g","line":3}'] + lines[1:]),
                      'memtally: FILE:3: pyframe 1 is defined a second time, as another frame'),
 }
@@ -249,7 +249,7 @@ for name, (data, msg) in bad45.items():
     except subprocess.TimeoutExpired:
         mt.check(False, '%s (top --once): ran past 60 s' % name)
 stk_line = next(l for l in lines if b'"type":"stack"' in l and json.loads(l)['id'] == sid)
-case('stackagain', join(lines[:first_snap] + [stk_line] + lines[first_snap:]), 0, '')
+case('stackagain', join(lines[:drop + 1] + [stk_line] + lines[drop + 1:]), 0, '')
 case('pyframeagain', join([lines[0], pyf, pyf, pys, pys, stk] + lines[1:]), 0, '')
 
 # A FIFO (no writer: open(2) without O_NONBLOCK waits for ever), named or in
