@@ -419,7 +419,15 @@ run_lock(const char *absout) {
 		if (fd < 0)
 			die(EXIT_USAGE, "%s: %s", p.p, strerror(errno));
 		int alone = !flock(fd, LOCK_EX | LOCK_NB);
-		if (!alone && (!key[0] || flock(fd, LOCK_SH | LOCK_NB)))
+		/* a rank of a job: the first rank holds it alone while it writes
+		 * the job's key (srun starts the ranks at once); wait up to 2 s */
+		int shared = !alone && key[0] && !flock(fd, LOCK_SH | LOCK_NB);
+		for (int w = 0; !alone && key[0] && !shared && w < 200; w++) {
+			struct timespec ts = {0, 10000000};
+			nanosleep(&ts, NULL);
+			shared = !flock(fd, LOCK_SH | LOCK_NB);
+		}
+		if (!alone && !shared)
 			lock_refused(fd, absout, p.p);
 		/* the file locked must still be the one at the path: the last
 		 * run out unlinks it (run_unlock), maybe after we opened it */

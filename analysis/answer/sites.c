@@ -6,91 +6,6 @@
 
 #define MAXF 160
 
-static int
-is_eval_loop(const struct frame *fr) {
-	return fr->func && !strcmp(fr->func, "_PyEval_EvalFrameDefault");
-}
-
-static struct frame
-py_frame(const struct pyframe *p) {
-	return (struct frame){.func = p->func, .file = p->file, .line = p->line,
-			      .module = "[python]", .status = SYM_OK, .python = 1};
-}
-
-/* Hybrid: the k-th native _PyEval_EvalFrameDefault frame (innermost first)
- * is replaced by the k-th run of Python frames (a run ends at a frame with
- * its entry bit); Python frames left over (a native stack cut at
- * MEMTALLY_DEPTH) go at the outer end.  A thread with no Python frame in a
- * Python process gets a "[no Python frame]" mark as its outermost frame. */
-int
-site_frames(const struct mfile *f, uint32_t stack, struct frame *out, int max) {
-	if (!stack || stack >= f->nstacks)
-		return 0;
-	const struct stack *st = &f->stacks[stack];
-	struct frame nat[MAXF];
-	int nn = 0;
-	for (int i = 0; st->pcs && i < st->n && nn < MAXF; i++)
-		nn += sym_frames(f, st->pcs[i], nat + nn, MAXF - nn);
-	const struct pystack *ps = !f->native && st->py > 0 &&
-					   (size_t)st->py < f->npystacks
-				   ? &f->pystacks[st->py]
-				   : NULL;
-	int n = 0, k = 0; /* k: next Python frame */
-	for (int i = 0; i < nn && n < max; i++) {
-		if (!ps || k >= ps->n || !is_eval_loop(&nat[i])) {
-			out[n++] = nat[i];
-			continue;
-		}
-		do
-			out[n++] = py_frame(&f->pyframes[ps->frames[k]]);
-		while (!ps->entry[k++] && k < ps->n && n < max);
-	}
-	while (ps && k < ps->n && n < max)
-		out[n++] = py_frame(&f->pyframes[ps->frames[k++]]);
-	if (!f->native && st->py == 0 && f->python && n < max)
-		out[n++] = (struct frame){.func = "[no Python frame]", .module = "[python]",
-					  .status = SYM_OK, .python = 2};
-	return ps ? site_drop_own(out, n) : n;
-}
-
-/* The first informative frame: the innermost Python one if any, else the
- * first native frame that is not the allocator's or the runtime's. */
-int
-site_first_informative(const struct frame *fr, int nf) {
-	for (int i = 0; i < nf; i++)
-		if (fr[i].python == 1)
-			return i;
-	int i = 0;
-	while (i < nf && sym_boring(&fr[i]))
-		i++;
-	return i == nf ? 0 : i;
-}
-
-
-/* func without its parameter list (and a trailing " const"): C++ names
- * such as "ggc_internal_alloc(unsigned long, void (*)(void*), ...)" made
- * every row of a report read alike. */
-const char *
-site_short_func(const char *func, char *buf, size_t n) {
-	size_t len = strlen(func);
-	if (len > 6 && !strcmp(func + len - 6, " const"))
-		len -= 6;
-	if (!len || func[len - 1] != ')' || n < 2)
-		return func;
-	int depth = 0;
-	size_t i = len;
-	while (i-- > 0) {
-		if (func[i] == ')')
-			depth++;
-		else if (func[i] == '(' && !--depth)
-			break;
-	}
-	if (i == (size_t)-1 || i == 0) /* unbalanced, or "(...)" alone */
-		return func;
-	snprintf(buf, n, "%.*s", (int)i, func);
-	return buf;
-}
-
 /* One frame as a name shows it: "func (file.c:12)" with the short
  * function name, else what sym_text says. */
 static void
@@ -363,7 +278,7 @@ site_group_name(const struct mfile *f, uint32_t stack, char *buf, size_t n, stru
 		return site_name(f, stack, 2, buf, n);
 	struct frame fr[32];
 	int k = sym_frames(f, st->pcs[st->n - 1], fr, 32);
-	if (k <= 0 || !is_eval_loop(&fr[k - 1]))
+	if (k <= 0 || !site_eval_loop(&fr[k - 1]))
 		return site_name(f, stack, 2, buf, n);
 	if (!nm->byp) {
 		nm->byp = xcalloc(f->npystacks, sizeof *nm->byp);

@@ -17,6 +17,8 @@ int site_frames(const struct mfile *f, uint32_t stack, struct frame *out, int ma
  * there is one; else the first that is not the allocator's, the shim's,
  * libc's or the C++ runtime's (0 when all are). */
 int site_first_informative(const struct frame *fr, int nf);
+/* The interpreter's loop (_PyEval_EvalFrameDefault), where Python frames go. */
+int site_eval_loop(const struct frame *fr);
 /* "func (file:line) < caller < caller": the first informative frame (the
  * innermost Python frame when there is one; else the allocator, shim, libc
  * and C++ runtime skipped) and up to ctx callers. */

@@ -22,84 +22,10 @@
 #define SRC_MAX (16 << 20) /* larger files are not read for a line */
 #define SRC_COLS 60        /* a line's text, cut to this */
 
-/* ---- memtally's own frames ---- */
-
 static const char *
 base_of(const char *p) {
 	const char *b = strrchr(p, '/');
 	return b ? b + 1 : p;
-}
-
-/* Does the directory of path hold memtally's Python scripts (a sibling
- * memtally_torch.py, or the private package _memtally/)?  Answers kept
- * per path (analysis is one thread). */
-static int
-beside_memtally(const char *path) {
-	static struct keyix seen; /* path -> 1 + answer */
-	int fresh;
-	uint64_t *v = keyix_slot(&seen, path, strlen(path), &fresh);
-	if (!fresh)
-		return (int)*v - 1;
-	const char *b = base_of(path);
-	char dir[4096], p[4200];
-	snprintf(dir, sizeof dir, "%.*s", (int)(b - path), path);
-	struct stat st;
-	snprintf(p, sizeof p, "%smemtally_torch.py", dir);
-	int yes = !stat(p, &st);
-	snprintf(p, sizeof p, "%s_memtally", dir);
-	yes |= !stat(p, &st) && S_ISDIR(st.st_mode);
-	*v = 1 + (uint64_t)yes;
-	return yes;
-}
-
-static int
-has_memtally(const char *s) {
-	return s && (strstr(s, "memtally") || strstr(s, "Memtally"));
-}
-
-int
-site_own_frame(const struct frame *fr) {
-	if (fr->python != 1 || !fr->file)
-		return 0;
-	const char *f = fr->file, *b = base_of(f);
-	if (strstr(f, "/_memtally/") || !strncmp(f, "_memtally/", 10))
-		return 1;
-	if (!strcmp(b, "memtally_torch.py") || !strcmp(b, "memtally_cuda.py"))
-		return 1;
-	/* the start-up hook, and the user API beside it (a program's own
-	 * sitecustomize.py or memtally.py elsewhere is the program's) */
-	if (!strcmp(b, "sitecustomize.py"))
-		return has_memtally(fr->func) || beside_memtally(f);
-	if (!strcmp(b, "memtally.py"))
-		return beside_memtally(f);
-	return 0;
-}
-
-static int
-frozen_importlib(const struct frame *fr) {
-	return fr->python == 1 && fr->file && !strncmp(fr->file, "<frozen importlib", 17);
-}
-
-/* Drop memtally's own frames, and the importlib frames that only lead
- * into them (all Python frames inside them memtally's): the hook's
- * exec_module wrapper, called by importlib's _load_unlocked, is gone and
- * torch's import reads as the program's `import torch`. */
-int
-site_drop_own(struct frame *fr, int n) {
-	int m = 0, own_only = 1, seen_own = 0;
-	for (int i = 0; i < n; i++) {
-		if (fr[i].python == 1) {
-			if (site_own_frame(&fr[i])) {
-				seen_own = 1;
-				continue;
-			}
-			if (own_only && seen_own && frozen_importlib(&fr[i]))
-				continue;
-			own_only = 0;
-		}
-		fr[m++] = fr[i];
-	}
-	return m;
 }
 
 /* ---- the user's frame ---- */

@@ -3,8 +3,8 @@ memtally (torch_steps.py), under `memtally run` with no options (Debian's
 torch 1.13, CPU):
  - one optimizer, 800 steps, a 256 KiB tensor kept a step, DataLoader
    workers forked: the same losses and exit code as without memtally; the
-   trainer's last "step" mark is 800, the steps it took; a snapshot of
-   reason "step" at each 100 (MEMTALLY_STEPS' default); `memtally leaks`,
+   trainer's last "step" mark is 800, the steps it took; snapshots of
+   reason "step" on the cadence (MEMTALLY_CADENCE), at the mark; `memtally leaks`,
    no option given, judges growth on a window of steps that ends at step
    800 and gives the leak's line at 256 KiB per step; both workers
    have the hook; no "memtally:" warning;
@@ -75,8 +75,11 @@ if mt.case('one'):
     t, fs = trainer(d, [script, '800', 'one'])
     mt.eq(last_step(t), 800, 'the trainer\'s last "step" mark: the 800 optimizer steps taken')
     steps = [s.get('marks', {}).get('step') for s in t.snapshots if s['reason'] == 'step'] if t else []
-    mt.check(1 <= len(steps) <= 8 and all(s is not None and s >= 100 * (i + 1) for i, s in enumerate(steps)),
-             'snapshots of reason "step", one at or after each 100 steps: %s' % steps)
+    # the cadence (MEMTALLY_CADENCE): each of the first 64 steps, then every
+    # 2nd for 64, every 4th for 64, ... (800 steps: 64 + 64 + 64 + 38)
+    want = list(range(1, 65)) + list(range(66, 193, 2)) + list(range(196, 449, 4)) + list(range(456, 801, 8))
+    mt.check(steps == want, 'snapshots of reason "step" on the cadence, at the mark (%d of them: %s ... %s)'
+             % (len(steps), steps[:3], steps[-3:]))
     r2 = subprocess.run([MT, 'leaks', '--json', t.path], capture_output=True, text=True)
     p = json.loads(r2.stdout)['processes'][0] if r2.returncode == 0 else {}
     w = p.get('window') or {}

@@ -103,7 +103,8 @@ def install(torch):
         steps = sys.modules.get('_memtally.steps')
         if steps is None:
             steps = _load_steps()
-        steps.on_step(on_step)
+        # before the mark: the step's snapshot carries this step's figures
+        getattr(steps, 'before_step', steps.on_step)(on_step)
     except KeyboardInterrupt:
         raise
     except BaseException as e:

@@ -33,6 +33,7 @@ _state = {'torch': False, 'shim': None, 'method': None, 'user_step': False}
 _count = 0          # iterations marked by the hook
 _seen = set()       # id() of the optimizers that stepped in this iteration
 _callbacks = []     # on_step
+_before = []        # before_step
 _bad_callbacks = set()
 _user_step = False  # the program marks "step" itself
 _mark = None        # memtally_mark, through ctypes, once torch is imported
@@ -180,6 +181,10 @@ def _stepped(optimizer, caller):
             _seen.add(k)
             _count += 1
             n = _count
+        # the step's snapshot is written as it is marked (the shim's
+        # cadence): what describes the step (torch's allocator figures)
+        # goes to the shim first
+        _run_callbacks(n, _before)
         _mark(b'step', float(n))
     except KeyboardInterrupt:
         raise
@@ -189,8 +194,8 @@ def _stepped(optimizer, caller):
     _run_callbacks(n)
 
 
-def _run_callbacks(step):
-    for fn in list(_callbacks):
+def _run_callbacks(step, fns=None):
+    for fn in list(_callbacks if fns is None else fns):
         try:
             fn(step)
         except Exception as e:
@@ -210,10 +215,18 @@ def on_step(fn):
     _callbacks.append(fn)
 
 
+def before_step(fn):
+    """Call fn(step) right before the hook marks each step (so the step's
+    snapshot, written as the step is marked, carries what fn sent), and
+    after the program's own marks; exceptions as on_step's."""
+    _before.append(fn)
+
+
 def user_step(value):
     """The program marked "step" itself (memtally.mark): the hook stops
     marking, and the step callbacks run with the program's value."""
     global _user_step
     _user_step = True
     _state['user_step'] = True
+    _run_callbacks(value, _before)
     _run_callbacks(value)
