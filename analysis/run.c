@@ -408,8 +408,21 @@ lock_refused(int fd, const char *absout, const char *path) {
 	    absout, who[0] ? who : "?", path);
 }
 
+/* An earlier run's files would read as more processes (a later /bin/true
+ * showed up as another "rank"): refused unless asked.  Checked by the run
+ * that takes the lock alone, before the job's other ranks may join it
+ * (their files are this run's). */
+static void
+no_earlier_files(const char *absout, int append) {
+	int before = count_files(absout);
+	if (before > 0 && !append)
+		die(EXIT_USAGE, "%s already holds %d memtally file%s from an earlier run: name a new "
+				"--out, remove them, or add --append to add this run's files to them",
+		    absout, before, before == 1 ? "" : "s");
+}
+
 static char *
-run_lock(const char *absout) {
+run_lock(const char *absout, int append) {
 	struct sb p = {0};
 	char key[128];
 	job_key(key, sizeof key);
@@ -437,6 +450,7 @@ run_lock(const char *absout) {
 			continue;
 		}
 		if (alone) {
+			no_earlier_files(absout, append);
 			if (!key[0]) /* the runs this one starts join it */
 				snprintf(key, sizeof key, "run:%ld", (long)getpid());
 			setenv("MEMTALLY_RUN_JOB", key, 1);
@@ -610,22 +624,16 @@ cmd_run(int argc, char **argv) {
 	if (i < 0)
 		return rc;
 	char *absout = out_dir(out);
-	char *lock = run_lock(absout);
+	char *lock = run_lock(absout, append);
 	preload_env();
 	/* the shim's warnings go into the files, printed once at the end */
 	setenv("MEMTALLY_QUIET", "1", 0);
 	if (is_static(argv[i]))
 		fprintf(stderr, "memtally: note: %s is statically linked: the shim cannot be "
 				"preloaded into it, so nothing will be recorded for it\n", argv[i]);
-	int before = count_files(absout);
+	int before = count_files(absout); /* the new ones are said at the end */
 	clock_gettime(CLOCK_REALTIME, &run_start);
 	run_start.tv_sec -= 1; /* a file's ctime may lag the clock by a tick */
-	/* An earlier run's files would read as more processes (a later
-	 * /bin/true showed up as another "rank"): refused unless asked. */
-	if (before > 0 && !append)
-		die(EXIT_USAGE, "%s already holds %d memtally file%s from an earlier run: name a new "
-				"--out, remove them, or add --append to add this run's files to them",
-		    absout, before, before == 1 ? "" : "s");
 	child = fork();
 	if (child < 0)
 		die(EXIT_USAGE, "fork: %s", strerror(errno));

@@ -72,11 +72,14 @@ def mark(name, value):
     returns True when recorded.  Up to 8 names of up to 31 bytes."""
     if _mark is None:
         return False
+    steps = _steps() if name == 'step' else None
+    if steps is not None and hasattr(steps, 'user_step_before'):
+        # what describes the step (torch's allocator figures) goes to the
+        # shim first: the step's snapshot is written as it is marked
+        steps.user_step_before(value)
     ok = _mark(str(name).encode(), float(value)) == 0
-    if ok and name == 'step':
-        steps = _steps()
-        if steps is not None:
-            steps.user_step(value)  # the automatic marks stop; callbacks run
+    if ok and steps is not None:
+        steps.user_step(value)  # the automatic marks stop; callbacks run
     return ok
 
 

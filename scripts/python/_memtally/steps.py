@@ -222,11 +222,16 @@ def before_step(fn):
     _before.append(fn)
 
 
+def user_step_before(value):
+    """The program is about to mark "step" itself (memtally.mark): the
+    before_step callbacks run with its value."""
+    _run_callbacks(value, _before)
+
+
 def user_step(value):
     """The program marked "step" itself (memtally.mark): the hook stops
     marking, and the step callbacks run with the program's value."""
     global _user_step
     _user_step = True
     _state['user_step'] = True
-    _run_callbacks(value, _before)
     _run_callbacks(value)
