@@ -76,6 +76,21 @@ def script_frame(sus, script):
     return None
 
 
+_ports = set()
+
+
+def free_port():
+    """A port nothing listens on (two DDP shapes run at once)."""
+    import socket
+    while True:
+        with socket.socket() as sk:
+            sk.bind(('127.0.0.1', 0))
+            port = sk.getsockname()[1]
+        if port not in _ports:
+            _ports.add(port)
+            return port
+
+
 def run_shape(shape):
     steps, loop, leak, end, lf = shape
     name = name_of(shape)
@@ -87,7 +102,7 @@ def run_shape(shape):
     out = os.path.join(d, 'run')
     cmd = [PY, path]
     if loop == 'ddp':
-        port = 29500 + (os.getpid() * 7 + steps) % 2000
+        port = free_port()
         cmd = ['torchrun', '--nproc_per_node', '2', '--redirects', '1', '--tee', '1',
                '--master_port', str(port), path]
     r = subprocess.run([MT, 'run', '--out', out, '--'] + cmd, env=env0, capture_output=True,
