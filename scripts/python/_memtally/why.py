@@ -43,7 +43,6 @@ _torch = None
 _live = {}            # stack id -> live bytes at the last checks (a few)
 _written = set()      # stack ids written before the exit search
 _seq = 0
-_TIMING = [0] if __import__('os').environ.get('MEMTALLY_WHY_TIMING') else None
 _main_file = None     # __main__.__file__ when installed
 _off = False          # a failure: no more searches
 _t_installed = 0.0
@@ -165,9 +164,6 @@ def check(step, final):
         _warn('the "why is it still alive" search failed (%s: %s); it is off from now on'
               % (type(e).__name__, e))
     dt = clock() - t0
-    if _TIMING:
-        _warn('why timing %r' % [(a, b, round(c - t0, 3)) for a, b, c in _TIMING[1:]])
-        del _TIMING[1:]
     stats['searches'] += 1
     stats['seconds'] += dt
     stats['max_seconds'] = max(stats['max_seconds'], dt)
@@ -206,6 +202,11 @@ def _static(t, name):
             return d[name]
     return None
 
+
+# _saved_* attributes that are never tensors (sizes, strides, scalars):
+# each read makes a Python object, whose allocation the shim records
+_NOT_TENSORS = ('_raw', '_sizes', '_strides', '_alpha', '_beta', '_dim', '_keepdim',
+                '_other_scalar_type', '_self_scalar_type', '_padding', '_stride', '_dilation')
 
 _GETSET = type(type.__dict__['__dict__'])
 
@@ -258,10 +259,11 @@ def _where_global(mod, name, cache):
         import re
         pat = re.compile(r'^(%s)\s*(:[^=]*)?=[^=]|^(def|class)\s+%s\b|^(import|from)\s.*\b%s\b'
                          % (re.escape(name), re.escape(name), re.escape(name)))
-        for i, l in enumerate(lines):
-            if pat.match(l):
-                w = '%s:%d' % (base, i + 1)
-                break
+        # at column 0 first, then indented (a global assigned in a loop)
+        hit = [i for i, l in enumerate(lines) if pat.match(l)] or \
+            [i for i, l in enumerate(lines) if pat.match(l.lstrip())]
+        if hit:
+            w = '%s:%d' % (base, hit[0] + 1)
     except Exception:
         pass
     cache[key] = w
@@ -335,7 +337,8 @@ def search(budget, libs):
     deadline = clock() + budget
     ndarray = getattr(sys.modules.get('numpy'), 'ndarray', None)
     array_t = getattr(sys.modules.get('array'), 'array', None)
-    new_storage = hasattr(torch.Tensor, 'untyped_storage')
+    saved_names = {}  # autograd node type -> its _saved_* attributes
+    unpack_failed = {}  # (node type, attribute) -> failures, -1: it succeeded
     me = {id(_live), id(_written), id(stats)}
 
     # parent[id] = (parent id, how, name, type name, where); objs keeps
@@ -349,7 +352,8 @@ def search(budget, libs):
             try:
                 if o.device.type != 'cpu':
                     return 0
-                return (o.untyped_storage() if new_storage else o.storage()).data_ptr()
+                # the storage's start (the block): no storage object made
+                return o.data_ptr() - o.storage_offset() * o.element_size()
             except Exception:
                 return 0
         if t is bytes and len(o) >= 64:
@@ -420,13 +424,25 @@ def search(budget, libs):
                 for i, (fn, _) in enumerate(o.next_functions):
                     if fn is not None:
                         r.append(('next', str(i), fn))
-                for k in list(type.__dict__['__dict__'].__get__(t)):
-                    if k.startswith('_saved_') and not k.endswith('_raw'):
-                        try:
-                            v = getattr(o, k)
-                        except Exception:
-                            continue
-                        r.append(('saved', k, v))
+                names = saved_names.get(t)
+                if names is None:
+                    names = saved_names[t] = [
+                        k for k in type.__dict__['__dict__'].__get__(t)
+                        if k.startswith('_saved_') and not k.endswith(_NOT_TENSORS)]
+                for k in names:
+                    if unpack_failed.get((t, k), 0) >= 3:
+                        continue  # after 3 failures and no success
+                    try:
+                        v = getattr(o, k)
+                    except Exception:
+                        # a tensor modified in place since it was saved
+                        # (a weight the optimizer stepped), or freed by
+                        # backward: torch's error costs ~1 ms to make
+                        if unpack_failed.get((t, k), 0) >= 0:
+                            unpack_failed[(t, k)] = unpack_failed.get((t, k), 0) + 1
+                        continue
+                    unpack_failed[(t, k)] = -1  # it succeeds: always tried
+                    r.append(('saved', k, v))
                 if _static(t, 'variable') is not None:
                     r.append(('attr', 'variable', o.variable))
             except Exception:
@@ -452,9 +468,7 @@ def search(budget, libs):
     try:
         # the program's roots first (frames, __main__, its own modules),
         # then the libraries': a chain from the program's is preferred
-        for gi, group in enumerate(_roots(libs)):
-            if _TIMING:
-                _TIMING.append((gi, visited, clock()))
+        for group in _roots(libs):
             level = []
             for how, name, o, where in group:
                 k = id(o)
@@ -490,8 +504,6 @@ def search(budget, libs):
                         objs[k] = c
                         nxt.append(c)
                 level = nxt
-        if _TIMING:
-            _TIMING.append(('end', visited, clock()))
         # each stack's holder: the root that reaches the most of its
         # objects (the first reached, so the nearest, on a tie), by the
         # chain to the first of them

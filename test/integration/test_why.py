@@ -1,0 +1,190 @@
+"""Why is it still alive (issue 46): PyTorch CPU trainers that never import
+memtally, under `memtally run` with no option (Debian's torch 1.13), each
+keeping something of every step in a holder of another shape; the line
+that keeps it ends with "# LEAK".  For each shape, `memtally leaks --json`
+has the suspect row of the leaking line (or, for the graph, the row of
+the line whose activations the graph keeps) carry `kept_by`, a chain whose
+root is the holder (how and name) and which goes on as the shape says;
+`leaks` prints "kept alive by:" under it.  The fixed variants (nothing
+kept) write no "kept" record and no suspect has `kept_by`.  A Python
+process without torch is unaffected (no record, same output).  The file's
+kept records are well formed (doc/FORMAT.md)."""
+import json, os, re, subprocess, sys
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
+import mt
+
+B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
+MT = os.environ.get('MT_MEMTALLY') or os.path.join(B, 'memtally')
+PY = '/usr/bin/python3'
+env0 = {k: v for k, v in os.environ.items() if not k.startswith('MEMTALLY_') and k != 'PYTHONPATH'}
+try:
+    subprocess.run([PY, '-c', 'import torch'], check=True, capture_output=True)
+except subprocess.CalledProcessError:
+    print('  FAIL python3-torch is not installed (scripts/setup-deps.sh installs it)')
+    sys.exit(1)
+
+HEAD = '''import torch
+import torch.nn as nn
+torch.manual_seed(0)
+torch.set_num_threads(1)
+STEPS = 48
+model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 64))
+opt = torch.optim.SGD(model.parameters(), lr=0.001)
+
+
+def step(x):
+    loss = model(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+'''
+
+# name: (holder's definition, the loop's body that keeps, how the chain
+# starts (how, name), what follows the root (a list of "how" of the next
+# steps, checked as a prefix), the fixed line instead of the leak)
+SHAPES = {
+    # a list at module level keeping each step's output with its graph:
+    # the first Linear's input (x) is saved by the graph
+    'graph': ('history = []\n', '    history.append(model(x).sum())  # LEAK\n',
+              ('global', 'history'), ['item', 'attr'], '    history.append(float(model(x).sum()))\n'),
+    # a dict keyed by step
+    'cache': ('cache = {}\n', '    cache[i] = x * 1.5  # LEAK\n',
+              ('global', 'cache'), ['key'], '    cache[i] = float((x * 1.5).sum())\n'),
+    # a class attribute
+    'classattr': ('class Store:\n    items = []\n', '    Store.items.append(x * 1.5)  # LEAK\n',
+                  ('global', 'Store'), ['attr', 'item'], '    Store.items.append(float(x.sum()))\n'),
+    # a closure's cell
+    'closure': ('def make():\n    seen = []\n\n    def remember(t):\n        seen.append(t)\n'
+                '    return remember\n\n\nremember = make()\n',
+                '    remember(x * 1.5)  # LEAK\n', ('global', 'remember'), ['cell', 'item'],
+                '    remember(float(x.sum()))\n'),
+}
+
+
+def script(shape, fixed, loop='module'):
+    holder, keep, _, _, fix = SHAPES[shape]
+    body = fix if fixed else keep
+    if loop == 'module':
+        return HEAD + holder + '\nfor i in range(STEPS):\n    x = torch.randn(128, 256)\n    step(x)\n' + body
+    # a local list of a function that is still running at the checks
+    return HEAD + '''
+
+def train():
+    kept = []
+    for i in range(STEPS):
+        x = torch.randn(128, 256)
+        step(x)
+        kept.append(x * 1.5)  # LEAK
+    return len(kept)
+
+
+print(train())
+'''
+
+
+def run(name, src):
+    d = os.path.join(OUT, name)
+    path = os.path.join(OUT, name + '.py')
+    with open(path, 'w') as f:
+        f.write(src)
+    r = subprocess.run([MT, 'run', '--out', d, '--', PY, path], env=env0, capture_output=True,
+                       text=True, timeout=280)
+    leak_line = [i + 1 for i, l in enumerate(src.splitlines()) if l.endswith('# LEAK')]
+    return r, d, path, leak_line[0] if leak_line else None
+
+
+def kept_records(d):
+    recs = []
+    for p in mt.jsonl(d):
+        for l in mt.lines(p):
+            if l.startswith('{"type":"kept"'):
+                recs.append(json.loads(l))
+    return recs
+
+
+def suspects(d):
+    r = subprocess.run([MT, 'leaks', '--json', d], capture_output=True, text=True)
+    if r.returncode:
+        return None, r.stderr
+    ps = json.loads(r.stdout)['processes']
+    return (ps[0]['suspects'] if ps else []), ''
+
+
+def well_formed(recs):
+    for k in recs:
+        if not (isinstance(k.get('stack'), int) and k['stack'] > 0 and k['chain'] and
+                all(isinstance(s.get(f), str) for s in k['chain'] for f in ('how', 'name', 'type'))
+                and k['chain'][0]['how'] in ('global', 'local')):
+            return False
+    return True
+
+
+def leak_case(name, src, root, after, graph=False):
+    r, d, path, line = run(name, src)
+    mt.eq(r.returncode, 0, '%s: exit code (%s)' % (name, r.stderr[-300:]))
+    mt.eq([l for l in r.stderr.splitlines() if l.startswith('memtally:') and 'new file' not in l],
+          [], '%s: no memtally: warning' % name)
+    recs = kept_records(d)
+    mt.check(recs and well_formed(recs), '%s: kept records, well formed (%d)' % (name, len(recs)))
+    sus, err = suspects(d)
+    base = os.path.basename(path)
+    # the graph keeps the activations: the row whose line made them is the
+    # one the leaking line's graph saves (x, made at the loop's randn);
+    # others: the leaking line's own row
+    want = (lambda s: 'torch.randn' in s['where']) if graph else \
+        (lambda s: '%s:%d' % (base, line) in s['where'])
+    row = [s for s in (sus or []) if want(s)]
+    mt.check(row, '%s: a suspect row for the leak (%s)' % (name, [s['where'][:60] for s in sus or []] or err))
+    kb = row[0].get('kept_by') if row else None
+    mt.check(kb and (kb[0]['how'], kb[0]['name']) == root,
+             '%s: kept_by starts at %s: %s' % (name, root, kb and kb[:3]))
+    mt.check(kb and [s['how'] for s in kb[1:1 + len(after)]] == after,
+             '%s: then %s: %s' % (name, after, kb and [s['how'] for s in kb]))
+    if graph:
+        mt.check(kb and kb[-1]['how'] == 'saved' and kb[-1]['name'].startswith('_saved_') and
+                 any(s['name'] == 'grad_fn' for s in kb),
+                 '%s: through grad_fn to a saved tensor: %s' % (name, kb and kb[-2:]))
+    if kb and kb[0]['how'] == 'global':
+        mt.check(re.match(r'%s:\d+$' % re.escape(base), kb[0].get('where', '')) is not None,
+                 '%s: the global\'s where is the file and its line: %s' % (name, kb[0].get('where')))
+    t = subprocess.run([MT, 'leaks', d], capture_output=True, text=True).stdout
+    mt.check(('kept alive by: %s (%s ' % (root[1], root[0])) in t,
+             '%s: leaks prints "kept alive by: %s (%s ..."' % (name, root[1], root[0]))
+    return recs
+
+
+def fixed_case(name, src):
+    r, d, path, line = run(name, src)
+    mt.eq(r.returncode, 0, '%s: exit code (%s)' % (name, r.stderr[-300:]))
+    recs = kept_records(d)
+    mt.eq(recs, [], '%s: no kept record' % name)
+    sus, err = suspects(d)
+    mt.check(sus is not None and not [s for s in sus if s.get('kept_by')],
+             '%s: no suspect has kept_by (%s)' % (name, err))
+
+
+for shape in SHAPES:
+    if mt.case(shape):
+        _, _, root, after, _ = SHAPES[shape]
+        leak_case(shape, script(shape, False), root, after, graph=shape == 'graph')
+
+if mt.case('local'):
+    leak_case('local', script('cache', False, loop='function'), ('local', 'kept'), ['item'])
+
+if mt.case('fixed'):
+    for shape in ('graph', 'cache', 'classattr'):
+        fixed_case('fixed-' + shape, script(shape, True))
+
+if mt.case('notorch'):
+    src = 'import sys\nkept = []\nfor i in range(2000):\n    kept.append(bytes(4096))\nprint(len(kept))\n'
+    path = os.path.join(OUT, 'notorch.py')
+    with open(path, 'w') as f:
+        f.write(src)
+    plain = subprocess.run([PY, path], env=env0, capture_output=True, text=True)
+    d = os.path.join(OUT, 'notorch')
+    r = subprocess.run([MT, 'run', '--out', d, '--', PY, path], env=env0, capture_output=True,
+                       text=True, timeout=280)
+    mt.eq((r.returncode, r.stdout), (plain.returncode, plain.stdout), 'no torch: same exit and output')
+    mt.eq(kept_records(d), [], 'no torch: no kept record')
+
+mt.done()
