@@ -147,9 +147,10 @@ def leak_case(name, src, root, after, graph=False):
     if kb and kb[0]['how'] == 'global':
         mt.check(re.match(r'%s:\d+$' % re.escape(base), kb[0].get('where', '')) is not None,
                  '%s: the global\'s where is the file and its line: %s' % (name, kb[0].get('where')))
-    t = subprocess.run([MT, 'leaks', d], capture_output=True, text=True).stdout
-    mt.check(('kept alive by: %s (%s ' % (root[1], root[0])) in t,
-             '%s: leaks prints "kept alive by: %s (%s ..."' % (name, root[1], root[0]))
+    for cmd in ('leaks', 'report'):
+        t = subprocess.run([MT, cmd, d], capture_output=True, text=True).stdout
+        mt.check(('kept alive by: %s (%s ' % (root[1], root[0])) in t,
+                 '%s: %s prints "kept alive by: %s (%s ..."' % (name, cmd, root[1], root[0]))
     return recs
 
 
@@ -170,6 +171,80 @@ for shape in SHAPES:
 
 if mt.case('local'):
     leak_case('local', script('cache', False, loop='function'), ('local', 'kept'), ['item'])
+
+if mt.case('trainer'):
+    # issue 46's "done when": one trainer keeps each step's output in a
+    # global list and caches batches in a global dict; leaks names both
+    src = HEAD + 'history = []\ncache = {}\n' + '''
+for i in range(STEPS):
+    x = torch.randn(128, 256)
+    step(x)
+    history.append(model(x).sum())
+    cache[i] = x * 1.5
+'''
+    r, d, path, _ = run('trainer', src)
+    sus, err = suspects(d)
+    roots = {}
+    for s in sus or []:
+        if s.get('kept_by'):
+            roots.setdefault(s['kept_by'][0]['name'], []).append(s)
+    mt.check('history' in roots and 'cache' in roots,
+             'trainer: suspects kept by history and by cache: %s' % {k: [s['where'][:40] for s in v] for k, v in roots.items()})
+    c = [s for s in roots.get('cache', []) if 'cache[i] = x * 1.5' in s['where']]
+    mt.check(c and [st['how'] for st in c[0]['kept_by']] == ['global', 'key'],
+             'trainer: the cache line\'s row is kept by cache, by key')
+    h = [s for s in roots.get('history', []) if 'history.append' in s['where']]
+    mt.check(h and any(st['how'] == 'saved' for st in h[0]['kept_by']),
+             'trainer: the history line\'s row is kept by history through the graph')
+
+if mt.case('capi'):
+    # the shim's C API the search rests on, from ctypes under LD_PRELOAD
+    src = '''import ctypes, json
+lib = ctypes.CDLL(None)
+libc = ctypes.CDLL(None)  # the process's malloc: the shim's (a handle on libc.so.6 would bypass it)
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+lib.memtally_owner.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint)]
+lib.memtally_site_live.argtypes = [ctypes.c_uint, ctypes.POINTER(ctypes.c_longlong)]
+sid, live = ctypes.c_uint(0), ctypes.c_longlong(0)
+ps = [libc.malloc(1 << 20) for _ in range(3)]
+owned = [lib.memtally_owner(p, ctypes.byref(sid)) for p in ps]
+stack = sid.value
+inner = lib.memtally_owner(ps[0] + 8, ctypes.byref(sid))
+r_live = lib.memtally_site_live(stack, ctypes.byref(live))
+bad_id = lib.memtally_site_live(0xfffffff0, ctypes.byref(live))
+r_live_v = None
+lib.memtally_site_live(stack, ctypes.byref(live))
+r_live_v = live.value
+libc.free(ps[0])
+gone = lib.memtally_owner(ps[0], ctypes.byref(sid))
+rec = [lib.memtally_record(x) for x in (b'{"type":"kept","stack":%d,"chain":[{"how":"global","name":"a","type":"list"}]}' % stack,
+                                         b'{"a":1}\\n{"b":2}', b'not json', b'{' + b'x' * 70000 + b'}', b'')]
+print(json.dumps({'owned': owned, 'stack': stack, 'inner': inner, 'live': [r_live, r_live_v], 'bad_id': bad_id,
+                  'gone': gone, 'rec': rec}))
+'''
+    path = os.path.join(OUT, 'capi.py')
+    with open(path, 'w') as f:
+        f.write(src)
+    d = os.path.join(OUT, 'capi')
+    env = dict(env0, LD_PRELOAD=os.path.join(B, 'libmemtally.so'), MEMTALLY_OUT=d)
+    os.makedirs(d, exist_ok=True)
+    r = subprocess.run([PY, path], env=env, capture_output=True, text=True, timeout=120)
+    got = json.loads(r.stdout) if r.returncode == 0 and r.stdout else {}
+    mt.eq(got.get('owned'), [0, 0, 0], 'memtally_owner: each live 1 MiB block is tracked')
+    mt.check(got.get('stack', 0) > 0, 'memtally_owner: its stack id (%s)' % got.get('stack'))
+    mt.eq(got.get('inner'), 1, 'memtally_owner: an address inside a block is no block\'s start')
+    mt.check(got.get('live', [None])[0] == 0 and got['live'][1] >= 3 << 20,
+             'memtally_site_live: the site holds the 3 MiB (%s)' % got.get('live'))
+    mt.eq(got.get('bad_id'), 1, 'memtally_site_live: an id not given out')
+    mt.eq(got.get('gone'), 1, 'memtally_owner: a freed block is no one\'s')
+    mt.eq(got.get('rec'), [0, 1, 1, 1, 1], 'memtally_record: one line written; a newline, '
+          'not an object, over 64 KiB, empty: refused')
+    recs = kept_records(d)
+    mt.eq([k['stack'] for k in recs], [got.get('stack')], 'the file holds the one kept record')
+    rd = subprocess.run([MT, 'cat', d], capture_output=True, text=True)
+    mt.eq(rd.returncode, 0, 'the reader takes the file (%s)' % rd.stderr[-200:])
 
 if mt.case('fixed'):
     for shape in ('graph', 'cache', 'classattr'):
