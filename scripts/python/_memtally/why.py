@@ -190,8 +190,13 @@ def _write(stack, step, final, found, h, took):
 # ---- the search -------------------------------------------------------------
 
 def _tname(o):
-    t = type(o)
-    return getattr(t, '__qualname__', None) or t.__name__
+    """o's class's qualified name, through type's own descriptor (a
+    metaclass's property is never run)."""
+    try:
+        n = _QUALNAME(type(o))
+    except Exception:
+        n = None
+    return n if type(n) is str else '?'
 
 
 def _static(t, name):
@@ -209,6 +214,7 @@ _NOT_TENSORS = ('_raw', '_sizes', '_strides', '_alpha', '_beta', '_dim', '_keepd
                 '_other_scalar_type', '_self_scalar_type', '_padding', '_stride', '_dilation')
 
 _GETSET = type(type.__dict__['__dict__'])
+_QUALNAME = type.__dict__['__qualname__'].__get__
 
 
 def _inst_dict(o):
@@ -417,8 +423,7 @@ def search(budget, libs):
             except Exception:
                 return []
         nf = _static(t, 'next_functions')
-        if nf is not None and t.__module__ in (None, 'builtins', 'torch', 'torch.autograd') \
-                or (nf is not None and 'Backward' in t.__name__):
+        if type(nf) is _GETSET:  # an autograd node: torch's C getter, no Python code
             r = []
             try:
                 for i, (fn, _) in enumerate(o.next_functions):
@@ -443,7 +448,7 @@ def search(budget, libs):
                         continue
                     unpack_failed[(t, k)] = -1  # it succeeds: always tried
                     r.append(('saved', k, v))
-                if _static(t, 'variable') is not None:
+                if type(_static(t, 'variable')) is _GETSET:
                     r.append(('attr', 'variable', o.variable))
             except Exception:
                 pass
