@@ -196,6 +196,15 @@ for i in range(STEPS):
     h = [s for s in roots.get('history', []) if 'history.append' in s['where']]
     mt.check(h and any(st['how'] == 'saved' for st in h[0]['kept_by']),
              'trainer: the history line\'s row is kept by history through the graph')
+    # the page shows the chain beside the suspect (rendered by Chromium)
+    page = os.path.join(OUT, 'trainer.html')
+    subprocess.run([MT, 'html', d, '-o', page], capture_output=True, text=True)
+    dom = subprocess.run(['chromium', '--headless', '--no-sandbox', '--disable-gpu',
+                          '--virtual-time-budget=5000', '--dump-dom', 'file://' + page],
+                         capture_output=True, text=True, timeout=120).stdout
+    mt.check('kept alive by: cache (global dict, trainer.py:' in dom and
+             'kept alive by: history (global list, trainer.py:' in dom,
+             'trainer: the HTML page shows both chains beside their suspects')
 
 if mt.case('capi'):
     # the shim's C API the search rests on, from ctypes under LD_PRELOAD
