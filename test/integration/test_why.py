@@ -1,11 +1,16 @@
 """Why is it still alive (issue 46): PyTorch CPU trainers that never import
 memtally, under `memtally run` with no option (Debian's torch 1.13), each
-keeping something of every step in a holder of another shape; the line
-that keeps it ends with "# LEAK".  For each shape, `memtally leaks --json`
+keeping something of every step in a holder of another shape (a global
+list through the autograd graph, a dict keyed by step, a class attribute,
+an lru_cache'd function, a dataclass, a closure cell, a local of a function
+still running; and the combined trainer of issue 46's "done when"); the
+line that keeps it ends with "# LEAK".  For each shape, `memtally leaks --json`
 has the suspect row of the leaking line (or, for the graph, the row of
 the line whose activations the graph keeps) carry `kept_by`, a chain whose
 root is the holder (how and name) and which goes on as the shape says;
-`leaks` prints "kept alive by:" under it.  The fixed variants (nothing
+`leaks` and `report` print "kept alive by:" under it, the HTML page beside
+it.  The shim's C API (memtally_owner, memtally_site_live,
+memtally_record) answers from ctypes under LD_PRELOAD.  The fixed variants (nothing
 kept) write no "kept" record and no suspect has `kept_by`.  A Python
 process without torch is unaffected (no record, same output).  The file's
 kept records are well formed (doc/FORMAT.md)."""
@@ -53,6 +58,14 @@ SHAPES = {
     # a class attribute
     'classattr': ('class Store:\n    items = []\n', '    Store.items.append(x * 1.5)  # LEAK\n',
                   ('global', 'Store'), ['attr', 'item'], '    Store.items.append(float(x.sum()))\n'),
+    # an lru_cache'd function: its cache, keyed by the call's arguments
+    'lru': ('import functools\n\n\n@functools.lru_cache(maxsize=None)\ndef scaled(i, x=None):\n'
+            '    return x * 1.5\n', '    scaled(i, x)  # LEAK\n', ('global', 'scaled'), ['ref', 'key'],
+            '    float(scaled.__wrapped__(i, x).sum())\n'),
+    # a tensor kept through a dataclass
+    'dataclass': ('import dataclasses\n\n\n@dataclasses.dataclass\nclass Rec:\n    t: torch.Tensor\n\n\n'
+                  'records = []\n', '    records.append(Rec(x * 1.5))  # LEAK\n', ('global', 'records'),
+                  ['item', 'attr'], '    records.append(Rec(float(x.sum())))\n'),
     # a closure's cell
     'closure': ('def make():\n    seen = []\n\n    def remember(t):\n        seen.append(t)\n'
                 '    return remember\n\n\nremember = make()\n',
@@ -119,7 +132,9 @@ def well_formed(recs):
     return True
 
 
-def leak_case(name, src, root, after, graph=False):
+def leak_case(name, src, root, after, graph=False, row_text=None):
+    """row_text: the allocating line's text when it is not the # LEAK
+    line (a cached function's body)."""
     r, d, path, line = run(name, src)
     mt.eq(r.returncode, 0, '%s: exit code (%s)' % (name, r.stderr[-300:]))
     mt.eq([l for l in r.stderr.splitlines() if l.startswith('memtally:') and 'new file' not in l],
@@ -132,7 +147,7 @@ def leak_case(name, src, root, after, graph=False):
     # one the leaking line's graph saves (x, made at the loop's randn);
     # others: the leaking line's own row
     want = (lambda s: 'torch.randn' in s['where']) if graph else \
-        (lambda s: '%s:%d' % (base, line) in s['where'])
+        (lambda s: '%s:%d' % (base, line) in s['where'] or (row_text and row_text in s['where']))
     row = [s for s in (sus or []) if want(s)]
     mt.check(row, '%s: a suspect row for the leak (%s)' % (name, [s['where'][:60] for s in sus or []] or err))
     kb = row[0].get('kept_by') if row else None
@@ -167,7 +182,8 @@ def fixed_case(name, src):
 for shape in SHAPES:
     if mt.case(shape):
         _, _, root, after, _ = SHAPES[shape]
-        leak_case(shape, script(shape, False), root, after, graph=shape == 'graph')
+        leak_case(shape, script(shape, False), root, after, graph=shape == 'graph',
+                  row_text='return x * 1.5' if shape == 'lru' else None)
 
 if mt.case('local'):
     leak_case('local', script('cache', False, loop='function'), ('local', 'kept'), ['item'])
