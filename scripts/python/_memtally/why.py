@@ -32,7 +32,7 @@ one "memtally:" line and searching stops; nothing reaches the program."""
 import sys
 
 BUDGET_S = 1.0        # a search's time budget
-MAX_OBJECTS = 2000000  # and objects visited
+MAX_OBJECTS = 500000  # and objects visited (each held until the search ends)
 GROW_CHECKS = 3       # rises in a row that make a site "growing"
 MAX_SITES = 4096      # call sites whose live bytes are followed
 MAX_CHAIN = 64        # steps written of a chain
