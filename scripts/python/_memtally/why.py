@@ -139,8 +139,11 @@ def check(step, final):
             if v is None:
                 continue
             h.append(v)
-            del h[:-(GROW_CHECKS + 1)]
-            if len(h) > GROW_CHECKS and all(h[i] < h[i + 1] for i in range(len(h) - 1)):
+            del h[:-(GROW_CHECKS + 2)]
+            # at exit the last step's figure may stand (a run that ends
+            # on a check's step): rose at the checks before, held since
+            g = h[:-1] if final and len(h) > GROW_CHECKS + 1 and h[-1] == h[-2] else h[-(GROW_CHECKS + 1):]
+            if len(g) > GROW_CHECKS and all(g[i] < g[i + 1] for i in range(len(g) - 1)):
                 growing.append(s)
         found, visited = search(BUDGET_S, False)
         if final and any(s not in found for s in growing):
