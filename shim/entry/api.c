@@ -156,6 +156,9 @@ memtally_owner(const void *addr, unsigned *stack_id) {
 	return 0;
 }
 
+/* mt_site_read sums the shared figures and each thread's share with
+ * racy loads (as the writer does) and may raise the shared peak with its
+ * atomic CAS and stamps: safe from any thread, beside the writer's. */
 MT_EXPORT int
 memtally_site_live(unsigned stack_id, long long *live_bytes) {
 	if (!__atomic_load_n(&mt_active, __ATOMIC_ACQUIRE))
