@@ -52,7 +52,7 @@ ANALYSIS = [
     # the answers the commands print (stats, the growth window, call sites,
     # growth and leaks, the moment a view reads), and the command context
     # every command receives: neither calls the other
-    [('answer', [('stats', 'frames', 'torchfig'), 'userline', 'sites', 'window', 'procs', ('growth', 'moment', 'ranks', 'join')]),
+    [('answer', [('stats', 'frames', 'torchfig'), 'userline', 'sites', 'window', 'procs', ('growth', 'moment', 'ranks', 'join', 'kept')]),
      ('cmd', ['cmd'])],
     # the commands: views print, exports write files; a view never calls
     # another view or an export, nor an export a view

@@ -78,6 +78,14 @@ mt_utf8_len(const unsigned char *p, size_t avail) {
 #define MT_R_TRACE "trace"
 #define MT_R_OUTCOME "outcome"
 #define MT_R_WARNING "warning"
+/* written by the Python hook (_memtally/why.py) through memtally_record */
+#define MT_R_KEPT "kept"
+#define MT_F_CHAIN "chain"
+#define MT_F_HOW "how"
+#define MT_F_WHERE "where"
+#define MT_F_OBJECTS "objects"
+#define MT_F_FINAL "final"
+#define MT_F_SEARCH_MS "search_ms"
 #define MT_F_MESSAGE "message"
 
 /* A snapshot's reason that begins so is the final snapshot of a process

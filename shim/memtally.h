@@ -84,6 +84,30 @@ MEMTALLY_FN int memtally_figures(struct memtally_figures *f, unsigned long size)
  * allocation-free.  Returns 0, or -1 when the shim is inactive. */
 MEMTALLY_FN int memtally_peak_reset(void);
 
+/* Which call site owns the block that starts at addr: a live heap block
+ * the shim tracks (malloc, calloc, realloc, the aligned family), whose
+ * stack id (the file's "stack") goes to *stack_id.  Returns 0, 1 when no
+ * tracked live block starts there (or it was not sampled), -1 when the
+ * shim is inactive.  Takes one of the pointer table's shard locks for the
+ * look, none across a call out; allocation-free.  (The Python hook's
+ * "why is it still alive" search, _memtally/why.py, maps objects so.) */
+MEMTALLY_FN int memtally_owner(const void *addr, unsigned *stack_id);
+
+/* The live bytes of call site stack_id now (the figure a snapshot's row
+ * would show), to *live_bytes.  Lock-free, allocation-free.  Returns 0,
+ * 1 for an id the shim has not given out, -1 when the shim is inactive. */
+MEMTALLY_FN int memtally_site_live(unsigned stack_id, long long *live_bytes);
+
+/* Append one record (a JSON object on one line, without its newline) to
+ * the process's file between snapshots.  The shim checks only its shape:
+ * it starts with '{', ends with '}', holds no newline, and is at most
+ * 65536 bytes; readers ignore record types they do not know (doc/FORMAT.md
+ * lists the "kept" record the Python hook writes).  Returns 0, 1 for a
+ * line refused, -1 when the shim is inactive or the file cannot be
+ * written (closed after the exit snapshot, below the disk floor).  Not
+ * from a signal handler. */
+MEMTALLY_FN int memtally_record(const char *json_line);
+
 /* The wrappers: the shim's function when it is loaded, else -1.  The weak
  * reference answers at no cost where the program is position-independent
  * (gcc's default on Debian and most distributions); a non-PIE executable's
@@ -145,6 +169,24 @@ memtally_call_peak_reset_(void) {
 	__typeof__(&memtally_peak_reset) f = MEMTALLY_RESOLVE_(memtally_peak_reset);
 	return f ? f() : -1;
 }
+static inline int
+memtally_call_owner_(const void *addr, unsigned *stack_id) {
+	__typeof__(&memtally_owner) f = MEMTALLY_RESOLVE_(memtally_owner);
+	return f ? f(addr, stack_id) : -1;
+}
+static inline int
+memtally_call_site_live_(unsigned stack_id, long long *live_bytes) {
+	__typeof__(&memtally_site_live) f = MEMTALLY_RESOLVE_(memtally_site_live);
+	return f ? f(stack_id, live_bytes) : -1;
+}
+static inline int
+memtally_call_record_(const char *json_line) {
+	__typeof__(&memtally_record) f = MEMTALLY_RESOLVE_(memtally_record);
+	return f ? f(json_line) : -1;
+}
+#define memtally_owner(addr, id) memtally_call_owner_(addr, id)
+#define memtally_site_live(id, live) memtally_call_site_live_(id, live)
+#define memtally_record(line) memtally_call_record_(line)
 #define memtally_figures(fig, size) memtally_call_figures_(fig, size)
 #define memtally_peak_reset() memtally_call_peak_reset_()
 #define memtally_snapshot(label) memtally_call_snapshot_(label)

@@ -149,6 +149,21 @@ struct leaks {
 void answer_leaks(struct mfile *f, const struct ask *a, struct leaks *out);
 void leaks_free(struct leaks *l);
 
+/* ---- why it is still alive ---- */
+
+/* The "kept" record (model.h) that explains row r of f: a chain from a
+ * root to a live object of one of the row's heap call sites (the sites
+ * grouped as r's largest is; with --stacks that site), the search at
+ * exit's first, then the one whose site held the most; NULL when none. */
+const struct kept *answer_kept(struct mfile *f, const struct ask *a, const struct row *r);
+/* Its chain as one line of text ("history (global list, t.py:3) [0]
+ * Tensor .grad_fn SumBackward0 -> next 0 AddmmBackward0 -> saved
+ * _saved_mat1 Tensor"), and as a JSON array of steps {"how","name",
+ * "type","where"}. */
+struct sb;
+void kept_chain_text(struct sb *b, const struct kept *k);
+void kept_chain_json(struct sb *j, const struct kept *k);
+
 /* ---- spikes ---- */
 
 struct spike {

@@ -74,8 +74,17 @@ findings_json(struct sb *j, struct mfile *f, struct opts *o, const struct leaks 
 					 1, g, sizeof g));
 		sb_puts(j, ",\"per_step\":");
 		sb_json_str(j, l->mark ? human((int64_t)llround(t->per_step), a) : "");
-		sb_printf(j, ",\"fit\":%.2f,\"share\":%.4f,\"live\":%lld}", t->tau, t->share,
+		sb_printf(j, ",\"fit\":%.2f,\"share\":%.4f,\"live\":%lld", t->tau, t->share,
 			  (long long)t->r.live);
+		const struct kept *k = answer_kept(f, &o->ask, &t->r);
+		if (k) { /* why it is still alive, as leaks prints it */
+			struct sb b = {0};
+			kept_chain_text(&b, k);
+			sb_puts(j, ",\"kept\":");
+			sb_json_str(j, b.p);
+			free(b.p);
+		}
+		sb_putc(j, '}');
 	}
 	sb_printf(j, "],\"more\":%zu}", l->n > PAGE_LEAKS ? l->n - PAGE_LEAKS : 0);
 }

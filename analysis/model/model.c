@@ -220,6 +220,14 @@ mfile_free(struct mfile *f) {
 	free(f->oom);
 	free(f->segs);
 	free(f->events);
+	for (size_t i = 0; i < f->nkept; i++) {
+		for (size_t j = 0; j < f->kept[i].nsteps; j++) {
+			struct keptstep *k = &f->kept[i].steps[j];
+			free(k->how), free(k->name), free(k->type), free(k->where);
+		}
+		free(f->kept[i].steps);
+	}
+	free(f->kept);
 	free(f->cur);
 	free(f->curmap);
 	memset(f, 0, sizeof *f);

@@ -148,6 +148,18 @@ struct oominfo {
 	char torch_snapshot[256];  /* file name beside the dump, "" when none */
 };
 
+/* A "kept" record (the Python hook's "why is it still alive" search): the
+ * chain of references from a root to a live object of call site stack. */
+struct keptstep { char *how, *name, *type, *where; /* where: NULL when absent */ };
+struct kept {
+	uint32_t stack;            /* index into its file's stacks (0: unknown) */
+	double step;               /* NAN when absent */
+	int64_t objects, live_bytes, search_ms; /* -1 when absent */
+	int final;                 /* from the search at exit */
+	struct keptstep *steps;
+	size_t nsteps;
+};
+
 struct mfile {
 	char *path;
 	int has_sel;               /* FILE@N, FILE@peak, FILE@last named it: */
@@ -183,6 +195,8 @@ struct mfile {
 	size_t nsegs, cap_segs;
 	struct event *events;
 	size_t nevents, cap_events;
+	struct kept *kept;         /* "kept" records, in file order */
+	size_t nkept, cap_kept;
 	/* Replay state for snap_sites(): the call sites as of snapshot cur_idx. */
 	struct site *cur;
 	size_t ncur, capcur;

@@ -372,3 +372,44 @@ rec_trace(struct ctx *c, struct jv *o) {
 	f->events = xgrow(f->events, f->nevents + 1, &f->cap_events, sizeof *f->events);
 	f->events[f->nevents++] = e;
 }
+
+/* {"type":"kept","stack":ID,"step":S,"chain":[{"how":..,"name":..,
+ * "type":..,"where":..},...],...}: written by the Python hook; every step
+ * must have how, name and type (strings), at most 256 steps. */
+void
+rec_kept(struct ctx *c, struct jv *o) {
+	struct mfile *f = c->f;
+	struct kept k = {0};
+	k.stack = stack_ref(f, need_count(c, o, MT_F_STACK), NULL);
+	struct jv *st = json_get(c->d, o, MT_F_STEP);
+	k.step = st && st->type == J_NUM ? st->d : NAN;
+	k.objects = opt_count(c, o, MT_F_OBJECTS, -1, INT64_MAX);
+	k.live_bytes = opt_count(c, o, MT_F_LIVE_BYTES, -1, INT64_MAX);
+	k.search_ms = opt_count(c, o, MT_F_SEARCH_MS, -1, INT64_MAX);
+	k.final = flag(c, o, MT_F_FINAL);
+	struct jv *ch = json_get(c->d, o, MT_F_CHAIN);
+	if (!ch || ch->type != J_ARR)
+		bad(c, "kept record without a \"chain\" array");
+	size_t n = 0;
+	for (struct jv *x = json_child(c->d, ch); x; x = json_next(c->d, x), n++) { /* check all first */
+		if (x->type != J_OBJ || !str_field(c, x, MT_F_HOW) || !str_field(c, x, MT_F_NAME) ||
+		    !str_field(c, x, MT_F_TYPE))
+			bad(c, "kept record: chain step %zu without \"how\", \"name\" and \"type\"", n);
+		str_field(c, x, MT_F_WHERE);
+	}
+	if (!n || n > 256)
+		bad(c, "kept record: a chain of %zu steps (1 to 256)", n);
+	k.steps = xcalloc(n, sizeof *k.steps);
+	for (struct jv *x = json_child(c->d, ch); x; x = json_next(c->d, x)) {
+		struct keptstep *s = &k.steps[k.nsteps++];
+		s->how = xstrdup(json_str(c->d, x, MT_F_HOW));
+		s->name = xstrdup(json_str(c->d, x, MT_F_NAME));
+		s->type = xstrdup(json_str(c->d, x, MT_F_TYPE));
+		const char *w = json_str(c->d, x, MT_F_WHERE);
+		s->where = w ? xstrdup(w) : NULL;
+		c->held += 64 + strlen(s->name) + strlen(s->type) + (w ? strlen(w) : 0);
+	}
+	c->held += sizeof k;
+	f->kept = xgrow(f->kept, f->nkept + 1, &f->cap_kept, sizeof *f->kept);
+	f->kept[f->nkept++] = k;
+}

@@ -57,6 +57,13 @@ leaks_json(struct mfile *f, struct opts *o, struct sb *j, int first, const struc
 			     "\"grows_from_ms\":%lld,\"frames\":",
 			  t->tau, t->growth, t->share, (long long)t->r.live, (long long)t->from_ms);
 		site_json_stack(j, f, t->r.stack);
+		/* why it is still alive: the Python hook's chain, or null */
+		const struct kept *k = answer_kept(f, &o->ask, &t->r);
+		sb_puts(j, ",\"kept_by\":");
+		if (k)
+			kept_chain_json(j, k);
+		else
+			sb_puts(j, "null");
 		sb_putc(j, '}');
 	}
 	sb_putc(j, ']');
@@ -140,6 +147,13 @@ leaks_text(struct mfile *f, struct opts *o, const struct leaks *l) {
 		       name);
 		if (o->stacks)
 			site_print_stack(stdout, f, t->r.stack, "       ");
+		const struct kept *k = answer_kept(f, &o->ask, &t->r);
+		if (k) {
+			struct sb b = {0};
+			kept_chain_text(&b, k);
+			printf("       kept alive by: %s\n", b.p);
+			free(b.p);
+		}
 	}
 	if (l->mark)
 		printf("  (per step: growth per unit of the mark \"%s\")\n", l->mark);

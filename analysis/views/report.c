@@ -11,6 +11,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* "kept alive by: ..." under a row whose sites the Python hook's search
+ * explained (answer_kept). */
+static void
+kept_text(struct mfile *f, struct opts *o, const struct site_row *r, const char *indent) {
+	if (!f->nkept)
+		return;
+	struct row w = {.name = r->name, .kind = r->kind, .stack = r->stack};
+	const struct kept *k = answer_kept(f, &o->ask, &w);
+	if (!k)
+		return;
+	struct sb b = {0};
+	kept_chain_text(&b, k);
+	printf("%skept alive by: %s\n", indent, b.p);
+	free(b.p);
+}
+
 static void
 timeline_text(const struct mfile *f) {
 	char a[16], b[16], c[16], d[16], e[16];
@@ -54,6 +70,7 @@ sites_text(struct mfile *f, const struct snap *s, struct opts *o, const char *ti
 		       (long long)r[i].v[2], human(r[i].v[3], b), kind_names[r[i].kind], name);
 		if (o->stacks)
 			site_print_stack(stdout, f, r[i].stack, "        ");
+		kept_text(f, o, &r[i], "              ");
 		shown++;
 	}
 	if (!shown)
@@ -156,6 +173,7 @@ at_peak_table(struct mfile *f, struct site *v, size_t n, int dev, struct opts *o
 		       kind_names[r[i].kind], name);
 		if (o->stacks)
 			site_print_stack(stdout, f, r[i].stack, "        ");
+		kept_text(f, o, &r[i], "              ");
 		sum_peak += r[i].v[0], sum_now += r[i].v[1];
 		shown++;
 	}

@@ -4,7 +4,10 @@
  * is written here when no writer runs; marks live in marks.c, and a
  * "step" mark asks for a snapshot every MEMTALLY_STEPS steps; PyTorch's
  * caching-allocator figures live in devices.c, its OOMs go to oom.c;
- * the process's own figures (memtally_figures) are read from totals.c.
+ * the process's own figures (memtally_figures) are read from totals.c;
+ * the Python hook's search (memtally_owner, memtally_site_live,
+ * memtally_record) reads ptrtab.c and sites.c and writes through
+ * snapshot.c.
  * Rules: never calls malloc; may run in any thread.
  */
 #include "platform/glue.h"
@@ -19,6 +22,8 @@
 #include "state/totals.h"
 #include "output/oom.h"
 #include "platform/config.h"
+#include "state/ptrtab.h"
+#include "state/sites.h"
 #include <string.h>
 
 MT_EXPORT int
@@ -133,4 +138,50 @@ memtally_peak_reset(void) {
 		return -1;
 	mt_since_reset();
 	return 0;
+}
+
+/* A host heap block's key is its address as is (ptrtab.h: CUDA keys carry
+ * a tag in the top bits, so a host address never finds one). */
+MT_EXPORT int
+memtally_owner(const void *addr, unsigned *stack_id) {
+	if (!__atomic_load_n(&mt_active, __ATOMIC_ACQUIRE))
+		return -1;
+	uintptr_t a = (uintptr_t)addr;
+	struct mt_ptr e;
+	if (!a || (a & MT_TAG_MASK) || !mt_ptrtab_maybe(a) || !mt_ptrtab_find(a, &e) ||
+	    e.kind != MT_HEAP)
+		return 1;
+	if (stack_id)
+		*stack_id = mt_stack_public(e.stack);
+	return 0;
+}
+
+/* mt_site_read sums the shared figures and each thread's share with
+ * racy loads (as the writer does) and may raise the shared peak with its
+ * atomic CAS and stamps: safe from any thread, beside the writer's. */
+MT_EXPORT int
+memtally_site_live(unsigned stack_id, long long *live_bytes) {
+	if (!__atomic_load_n(&mt_active, __ATOMIC_ACQUIRE))
+		return -1;
+	if (stack_id < MT_NKINDS || stack_id >= mt_stack_count())
+		return 1;
+	struct mt_site s;
+	mt_site_read(stack_id, mt_stack_peak_slot(stack_id), &s);
+	if (live_bytes)
+		*live_bytes = (long long)s.live_bytes;
+	return 0;
+}
+
+MT_EXPORT int
+memtally_record(const char *line) {
+	if (!__atomic_load_n(&mt_active, __ATOMIC_ACQUIRE))
+		return -1;
+	if (!line)
+		return 1;
+	size_t n = 0;
+	while (n <= 65536 && line[n] && line[n] != '\n' && line[n] != '\r')
+		n++;
+	if (n > 65536 || line[n] || n < 2 || line[0] != '{' || line[n - 1] != '}')
+		return 1;
+	return mt_snapshot_record(line, n);
 }

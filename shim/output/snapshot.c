@@ -397,6 +397,37 @@ write_locked(const char *reason, const char *lab, int final) {
 	mt_unlock(&W.lock);
 }
 
+int
+mt_snapshot_record(const char *line, size_t n) {
+	if (!mt_cfg.host && !mt_devices_used())
+		return -1;
+	mt_lock(&W.lock);
+	if (W.closed || ensure_open() || below_floor(mt_file_fd())) {
+		mt_unlock(&W.lock);
+		return -1;
+	}
+	int fd = mt_file_fd();
+	long off0 = mt_sys(SYS_lseek, fd, 0, 2 /* SEEK_END */, 0, 0, 0);
+	struct mt_buf *b = &W.lines; /* empty between snapshots */
+	b->flush_fd = fd;
+	b->flush_err = 0;
+	mt_buf_put(b, line, n);
+	mt_buf_putc(b, '\n');
+	int err = mt_buf_flush(b);
+	if (!err && mt_cfg.compress)
+		err = mt_zout_end(fd);
+	if (err) {
+		if (off0 >= 0)
+			mt_sys(SYS_ftruncate, fd, off0, 0, 0, 0, 0);
+		mt_zout_reset();
+	}
+	b->flush_fd = 0;
+	b->len = 0;
+	b->overflow = 0;
+	mt_unlock(&W.lock);
+	return err ? -1 : 0;
+}
+
 void
 mt_snapshot_write(const char *reason, const char *lab) {
 	/* MEMTALLY_HOST=0: only CUDA is tracked; a process that never used

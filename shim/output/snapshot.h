@@ -24,6 +24,7 @@
  */
 #ifndef MT_SNAPSHOT_H
 #define MT_SNAPSHOT_H
+#include <stddef.h>
 #include <stdint.h>
 
 /* Reserve buffers, read host, exe and argv.  0 or ENOMEM.  Never allocates. */
@@ -44,6 +45,13 @@ int mt_snapshot_final(const char *reason, uint64_t wait_ns);
  * process still has the identity it started with; a drop to another user
  * before the first snapshot then still finds its file open. */
 void mt_snapshot_open_early(void);
+/* Append one record line (n bytes, no newline; the caller checked it is a
+ * JSON object on one line) to the file, under the writer lock, between
+ * snapshots: a zstd file gets a frame of its own.  0, or -1 when the file
+ * is closed (after the exit snapshot), cannot be opened, is below the
+ * disk floor or the write failed (the file is cut back).  Not from a
+ * signal handler. */
+int mt_snapshot_record(const char *line, size_t n);
 /* Refuse further writes (after the exit snapshot).  Takes the writer lock. */
 void mt_snapshot_close(void);
 /* MEMTALLY_VERBOSE: the effective configuration and file path on stderr. */

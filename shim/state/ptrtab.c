@@ -337,6 +337,26 @@ mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out, int plain) {
 	return found;
 }
 
+int
+mt_ptrtab_find(uintptr_t addr, struct mt_ptr *out) {
+	uint64_t h = mt_ptr_hash(addr);
+	struct shard *s = shard_of(addr, h);
+	int found = 0;
+	mt_solo_gate();
+	mt_lock(&s->lock);
+	for (int wide = 0; wide < 2 && !found; wide++) {
+		if (!wide && !compact_addr(addr))
+			continue; /* no compact slot holds it */
+		int64_t i = tab_find(&s->t[wide], wide, addr, h);
+		if (i >= 0) {
+			slot_get(&s->t[wide], wide, (uint64_t)i, out);
+			found = 1;
+		}
+	}
+	mt_unlock(&s->lock);
+	return found;
+}
+
 void
 mt_ptrtab_each(void (*fn)(const struct mt_ptr *, void *), void *arg) {
 	uint64_t now = mt_ms_since_start();

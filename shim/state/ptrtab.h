@@ -109,6 +109,13 @@ void mt_ptrtab_prefetch(uintptr_t addr);
 /* Remove addr, copying its entry to *out; 1 if it was there.  plain: as
  * for mt_ptrtab_put; else takes a shard lock. */
 int mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out, int plain);
+/* Copy addr's entry to *out without removing it; 1 if it is there.
+ * Read-only: ends solo mode for a thread other than the solo one (as any
+ * change would), then takes the shard's lock for the probe, so a put or
+ * take running in another thread is never seen half done; no lock is
+ * held once it returns.  For the C API (memtally_owner), not the hot
+ * path. */
+int mt_ptrtab_find(uintptr_t addr, struct mt_ptr *out);
 /* Entries live now (racy read). */
 uint64_t mt_ptrtab_count(void);
 /* Call fn for every entry, one shard at a time under its lock (fn must not

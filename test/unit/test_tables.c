@@ -43,12 +43,45 @@ static void *worker(void *arg) {
 	return NULL;
 }
 
+/* mt_ptrtab_find while the workers put and take: whatever it finds is a
+ * whole entry (a worker's 16-byte block, a stack id given out). */
+static volatile int finding;
+static long find_bad, find_hits;
+static void *finder(void *arg) {
+	(void)arg;
+	while (finding)
+		for (long i = 0; i < N; i += 7) {
+			struct mt_ptr got;
+			uintptr_t a = ((uintptr_t)2 << 40) | ((uintptr_t)i << 4);
+			if (mt_ptrtab_find(a, &got)) {
+				find_hits++;
+				find_bad += got.addr != a || got.size != 16 || got.kind != MT_HEAP ||
+					    got.stack < MT_NKINDS || got.stack >= mt_stack_count();
+			}
+		}
+	return NULL;
+}
+
 TEST(concurrent_tables) {
-	pthread_t th[NT];
+	pthread_t th[NT], fth;
+	finding = 1;
+	pthread_create(&fth, NULL, finder, NULL);
 	for (long t = 0; t < NT; t++)
 		pthread_create(&th[t], NULL, worker, (void *)(t + 1));
 	for (int t = 0; t < NT; t++)
 		pthread_join(th[t], NULL);
+	finding = 0;
+	pthread_join(fth, NULL);
+	EXPECT(find_bad == 0);
+	{ /* a find leaves the entry; a freed block is not found */
+		struct mt_ptr f1, f2;
+		uint64_t before = mt_ptrtab_count();
+		uintptr_t odd = ((uintptr_t)2 << 40) | ((uintptr_t)(N - 1) << 4);
+		EXPECT(mt_ptrtab_find(odd, &f1) && f1.size == 16 && mt_ptrtab_find(odd, &f2) &&
+		       f2.stack == f1.stack);
+		EXPECT(!mt_ptrtab_find(((uintptr_t)2 << 40) | ((uintptr_t)(N - 2) << 4), &f1));
+		EXPECT(mt_ptrtab_count() == before);
+	}
 	/* 300 distinct stacks per thread (the thread is in the frames) */
 	EXPECT(mt_stack_count() == MT_NKINDS + NT * 300);
 	int64_t live = 0, allocs = 0;
@@ -65,6 +98,11 @@ TEST(concurrent_tables) {
 	/* the odd blocks stay, the even ones were freed */
 	EXPECT(mt_ptrtab_take(((uintptr_t)1 << 40) | ((uintptr_t)(N - 1) << 4), &got, 0) && got.size == 16);
 	EXPECT(!mt_ptrtab_take(((uintptr_t)1 << 40) | ((uintptr_t)(N - 2) << 4), &got, 0));
+	/* an address no compact slot holds (not 8-aligned): the wide table */
+	struct mt_ptr w = {.addr = ((uintptr_t)5 << 40) | 4, .size = 3, .stack = MT_NKINDS, .kind = MT_HEAP}, old;
+	EXPECT(mt_ptrtab_put(&w, &old, 0) == 0);
+	EXPECT(mt_ptrtab_find(w.addr, &got) && got.size == 3 && got.addr == w.addr);
+	EXPECT(mt_ptrtab_take(w.addr, &got, 0) && !mt_ptrtab_find(w.addr, &got));
 }
 
 /* n blocks like *e at base | i << shift; how many puts failed. */

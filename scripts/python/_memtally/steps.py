@@ -7,7 +7,8 @@ starts.  In a process the shim is loaded in, each optimizer step then
 becomes a "step" mark (memtally_mark): torch >= 2.0 through its global
 optimizer step post-hook, 1.13 through Optimizer._optimizer_step_code,
 which torch's own per-class step wrapper calls after every step.  Then
-_memtally/cuda.py's install(torch) runs (the CUDA allocator's figures).
+_memtally/cuda.py's install(torch) runs (the CUDA allocator's figures),
+then _memtally/why.py's install (the "why is it still alive" search).
 
 The mark's value is the number of training iterations so far (1 after the
 first).  With several optimizers an iteration ends when an optimizer that
@@ -127,6 +128,12 @@ def on_torch(torch):
         raise
     except BaseException as e:
         _warn('cuda', '_memtally.cuda: %s: %s' % (type(e).__name__, e))
+    try:
+        _state['why'] = bool(load('why').install(torch, sys.modules[__name__]))
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:
+        _warn('why', '_memtally.why: %s: %s' % (type(e).__name__, e))
 
 
 def _install_steps(torch):
