@@ -149,10 +149,10 @@ leaks_text(struct mfile *f, struct opts *o, const struct leaks *l) {
 			site_print_stack(stdout, f, t->r.stack, "       ");
 		const struct kept *k = answer_kept(f, &o->ask, &t->r);
 		if (k) {
-			struct sb b = {0};
-			kept_chain_text(&b, k);
-			printf("       kept alive by: %s\n", b.p);
-			free(b.p);
+			struct sb chain = {0};
+			kept_chain_text(&chain, k);
+			printf("       kept alive by: %s\n", chain.p);
+			free(chain.p);
 		}
 	}
 	if (l->mark)

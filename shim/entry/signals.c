@@ -380,6 +380,9 @@ signal(int sig, sighandler_t h) {
 	return bsd_like(real.signal, sig, h);
 }
 
+/* glibc declares it only for older standards' feature macros */
+sighandler_t bsd_signal(int sig, sighandler_t h);
+
 MT_EXPORT sighandler_t
 bsd_signal(int sig, sighandler_t h) {
 	resolve();
