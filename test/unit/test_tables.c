@@ -45,11 +45,11 @@ static void *worker(void *arg) {
 
 /* mt_ptrtab_find while the workers put and take: whatever it finds is a
  * whole entry (a worker's 16-byte block, a stack id given out). */
-static volatile int finding;
+static int finding; /* atomics: the threads read it, main clears it */
 static long find_bad, find_hits;
 static void *finder(void *arg) {
 	(void)arg;
-	while (finding)
+	while (__atomic_load_n(&finding, __ATOMIC_ACQUIRE))
 		for (long i = 0; i < N; i += 7) {
 			struct mt_ptr got;
 			uintptr_t a = ((uintptr_t)2 << 40) | ((uintptr_t)i << 4);
@@ -64,13 +64,13 @@ static void *finder(void *arg) {
 
 TEST(concurrent_tables) {
 	pthread_t th[NT], fth;
-	finding = 1;
+	__atomic_store_n(&finding, 1, __ATOMIC_RELEASE);
 	pthread_create(&fth, NULL, finder, NULL);
 	for (long t = 0; t < NT; t++)
 		pthread_create(&th[t], NULL, worker, (void *)(t + 1));
 	for (int t = 0; t < NT; t++)
 		pthread_join(th[t], NULL);
-	finding = 0;
+	__atomic_store_n(&finding, 0, __ATOMIC_RELEASE);
 	pthread_join(fth, NULL);
 	EXPECT(find_bad == 0);
 	{ /* a find leaves the entry; a freed block is not found */
