@@ -14,8 +14,8 @@
 
 /* ---- memtally's own frames ---- */
 
-static const char *
-base_of(const char *p) {
+const char *
+site_base_name(const char *p) {
 	const char *b = strrchr(p, '/');
 	return b ? b + 1 : p;
 }
@@ -30,7 +30,7 @@ beside_memtally(const char *path) {
 	uint64_t *v = keyix_slot(&seen, path, strlen(path), &fresh);
 	if (!fresh)
 		return (int)*v - 1;
-	const char *b = base_of(path);
+	const char *b = site_base_name(path);
 	char dir[4096], p[4200];
 	snprintf(dir, sizeof dir, "%.*s", (int)(b - path), path);
 	struct stat st;
@@ -51,7 +51,7 @@ int
 site_own_frame(const struct frame *fr) {
 	if (fr->python != 1 || !fr->file)
 		return 0;
-	const char *f = fr->file, *b = base_of(f);
+	const char *f = fr->file, *b = site_base_name(f);
 	if (strstr(f, "/_memtally/") || !strncmp(f, "_memtally/", 10))
 		return 1;
 	if (!strcmp(b, "memtally_torch.py") || !strcmp(b, "memtally_cuda.py"))

@@ -19,6 +19,8 @@ int site_frames(const struct mfile *f, uint32_t stack, struct frame *out, int ma
 int site_first_informative(const struct frame *fr, int nf);
 /* The interpreter's loop (_PyEval_EvalFrameDefault), where Python frames go. */
 int site_eval_loop(const struct frame *fr);
+/* A path's last part (the file's name). */
+const char *site_base_name(const char *p);
 /* "func (file:line) < caller < caller": the first informative frame (the
  * innermost Python frame when there is one; else the allocator, shim, libc
  * and C++ runtime skipped) and up to ctx callers. */

@@ -22,12 +22,6 @@
 #define SRC_MAX (16 << 20) /* larger files are not read for a line */
 #define SRC_COLS 60        /* a line's text, cut to this */
 
-static const char *
-base_of(const char *p) {
-	const char *b = strrchr(p, '/');
-	return b ? b + 1 : p;
-}
-
 /* ---- the user's frame ---- */
 
 int
@@ -137,9 +131,9 @@ user_text(const struct frame *u, char *buf, size_t n) {
 	char src[SRC_COLS + 8];
 	site_src_line(u->file, u->line, src, sizeof src);
 	if (src[0])
-		snprintf(buf, n, "%s:%d  %s", base_of(u->file), u->line, src);
+		snprintf(buf, n, "%s:%d  %s", site_base_name(u->file), u->line, src);
 	else
-		snprintf(buf, n, "%s:%d in %s", base_of(u->file), u->line,
+		snprintf(buf, n, "%s:%d in %s", site_base_name(u->file), u->line,
 			 u->func ? u->func : "?");
 }
 
@@ -194,7 +188,7 @@ via_text(const struct frame *fr, int nf, int u, struct sb *s) {
 	if (i >= u || fr[i].python != 1 || !fr[i].file)
 		return;
 	char sf[512];
-	sb_printf(s, "%s%s:%d %s", SITE_VIA, base_of(fr[i].file), fr[i].line,
+	sb_printf(s, "%s%s:%d %s", SITE_VIA, site_base_name(fr[i].file), fr[i].line,
 		  fr[i].func ? site_short_func(fr[i].func, sf, sizeof sf) : "?");
 }
 
