@@ -238,17 +238,17 @@ void
 mt_heap_track(void *p, size_t size, uintptr_t hook, int how) {
 	struct mt_totals *t = &mt_totals[MT_HEAP];
 	struct mt_tcount *tc = mt_tcount();
-	mt_ptrtab_prefetch((uintptr_t)p); /* its slot loads while we unwind */
+	uint64_t place = mt_ptrtab_prefetch((uintptr_t)p); /* its slot loads while we unwind */
 	int64_t bytes = (int64_t)size, count = 1;
 	if (how == 2)
 		sample_weights(size, &bytes, &count);
 	struct mt_ptr e = {.addr = (uintptr_t)p, .size = size,
 			   .stack = capture(MT_HEAP, hook), .kind = MT_HEAP,
 			   .sampled = how == 2,
-			   .time_ms = (uint32_t)mt_ms_since_start()};
+			   .time_ms = mt_ms_stamp()};
 	struct mt_ptr old;
 	int plain = mt_plain_enter(); /* from here to mt_plain_leave */
-	int err = mt_ptrtab_put(&e, &old, plain);
+	int err = mt_ptrtab_put_at(&e, &old, plain, place);
 	if (err == ENOMEM) {
 		mt_plain_leave(plain);
 		mt_add(&mt_dropped_live, 1);
@@ -279,9 +279,9 @@ mt_heap_free(void *p, void (*real_free)(void *)) {
 		 * thread's first allocation waits for it in mt_solo_end; that
 		 * thread holds nothing the real free needs (its own real call
 		 * has returned, or not begun).  errno: free keeps it. */
-		mt_ptrtab_prefetch((uintptr_t)p);
+		uint64_t place = mt_ptrtab_prefetch((uintptr_t)p);
 		real_free(p);
-		if (mt_ptrtab_take((uintptr_t)p, &e, 1))
+		if (mt_ptrtab_take_at((uintptr_t)p, &e, 1, place))
 			uncharge(&e, 1);
 		mt_plain_leave(1);
 		return;

@@ -23,6 +23,7 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -111,6 +112,11 @@ void
 mt_hooks_resolve(void) {
 	if (!real.malloc)
 		resolve();
+	/* the pool is handed out only while dlsym runs, so it is whole now:
+	 * its blocks (and NULL) pass the free fast path's filter to the
+	 * full path, which knows them */
+	mt_ptrtab_filter_hold((uintptr_t)pool,
+			      (uintptr_t)pool + __atomic_load_n(&pool_used, __ATOMIC_RELAXED));
 }
 
 #define ENSURE(name)                                                           \
@@ -218,36 +224,75 @@ mt_malloc_full(size_t n) {
 	return malloc_body(n, CALLER());
 }
 
-/* The same from mt_malloc_sampled, out of line: its registers are saved
- * only on the way to a sample.  Called, not jumped to (NOT_TAIL): hook is
- * the caller's frame. */
-static MT_NOINLINE void *
-malloc_slow(size_t n, uintptr_t hook) {
-	return malloc_body(n, hook);
-}
-#define NOT_TAIL(p) __asm__ volatile("" : "+r"(p))
-
 /* n < mt_fast_below: sampling, and n below MEMTALLY_EXACT_ABOVE.  Counts
  * the call and takes n off the countdown unless the countdown runs out
- * (then the full path draws and records). */
+ * (then the full path draws and records).  In assembly: it is the whole
+ * of a sampled malloc's cost, and as C its registers (saved and restored
+ * around the real call) and its frame were half of it.  It needs nothing
+ * kept across the real call but n (for a failure), so one push keeps it
+ * and aligns the stack; the thread's state is found again after the call.
+ *   - this thread without its own count slot (tc NULL: its first call,
+ *     or threads sharing the last slot), inside the shim (guard), or the
+ *     countdown run out: a jump to mt_malloc_full, whose frame is then
+ *     the hook's (CALLER() its caller's), as from malloc;
+ *   - the counts: plain adds to the slot this thread owns (one writer,
+ *     as mt_tc_own_add);
+ *   - the guard is set around the real call: what it calls (mmap) is the
+ *     allocator's;
+ *   - NULL: a jump to mt_malloc_sampled_failed (C), with n. */
+#define MT_SELF_GUARD 0
+#define MT_SELF_COUNTDOWN 8
+#define MT_SELF_TC 32
+#define MT_TC_ALLOCS 0
+#define MT_TC_ALLOC_BYTES 8
+_Static_assert(offsetof(struct mt_thread, guard) == MT_SELF_GUARD, "asm offsets");
+_Static_assert(offsetof(struct mt_thread, countdown) == MT_SELF_COUNTDOWN, "asm offsets");
+_Static_assert(offsetof(struct mt_thread, tc) == MT_SELF_TC, "asm offsets");
+_Static_assert(offsetof(struct mt_tcount, allocs) == MT_TC_ALLOCS, "asm offsets");
+_Static_assert(offsetof(struct mt_tcount, alloc_bytes) == MT_TC_ALLOC_BYTES, "asm offsets");
+_Static_assert(offsetof(__typeof__(real), malloc) == 0, "asm offsets");
+#define MT_S_(x) #x
+#define MT_S(x) MT_S_(x)
+__attribute__((used)) MT_NOINLINE void *mt_malloc_sampled_failed(size_t n);
+__asm__(".text\n"
+	".globl mt_malloc_sampled\n"
+	".hidden mt_malloc_sampled\n"
+	".type mt_malloc_sampled, @function\n"
+	".p2align 4\n"
+	"mt_malloc_sampled:\n"
+	"	.cfi_startproc\n"
+	"	movq mt_self@gottpoff(%rip), %rax\n"
+	"	movq %fs:" MT_S(MT_SELF_TC) "(%rax), %rcx\n"
+	"	testq %rcx, %rcx\n"
+	"	jz mt_malloc_full\n"
+	"	cmpl $0, %fs:" MT_S(MT_SELF_GUARD) "(%rax)\n"
+	"	jne mt_malloc_full\n"
+	"	movq %fs:" MT_S(MT_SELF_COUNTDOWN) "(%rax), %rdx\n"
+	"	subq %rdi, %rdx\n"
+	"	jle mt_malloc_full\n"
+	"	movq %rdx, %fs:" MT_S(MT_SELF_COUNTDOWN) "(%rax)\n"
+	"	addq $1, " MT_S(MT_TC_ALLOCS) "(%rcx)\n"
+	"	addq %rdi, " MT_S(MT_TC_ALLOC_BYTES) "(%rcx)\n"
+	"	movl $1, %fs:" MT_S(MT_SELF_GUARD) "(%rax)\n"
+	"	pushq %rdi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	call *real(%rip)\n"
+	"	popq %rdi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	movq mt_self@gottpoff(%rip), %rcx\n"
+	"	movl $0, %fs:" MT_S(MT_SELF_GUARD) "(%rcx)\n"
+	"	testq %rax, %rax\n"
+	"	jz mt_malloc_sampled_failed\n"
+	"	ret\n"
+	"	.cfi_endproc\n"
+	".size mt_malloc_sampled, .-mt_malloc_sampled\n");
+
+/* The real malloc failed in mt_malloc_sampled: the counts go back, and
+ * the failure is an OOM like any other (dumped before it returns).
+ * Reached by a jump: its frame is the hook's. */
 __attribute__((used)) MT_NOINLINE void *
-mt_malloc_sampled(size_t n) {
+mt_malloc_sampled_failed(size_t n) {
 	struct mt_tcount *tc = mt_self.tc;
-	int64_t c = mt_self.countdown - (int64_t)n;
-	if (MT_UNLIKELY(mt_self.guard || !tc || c <= 0)) {
-		void *p = malloc_slow(n, CALLER());
-		NOT_TAIL(p);
-		return p;
-	}
-	mt_self.countdown = c;
-	mt_tc_own_add2(&tc->allocs, 1, &tc->alloc_bytes, n);
-	mt_self.guard = 1; /* what it calls (mmap) is the allocator's */
-	void *p = real.malloc(n);
-	mt_self.guard = 0;
-	if (MT_LIKELY(p))
-		return p;
-	/* failed: the counts go back, and the failure is an OOM like any
-	 * other (dumped before it returns) */
 	mt_tc_own_add2(&tc->allocs, (uint64_t)-1, &tc->alloc_bytes, (uint64_t)-n);
 	mt_self.countdown += (int64_t)n;
 	mt_self.guard = 1;
@@ -285,10 +330,12 @@ MT_EXPORT void
 free(void *p) {
 	/* the sampling fast path (above malloc): a block the pointer table
 	 * certainly does not hold (its filter) is counted and forwarded,
-	 * without the guard (no shim state is touched after the count) */
+	 * without the guard (no shim state is touched after the count).
+	 * NULL and the pool's blocks are held in the filter
+	 * (mt_hooks_resolve), so they take the full path below */
 	struct mt_tcount *tc;
-	if (MT_LIKELY(__atomic_load_n(&mt_fast_below, __ATOMIC_RELAXED)) && p && !in_pool(p) &&
-	    !mt_self.guard && (tc = mt_self.tc) && !mt_ptrtab_maybe_filtered((uintptr_t)p)) {
+	if (MT_LIKELY(__atomic_load_n(&mt_fast_below, __ATOMIC_RELAXED)) && !mt_self.guard &&
+	    (tc = mt_self.tc) && !mt_ptrtab_maybe_filtered((uintptr_t)p)) {
 		mt_tc_own_add(&tc->frees, 1);
 		real.free(p);
 		return;

@@ -31,11 +31,19 @@
  * twice it: a shard fills its table to half before it grows). */
 static uint64_t max_live, shard_cap;
 
-/* The filter (ptrtab.h): a counter and a bit a filter slot.  A slot's
- * bitmap word lies in one shard (the slot is the shard's 6 bits and 10
- * of the hash, the word its top 10), so the shard's lock orders every
- * change to the word and its counters; readers load the word without
- * it.  Counters that reach 255 stay there (the bit stays set). */
+/* The filter (ptrtab.h): a counter and a bit a filter slot.  Slots
+ * follow the address, not the shard, so two shards' entries may share a
+ * slot and a bitmap word: the counters and the bitmap change under
+ * filter_lock (a spin lock held for a few instructions, never across a
+ * call out, taken inside a shard's lock or by the solo thread; only a
+ * table with a filter takes it, and only for its rare entries).
+ * Readers load the word without it.  Counters that reach 255 stay there
+ * (the bit stays set). */
+static mt_lock_t filter_lock;
+/* Slots held set for good (filter_hold): the free fast path leaves
+ * their addresses to the full path (NULL, the hooks' start-up pool). */
+static uintptr_t held_lo, held_hi;
+static void filter_hold_all(void);
 uint64_t *mt_ptr_filter;
 static uint8_t *filter_count;
 #define NO_BRK (~(uintptr_t)0 >> 1) /* no address is within 2^40 above it */
@@ -63,25 +71,55 @@ mt_ptrtab_init(uint64_t max, int filter) {
 		if (filter_count) {
 			mt_ptr_filter = (uint64_t *)(filter_count + FILTER_SLOTS);
 			mt_add(&mt_ptr_table_bytes, FILTER_BYTES);
+			filter_hold_all();
 		}
 	}
 	return 0;
 }
 
-/* Under the shard's lock: an entry for h went in (in = 1) or came out
- * (in = 0); the slot's bit follows its counter to and from zero. */
-static inline void
-filter_move(uintptr_t a, uint64_t h, int in) {
-	if (!filter_count)
-		return;
-	uint64_t k = mt_ptr_filter_slot(a, h), bit = 1ull << (k & 63);
+/* An entry for a went in (in = 1) or came out (in = 0), under its
+ * shard's lock (or by the solo thread); the slot's bit follows its
+ * counter to and from zero, under the filter's lock. */
+static MT_NOINLINE void
+filter_move_locked(uintptr_t a, int in) {
+	uint64_t k = mt_ptr_filter_slot(a), bit = 1ull << (k & 63);
 	uint8_t *c = &filter_count[k];
-	if (*c == 255)
-		return;
-	if (in ? (*c)++ == 0 : --*c == 0)
+	mt_lock(&filter_lock);
+	if (*c != 255 && (in ? (*c)++ == 0 : --*c == 0))
 		__atomic_store_n(&mt_ptr_filter[k >> 6],
 				 in ? mt_ptr_filter[k >> 6] | bit : mt_ptr_filter[k >> 6] & ~bit,
 				 __ATOMIC_RELAXED);
+	mt_unlock(&filter_lock);
+}
+
+static inline void
+filter_move(uintptr_t a, int in) {
+	if (MT_UNLIKELY(filter_count))
+		filter_move_locked(a, in);
+}
+
+/* Slot k held: set, its counter at 255 (where it stays). */
+static void
+filter_hold_slot(uint64_t k) {
+	filter_count[k] = 255;
+	mt_ptr_filter[k >> 6] |= 1ull << (k & 63);
+}
+
+/* NULL and the held range, in a new or emptied filter (single-threaded:
+ * the constructor, a fork child). */
+static void
+filter_hold_all(void) {
+	filter_hold_slot(mt_ptr_filter_slot(0));
+	for (uintptr_t a = held_lo & ~(uintptr_t)15; a < held_hi; a += 16)
+		filter_hold_slot(mt_ptr_filter_slot(a));
+}
+
+void
+mt_ptrtab_filter_hold(uintptr_t lo, uintptr_t hi) {
+	held_lo = lo;
+	held_hi = hi;
+	if (filter_count)
+		filter_hold_all();
 }
 
 static inline struct shard *
@@ -257,7 +295,7 @@ put_in(struct shard *s, int wide, const struct mt_ptr *e, struct mt_ptr *replace
 		err = EEXIST;
 	}
 	else
-		filter_move(e->addr, h, 1); /* new to the shard (a move keeps its count) */
+		filter_move(e->addr, 1); /* new to the shard (a move keeps its count) */
 	slot_set(t, wide, i, e);
 	count_add(t, 1);
 	return err;
@@ -279,30 +317,81 @@ shard_unlock(struct shard *s, int plain) {
 		mt_unlock(&s->lock);
 }
 
-int
-mt_ptrtab_put(const struct mt_ptr *e, struct mt_ptr *replaced, int plain) {
-	uint64_t h = mt_ptr_hash(e->addr);
-	struct shard *s = shard_of(e->addr, h);
-	int err;
-	shard_lock(s, plain);
+/* A place: the shard's number in the top 6 bits, the hash's low 58
+ * below (a slot's index is its low bits: no table has 2^58 slots). */
+#define PLACE_SHARD 58
+static inline uint64_t
+place_of(uintptr_t a) {
+	uint64_t h = mt_ptr_hash(a);
+	return (uint64_t)mt_ptr_shard(a, h) << PLACE_SHARD | (h & ((1ull << PLACE_SHARD) - 1));
+}
+
+/* The general put under the shard's lock (or by the solo thread). */
+static MT_NOINLINE int
+put_general(struct shard *s, const struct mt_ptr *e, struct mt_ptr *replaced, uint64_t place) {
 	if (MT_LIKELY(fits_compact(e)))
-		err = put_in(s, 0, e, replaced, h);
-	else
-		err = put_in(s, 1, e, replaced, h);
+		return put_in(s, 0, e, replaced, place);
+	return put_in(s, 1, e, replaced, place);
+}
+
+/* The common put, under the lock (or by the solo thread): a host heap
+ * block new to a shard whose compact table has room and whose wide one
+ * is empty (no stale entry can be there), without a filter; 1 when done, else 0 with
+ * nothing changed (put_general then).  No call and few registers, so
+ * the solo thread's put is no more than this (the general put_in, with
+ * its registers saved and its rare cases tested, was ~110 instructions;
+ * this is ~45). */
+static inline __attribute__((always_inline)) int
+put_common(struct shard *s, const struct mt_ptr *e, uint64_t place) {
+	struct tab *t = &s->t[0];
+	uint64_t n = t->count, mask = t->mask;
+	if (MT_UNLIKELY(!fits_compact(e) || (n + 1) * 2 > mask + 1 || n >= shard_cap ||
+			s->t[1].count || filter_count))
+		return 0; /* (with a filter, most blocks never come here) */
+	struct cslot *sl = t->slot;
+	uint64_t i = place & mask, key = e->addr >> 3;
+	for (uint64_t w; (w = sl[i].w0); i = (i + 1) & mask)
+		if (MT_UNLIKELY((w & KEY_MASK) == key))
+			return 0; /* stale: put_general hands it back */
+	sl[i] = pack(e);
+	count_add(t, 1);
+	return 1;
+}
+
+/* Anything but the solo thread's common put. */
+static MT_NOINLINE int
+put_slow(struct shard *s, const struct mt_ptr *e, struct mt_ptr *replaced, int plain,
+	 uint64_t place) {
+	shard_lock(s, plain);
+	int err = put_common(s, e, place) ? 0 : put_general(s, e, replaced, place);
 	shard_unlock(s, plain);
 	return err;
 }
 
-void
+int
+mt_ptrtab_put_at(const struct mt_ptr *e, struct mt_ptr *replaced, int plain, uint64_t place) {
+	struct shard *s = &mt_ptr_shards[place >> PLACE_SHARD];
+	if (MT_LIKELY(plain) && MT_LIKELY(put_common(s, e, place)))
+		return 0;
+	return put_slow(s, e, replaced, plain, place);
+}
+
+int
+mt_ptrtab_put(const struct mt_ptr *e, struct mt_ptr *replaced, int plain) {
+	return mt_ptrtab_put_at(e, replaced, plain, place_of(e->addr));
+}
+
+uint64_t
 mt_ptrtab_prefetch(uintptr_t addr) {
-	uint64_t h = mt_ptr_hash(addr);
-	struct shard *s = shard_of(addr, h);
+	uint64_t place = place_of(addr);
+	struct shard *s = &mt_ptr_shards[place >> PLACE_SHARD];
 	/* racy reads: a table being replaced only wastes the prefetch, and a
 	 * prefetch of memory unmapped since never faults */
 	uint64_t mask = __atomic_load_n(&s->t[0].mask, __ATOMIC_RELAXED);
 	struct cslot *slot = __atomic_load_n((struct cslot **)&s->t[0].slot, __ATOMIC_RELAXED);
 	if (mask)
-		__builtin_prefetch(&slot[h & mask], 1);
+		__builtin_prefetch(&slot[place & mask], 1);
+	return place;
 }
 
 /* Take addr from table `wide` of shard s, under its lock (or by the solo
@@ -317,24 +406,65 @@ take_in(struct shard *s, int wide, uintptr_t addr, uint64_t h, struct mt_ptr *ou
 	tab_delete(t, wide, (uint64_t)i);
 	if (MT_UNLIKELY(t->mask + 1 > MIN_SLOTS && t->count * 8 < t->mask + 1))
 		shrink_if_sparse(t, wide);
-	filter_move(addr, h, 0);
+	filter_move(addr, 0);
 	return 1;
+}
+
+/* The general take, under the lock (or by the solo thread): an address
+ * no compact slot can hold is looked for in the wide table only; the
+ * wide one only when it holds anything. */
+static MT_NOINLINE int
+take_general(struct shard *s, uintptr_t addr, uint64_t place, struct mt_ptr *out) {
+	if (compact_addr(addr) && take_in(s, 0, addr, place, out))
+		return 1;
+	return s->t[1].count && take_in(s, 1, addr, place, out);
+}
+
+/* The common take: a host heap block found in its compact table, which
+ * stays dense, without a filter; 1 when done, else 0 with nothing
+ * changed (take_general then). */
+static inline __attribute__((always_inline)) int
+take_common(struct shard *s, uintptr_t addr, uint64_t place, struct mt_ptr *out) {
+	struct tab *t = &s->t[0];
+	uint64_t mask = t->mask;
+	/* no call: a table that would be left sparse (it shrinks) and a
+	 * filter to clear are take_general's */
+	if (MT_UNLIKELY(!mask || !compact_addr(addr) || filter_count ||
+			(mask + 1 > MIN_SLOTS && (t->count - 1) * 8 < mask + 1)))
+		return 0;
+	const struct cslot *sl = t->slot;
+	uint64_t key = addr >> 3;
+	for (uint64_t i = place & mask, w;; i = (i + 1) & mask) {
+		if (MT_UNLIKELY(!(w = sl[i].w0)))
+			return 0;
+		if ((w & KEY_MASK) == key) {
+			unpack(&sl[i], out);
+			tab_delete(t, 0, i);
+			return 1;
+		}
+	}
+}
+
+/* Anything but the solo thread's common take. */
+static MT_NOINLINE int
+take_slow(struct shard *s, uintptr_t addr, uint64_t place, struct mt_ptr *out, int plain) {
+	shard_lock(s, plain);
+	int found = take_common(s, addr, place, out) || take_general(s, addr, place, out);
+	shard_unlock(s, plain);
+	return found;
+}
+
+int
+mt_ptrtab_take_at(uintptr_t addr, struct mt_ptr *out, int plain, uint64_t place) {
+	struct shard *s = &mt_ptr_shards[place >> PLACE_SHARD];
+	if (MT_LIKELY(plain) && MT_LIKELY(take_common(s, addr, place, out)))
+		return 1;
+	return take_slow(s, addr, place, out, plain);
 }
 
 int
 mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out, int plain) {
-	uint64_t h = mt_ptr_hash(addr);
-	struct shard *s = shard_of(addr, h);
-	int found = 0;
-	shard_lock(s, plain);
-	/* an address no compact slot can hold is looked for in the wide
-	 * table only; the wide one only when it holds anything */
-	if (MT_LIKELY(compact_addr(addr)))
-		found = take_in(s, 0, addr, h, out);
-	if (!found && s->t[1].count)
-		found = take_in(s, 1, addr, h, out);
-	shard_unlock(s, plain);
-	return found;
+	return mt_ptrtab_take_at(addr, out, plain, place_of(addr));
 }
 
 int
@@ -399,10 +529,12 @@ mt_ptrtab_prefork(void) {
 	mt_solo_gate();
 	for (int i = 0; i < NSHARDS; i++)
 		mt_lock(&mt_ptr_shards[i].lock);
+	mt_lock(&filter_lock);
 }
 
 void
 mt_ptrtab_postfork_parent(void) {
+	mt_unlock(&filter_lock);
 	for (int i = 0; i < NSHARDS; i++)
 		mt_unlock(&mt_ptr_shards[i].lock);
 }
@@ -421,11 +553,13 @@ mt_ptrtab_postfork_child(int fresh) {
 		}
 		s->lock.v = 0;
 	}
+	filter_lock.v = 0;
 	if (fresh) {
 		mt_ptr_table_bytes = 0;
 		if (filter_count) { /* the tables are empty: so is the filter */
 			memset(filter_count, 0, FILTER_BYTES);
 			mt_ptr_table_bytes = FILTER_BYTES;
+			filter_hold_all();
 		}
 	}
 }

@@ -32,15 +32,10 @@ struct mt_ptr {
  * the table, and a free would take a shard lock and probe for each). */
 int mt_ptrtab_init(uint64_t max_live, int filter);
 
-/* The address hash.  Its top bits are the product's (the xor reaches
- * bit 34 at most), so the fast paths may take them from the product. */
-static inline uint64_t
-mt_ptr_product(uintptr_t a) {
-	return (uint64_t)a * 0x9e3779b97f4a7c15ull;
-}
+/* The address hash. */
 static inline uint64_t
 mt_ptr_hash(uintptr_t a) {
-	uint64_t h = mt_ptr_product(a);
+	uint64_t h = (uint64_t)a * 0x9e3779b97f4a7c15ull;
 	return h ^ (h >> 29);
 }
 
@@ -66,29 +61,34 @@ mt_ptr_shard(uintptr_t a, uint64_t h) {
 
 /* A bit a filter slot, set while any entry of the slot is in the table:
  * 8 KiB, so a free's look stays in L1 (a 64 KiB counting filter cost a
- * cache miss a free, 6% of a sampled run).  A slot is its shard's number
- * and 10 bits of the hash, so each bitmap word lies in one shard and the
- * shard's lock orders every change to it.  Set under the shard lock
- * before an entry goes in, cleared after the last comes out; a free
+ * cache miss a free, 6% of a sampled run).  A slot is 16 bits of the
+ * address itself (bits 4-19, xor bits 20-35: glibc's blocks are 16
+ * aligned, and the xor spreads page-aligned blocks, whose low bits are
+ * all alike), so a free's look is a few shifts and one load: no hash,
+ * no shard (the hash and the shard were 20 of its 45 instructions).
+ * The slot's counter and bit change under the filter's own lock
+ * (ptrtab.c filter_move), taken only when an entry goes in or comes out
+ * of a table with a filter (sampling: a sampled or large block, rare);
+ * set before an entry goes in, cleared after the last comes out; a free
  * follows its allocation, so a clear bit means "certainly not here".
  * NULL: no filter (exact mode). */
 #define MT_FILTER_BITS 16
 extern uint64_t *mt_ptr_filter;
-/* The filter slot of address a with hash h (or its product: the same
- * top bits). */
+/* The filter slot of address a. */
 static inline uint64_t
-mt_ptr_filter_slot(uintptr_t a, uint64_t h) {
-	return (uint64_t)mt_ptr_shard(a, h) << 10 | (h >> 51 & 1023);
+mt_ptr_filter_slot(uintptr_t a) {
+	return ((a >> 4) ^ (a >> 20)) & ((1u << MT_FILTER_BITS) - 1);
 }
-/* The same slot from the address alone, without the hash's xor. */
-static inline uint64_t
-mt_ptr_filter_slot_of(uintptr_t a) {
-	return mt_ptr_filter_slot(a, mt_ptr_product(a));
-}
+/* Hold the filter's slots of NULL and of every 16-byte address in
+ * [lo, hi) set for good, so that a free's look at the filter alone
+ * never takes them for blocks of the real allocator's (interpose.c: the
+ * pool its hooks hand out while dlsym runs).  Before hooks record; a
+ * fork child's emptied filter keeps them. */
+void mt_ptrtab_filter_hold(uintptr_t lo, uintptr_t hi);
 /* Whether a may be in the table, with a filter (mt_ptr_filter set). */
 static inline int
 mt_ptrtab_maybe_filtered(uintptr_t a) {
-	uint64_t k = mt_ptr_filter_slot_of(a);
+	uint64_t k = mt_ptr_filter_slot(a);
 	return (int)(__atomic_load_n(&mt_ptr_filter[k >> 6], __ATOMIC_RELAXED) >> (k & 63) & 1);
 }
 static inline int
@@ -104,11 +104,14 @@ mt_ptrtab_maybe(uintptr_t a) {
 int mt_ptrtab_put(const struct mt_ptr *e, struct mt_ptr *replaced, int plain);
 /* Start loading the slot a host heap block at addr would go in (a cache
  * miss a put, hidden behind the stack capture that comes between).
- * Takes no lock. */
-void mt_ptrtab_prefetch(uintptr_t addr);
+ * Takes no lock.  Returns addr's place (its shard and hash), for the
+ * _at forms below, so that a block's hash is computed once a call. */
+uint64_t mt_ptrtab_prefetch(uintptr_t addr);
+int mt_ptrtab_put_at(const struct mt_ptr *e, struct mt_ptr *replaced, int plain, uint64_t place);
 /* Remove addr, copying its entry to *out; 1 if it was there.  plain: as
  * for mt_ptrtab_put; else takes a shard lock. */
 int mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out, int plain);
+int mt_ptrtab_take_at(uintptr_t addr, struct mt_ptr *out, int plain, uint64_t place);
 /* Copy addr's entry to *out without removing it; 1 if it is there.
  * Read-only: ends solo mode for a thread other than the solo one (as any
  * change would), then takes the shard's lock for the probe, so a put or

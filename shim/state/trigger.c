@@ -9,7 +9,8 @@
 #include <string.h>
 
 static uint32_t wake_word;  /* futex: bumped by every trigger */
-static int pending;         /* MT_REASON_* bits not yet written */
+int mt_trigger_pending_;    /* MT_REASON_* bits not yet written */
+#define pending mt_trigger_pending_
 static uint32_t done_word;  /* futex: bumped after each snapshot */
 int mt_writer_running_; /* read inline by mt_writer_up */
 #define writer_running mt_writer_running_
@@ -47,11 +48,6 @@ mt_trigger_wake(void) {
 uint64_t
 mt_trigger_coalesced(void) {
 	return __atomic_load_n(&coalesced, __ATOMIC_RELAXED);
-}
-
-int
-mt_trigger_pending(void) {
-	return __atomic_load_n(&pending, __ATOMIC_RELAXED) != 0;
 }
 
 void

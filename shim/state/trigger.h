@@ -25,8 +25,13 @@ void mt_trigger(int reason);
 /* Wake the writer without a reason (it looks at its quit flag). */
 void mt_trigger_wake(void);
 uint64_t mt_trigger_coalesced(void);
-/* Whether a reason waits for a writer. */
-int mt_trigger_pending(void);
+/* Whether a reason waits for a writer (a relaxed load, inline: the
+ * hooks read it while no writer thread runs). */
+extern int mt_trigger_pending_;
+static inline int
+mt_trigger_pending(void) {
+	return __atomic_load_n(&mt_trigger_pending_, __ATOMIC_RELAXED) != 0;
+}
 /* The writer's side, registered by the writer (output/writer.c) so that
  * lower layers reach it without calling up: sync writes a snapshot now
  * in the calling thread (MEMTALLY_EVERY), start starts the thread. */

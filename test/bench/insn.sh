@@ -38,8 +38,8 @@ ir() {
 	local -a env=(env -i PATH="$PATH")
 	case $cfg in
 	bare) ;;
-	exact) env+=(LD_PRELOAD="$SHIM" MEMTALLY_OUT="$TMP/out" MEMTALLY_SAMPLE=0) ;;
-	sampled) env+=(LD_PRELOAD="$SHIM" MEMTALLY_OUT="$TMP/out" MEMTALLY_SAMPLE=512K) ;;
+	exact) env+=(LD_PRELOAD="$SHIM" MEMTALLY_OUT="$TMP/out" MEMTALLY_CADENCE=0 MEMTALLY_SAMPLE=0) ;;
+	sampled) env+=(LD_PRELOAD="$SHIM" MEMTALLY_OUT="$TMP/out" MEMTALLY_CADENCE=0 MEMTALLY_SAMPLE=512K) ;;
 	esac
 	"${env[@]}" valgrind --tool=callgrind --callgrind-out-file="$out" \
 		"$TMP/insnbench" "$shape" "$n" >/dev/null 2>"$out.log" ||
