@@ -166,9 +166,11 @@ $(B)/test/lib_cfibad.so: test/unit/lib_cfibad.c test/unit/corrupt_eh_frame.py | 
 	python3 test/unit/corrupt_eh_frame.py $@
 # The shim with its CFI walker checked against libunwind at every capture
 # (unwind.c, MT_CFI_CHECK): test_cfi_programs runs real programs under it.
-# Only unwind.c differs; the other objects are the shim's own.
-CHECK_OBJ := $(filter-out $(B)/shim/capture/unwind.o,$(SHIM_OBJ)) $(B)/cfi-check/unwind.o
-$(B)/cfi-check/unwind.o: shim/capture/unwind.c $(SHIM_HDR) | $(B)/cfi-check
+# Only unwind.c and charge.c (which inlines the recall unwind.h gives it)
+# differ; the other objects are the shim's own.
+CHECK_OBJ := $(filter-out $(B)/shim/capture/unwind.o $(B)/shim/capture/charge.o,$(SHIM_OBJ)) \
+	$(B)/cfi-check/unwind.o $(B)/cfi-check/charge.o
+$(B)/cfi-check/%.o: shim/capture/%.c $(SHIM_HDR) | $(B)/cfi-check
 	$(CC) $(SHIM_CFLAGS) -DMT_CFI_CHECK -c -o $@ $<
 $(B)/cfi-check/libmemtally.so: $(CHECK_OBJ)
 	$(CC) -shared -o $@ $^ $(SHIM_LIBS) -Wl,-z,now -Wl,--no-undefined

@@ -78,7 +78,9 @@ self_frames(const uintptr_t *pcs, int n) {
  * a frame chain through garbage ends at the mapping's top instead of in
  * SIGSEGV (it did: Py_FinalizeEx's frames under PYTHONMALLOC=malloc).
  * Never allocates. */
-static MT_TLS uintptr_t stk_lo, stk_hi;
+MT_TLS uintptr_t mt_stk_lo, mt_stk_hi; /* read inline by mt_unwind_recall */
+#define stk_lo mt_stk_lo
+#define stk_hi mt_stk_hi
 static MT_TLS int stk_none; /* sp in no readable mapping: do not look again */
 /* Reads of the maps a thread may make: a program switching between many
  * stacks (coroutines on mmap'd stacks) would read them at each switch;
@@ -307,13 +309,13 @@ static MT_TLS int walked;
 static MT_TLS uint32_t chk_recalled;
 #endif
 
+#ifdef MT_CFI_CHECK
 int
 mt_unwind_recall(uintptr_t hook, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi,
 		 uint64_t tag, uint32_t *id) {
 	uintptr_t sp = hook + 16;
 	if (how != MT_UNWIND_CFI || !hook || sp < stk_lo || sp >= stk_hi)
 		return 0;
-#ifdef MT_CFI_CHECK
 	/* every capture walks (and is checked against libunwind); a recall's
 	 * id is checked against the walk's in mt_unwind_keep */
 	chk_recalled = 0;
@@ -322,10 +324,8 @@ mt_unwind_recall(uintptr_t hook, int max, int how, uintptr_t stop_lo, uintptr_t 
 		chk_recalled = got;
 	(void)id;
 	return 0;
-#else
-	return mt_cfi_recall(hook, stk_hi, stop_lo, stop_hi, max, tag, id);
-#endif
 }
+#endif
 
 void
 mt_unwind_keep(uint64_t tag, uint32_t id) {
