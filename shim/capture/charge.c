@@ -245,7 +245,7 @@ mt_heap_track(void *p, size_t size, uintptr_t hook, int how) {
 	struct mt_ptr e = {.addr = (uintptr_t)p, .size = size,
 			   .stack = capture(MT_HEAP, hook), .kind = MT_HEAP,
 			   .sampled = how == 2,
-			   .time_ms = mt_ms_stamp()};
+			   .time_ms = (uint32_t)mt_ms_since_start()};
 	struct mt_ptr old;
 	int plain = mt_plain_enter(); /* from here to mt_plain_leave */
 	int err = mt_ptrtab_put_at(&e, &old, plain, place);

@@ -44,14 +44,7 @@ void
 mt_clock_start(void) {
 	mt_start_mono_ns = mt_now_ns();
 	mt_start_wall_ns = mt_wall_ns();
-	mt_stamp_.tsc = 0; /* a fork child's thread: its next stamp reads the clock */
-	/* rdtsc only where it does not fault (PR_GET_TSC: 1 enabled, 2 SIGSEGV) */
-	int tsc = 0;
-	mt_tsc_ok = mt_sys(SYS_prctl, 25 /* PR_GET_TSC */, (long)&tsc, 0, 0, 0, 0) == 0 && tsc == 1;
 }
-
-MT_TLS struct mt_stamp mt_stamp_; /* tsc 0: the first stamp reads the clock */
-int mt_tsc_ok;
 
 
 long

@@ -240,32 +240,6 @@ mt_ms_since_start(void) {
 	return now > mt_start_mono_ns ? (now - mt_start_mono_ns) / 1000000u : 0;
 }
 
-/* A tracked block's stamp: mt_ms_since_start, read again only once the
- * time-stamp counter has moved 2^22 cycles (1-4 ms at 1-4 GHz: the
- * coarse clock's own tick) since this thread last read it, so the hot
- * path's clock is one rdtsc and a compare (the call through the vDSO and
- * the division were ~25 instructions of each tracked allocation).  A
- * counter that goes back (another CPU's) reads the clock.  mt_tsc_ok is
- * 0 where rdtsc would fault (prctl PR_SET_TSC: checked at start); then
- * the clock is read every time. */
-struct mt_stamp {
-	uint64_t tsc;
-	uint32_t ms;
-};
-extern MT_TLS struct mt_stamp mt_stamp_;
-extern int mt_tsc_ok;
-static inline uint32_t
-mt_ms_stamp(void) {
-	if (MT_LIKELY(mt_tsc_ok)) {
-		uint64_t t = __builtin_ia32_rdtsc();
-		if (MT_LIKELY(t - mt_stamp_.tsc < (1u << 22)))
-			return mt_stamp_.ms;
-		mt_stamp_.tsc = t;
-		return mt_stamp_.ms = (uint32_t)mt_ms_since_start();
-	}
-	return (uint32_t)mt_ms_since_start();
-}
-
 /* One step of a 64-bit hash: multiply, fold the high half down (the
  * stack and Python-walk hashes chain it a value at a time). */
 static inline uint64_t

@@ -165,7 +165,7 @@ def main():
            'takes that capture\'s stack id without walking, cutting or interning (cfi.c `mt_cfi_recall`); '
            '`writer_maybe` runs every 64th allocation of a thread, not every one; the pointer table hashes an '
            'address once a call and its common put and take (the solo thread\'s, a compact entry) make no call; '
-           'a block\'s time stamp reads the clock only when the time-stamp counter has moved ~1-4 ms; sampled '
+           'sampled '
            'malloc\'s fast path is assembly (no registers saved around the real call), and free\'s filter slot is '
            'the address\'s own bits (no hash), with NULL and the hooks\' start-up pool held in it so free tests '
            'neither.', '',
