@@ -185,6 +185,7 @@ dump(struct dump_ctx *c, const char *reason) {
 	uint64_t ndumps = mt_dump_count();
 	if (ndumps < mt_cfg.oom_dumps) {
 		char path[1300];
+		path[0] = 0;
 		long fd = mt_file_dump_open((unsigned)ndumps + 1, path, sizeof path);
 		if (fd >= 0) {
 			struct mt_buf b;

@@ -192,12 +192,33 @@ may_change_identity(void) {
 	return (data[0].effective & ((1u << 6) | (1u << 7))) != 0; /* CAP_SETGID, CAP_SETUID */
 }
 
+/* The writer lock let go, the file's descriptor closed first when it may
+ * not stay between writes (file.h mt_file_release). */
+static void
+unlock_released(void) {
+	mt_file_release();
+	mt_unlock(&W.lock);
+}
+
 void
 mt_snapshot_open_early(void) {
 	if (!mt_cfg.host || !may_change_identity())
 		return;
 	mt_lock(&W.lock);
 	ensure_open(); /* and writes its header */
+	unlock_released();
+}
+
+void
+mt_snapshot_hold(void) {
+	/* a try: a signal handler's set*id must not wait on the lock its
+	 * thread holds */
+	if (!mt_file_made() || !may_change_identity() || !mt_trylock(&W.lock))
+		return;
+	if (!W.closed) {
+		mt_file_hold();
+		ensure_open();
+	}
 	mt_unlock(&W.lock);
 }
 
@@ -324,14 +345,14 @@ write_locked(const char *reason, const char *lab, int final) {
 	}
 	if (ensure_open()) {
 		W.dropped_snaps++;
-		mt_unlock(&W.lock);
+		unlock_released();
 		return;
 	}
 	if (below_floor(mt_file_fd())) {
 		W.dropped_snaps++; /* the next one written counts it */
 		if (!strcmp(reason, "exit"))
 			W.closed = 1;
-		mt_unlock(&W.lock);
+		unlock_released();
 		return;
 	}
 	uint64_t t0 = mt_now_ns();
@@ -394,7 +415,7 @@ write_locked(const char *reason, const char *lab, int final) {
 	 * one. */
 	if (final)
 		W.closed = 1;
-	mt_unlock(&W.lock);
+	unlock_released();
 }
 
 int
@@ -403,7 +424,7 @@ mt_snapshot_record(const char *line, size_t n) {
 		return -1;
 	mt_lock(&W.lock);
 	if (W.closed || ensure_open() || below_floor(mt_file_fd())) {
-		mt_unlock(&W.lock);
+		unlock_released();
 		return -1;
 	}
 	int fd = mt_file_fd();
@@ -424,7 +445,7 @@ mt_snapshot_record(const char *line, size_t n) {
 	b->flush_fd = 0;
 	b->len = 0;
 	b->overflow = 0;
-	mt_unlock(&W.lock);
+	unlock_released();
 	return err ? -1 : 0;
 }
 

@@ -47,19 +47,90 @@ mt_clock_start(void) {
 }
 
 
+struct nofile {
+	uint64_t cur, max;
+};
+
+static int
+nofile(const struct nofile *set, struct nofile *old) {
+	return (int)mt_sys(SYS_prlimit64, 0, 7 /* RLIMIT_NOFILE */, set, old, 0, 0);
+}
+
+void
+mt_fdroom_enter(struct mt_fdroom *r) {
+	struct nofile l, up, was;
+	r->cur = r->max = 0;
+	r->on = 0;
+	if (nofile(NULL, &l))
+		return;
+	r->cur = l.cur;
+	r->max = l.max;
+	if (l.cur < 16 || l.cur > MT_FDROOM_MAX)
+		return;
+	/* the soft limit up; the hard one with it when it is the soft one
+	 * (only a privileged process may: CAP_SYS_RESOURCE); else as far as
+	 * the hard one allows */
+	up.cur = l.cur + MT_FDROOM;
+	up.max = l.max > up.cur ? l.max : up.cur;
+	int err = nofile(&up, &was);
+	if (err && up.max != l.max && l.max > l.cur) {
+		up.cur = l.max < up.cur ? l.max : up.cur;
+		up.max = l.max;
+		err = nofile(&up, &was);
+	}
+	if (err)
+		return;
+	if (was.cur != l.cur || was.max != l.max) {
+		/* the program changed it between the two calls: its own */
+		nofile(&was, NULL);
+		return;
+	}
+	r->up_cur = up.cur;
+	r->up_max = up.max;
+	r->on = 1;
+}
+
+void
+mt_fdroom_leave(struct mt_fdroom *r) {
+	if (!r->on)
+		return;
+	r->on = 0;
+	struct nofile back = {r->cur, r->max}, was;
+	if (nofile(&back, &was))
+		return;
+	if (was.cur != r->up_cur || was.max != r->up_max)
+		nofile(&was, NULL); /* the program set its own meanwhile: kept */
+}
+
 long
-mt_fd_high(long fd) {
-	struct { uint64_t cur, max; } lim;
-	if (fd < 0 || mt_sys(SYS_prlimit64, 0, 7 /* RLIMIT_NOFILE */, 0, &lim, 0, 0))
+mt_fd_high_in(long fd, const struct mt_fdroom *r) {
+	if (fd < 0 || !r->cur)
 		return fd;
-	uint64_t from = lim.cur < 908 ? lim.cur - 8 : 900;
-	if (lim.cur < 16 || (uint64_t)fd >= from)
+	uint64_t from;
+	if (r->on)
+		from = r->cur; /* past the program's own range */
+	else if (r->cur < 16)
+		return fd;
+	else
+		from = r->cur < 908 ? r->cur - 8 : 900;
+	if ((uint64_t)fd >= from)
 		return fd;
 	long hi = mt_sys(SYS_fcntl, fd, 1030 /* F_DUPFD_CLOEXEC */, from, 0, 0, 0);
 	if (hi < 0)
 		return fd;
 	mt_sys(SYS_close, fd, 0, 0, 0, 0, 0);
 	return hi;
+}
+
+long
+mt_fd_high(long fd) {
+	if (fd < 0)
+		return fd;
+	struct mt_fdroom r;
+	mt_fdroom_enter(&r);
+	fd = mt_fd_high_in(fd, &r);
+	mt_fdroom_leave(&r);
+	return fd;
 }
 
 long
