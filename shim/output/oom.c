@@ -44,7 +44,7 @@ static mt_lock_t dump_lock;
 static uint64_t skipped;
 static char *dump_mem;          /* streaming buffer */
 static char *dump_scratch;      /* /proc reads */
-#define DUMP_BUF (1u << 20)
+#define DUMP_BUF (64u << 10) /* streamed: written out each time it fills */
 #define DUMP_SCRATCH (64u << 10)
 static int preoom_armed = 1;
 /* Dumps for MEMTALLY_OOM_RENDER: slots filled once each, in order, under

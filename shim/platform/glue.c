@@ -47,6 +47,62 @@ mt_clock_start(void) {
 }
 
 
+double
+mt_log(double x) {
+	union {
+		double d;
+		uint64_t u;
+	} v = {x};
+	int e = 0;
+	if (!(v.u >> 52)) { /* subnormal: scaled into the normal range */
+		v.d = x * 18014398509481984.0; /* 2^54 */
+		e = -54;
+	}
+	e += (int)(v.u >> 52 & 0x7ff) - 1023;
+	v.u = (v.u & ((1ull << 52) - 1)) | 1023ull << 52; /* m in [1, 2) */
+	double m = v.d;
+	if (m > 1.4142135623730951) {
+		m *= 0.5;
+		e++;
+	}
+	/* log m = 2 atanh s, s = (m - 1) / (m + 1), |s| <= 0.1716: the
+	 * series to s^23 (its next term is below 1e-18 of the sum) */
+	double s = (m - 1) / (m + 1), z = s * s, t = 1.0 / 23;
+	for (int k = 21; k >= 1; k -= 2)
+		t = 1.0 / k + z * t;
+	return (double)e * 0.6931471805599453 + 2 * s * t;
+}
+
+double
+mt_expm1(double x) {
+	if (x > -0.5 && x < 0.5) { /* x + x^2/2! + ... + x^19/19! */
+		double t = 1;
+		for (int k = 19; k >= 2; k--)
+			t = 1 + x * t / k;
+		return x * t;
+	}
+	if (x < -746)
+		return -1;
+	if (x > 709.7)
+		return __builtin_inf();
+	/* e^x = 2^k e^r, x = k ln 2 + r, |r| <= ln 2 / 2 (ln 2 in two parts:
+	 * k * hi is exact) */
+	long k = (long)(x * 1.4426950408889634 + (x < 0 ? -0.5 : 0.5));
+	double r = x - (double)k * 6.93147180369123816490e-01 - (double)k * 1.90821492927058770002e-10;
+	double t = 1;
+	for (int j = 17; j >= 1; j--)
+		t = 1 + r * t / j;
+	union {
+		double d;
+		uint64_t u;
+	} p;
+	long half = k / 2; /* 2^k as two factors: each a normal double */
+	p.u = (uint64_t)(half + 1023) << 52;
+	t *= p.d;
+	p.u = (uint64_t)(k - half + 1023) << 52;
+	return t * p.d - 1;
+}
+
 struct nofile {
 	uint64_t cur, max;
 };

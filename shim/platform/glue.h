@@ -227,6 +227,12 @@ uint64_t mt_wall_ns(void);
  * fork child (mt_clock_start), read by every record's times. */
 extern uint64_t mt_start_mono_ns, mt_start_wall_ns;
 void mt_clock_start(void);
+/* The natural logarithm of x > 0 (finite), to a unit or two in the last
+ * place: the sampler's draws, without libm (900 KB of a small program's
+ * address space for two functions). */
+double mt_log(double x);
+/* e^x - 1, exact near 0 as libm's (the sampler's probabilities). */
+double mt_expm1(double x);
 /* The value of the "step" mark (marks.c writes it, call-site peaks read
  * it); -1 before the first. */
 extern int32_t mt_step_now;
