@@ -3,6 +3,8 @@
  *                       open before EMFILE ("first 3 count 60"); exits
  *                       with them open
  *   prog_limits fds close  the same, then closes them before it exits
+ *   prog_limits fds oom    the same, then malloc(64 TiB) fails ("malloc
+ *                       failed"), then it closes them and exits
  *   prog_limits calloc  calloc(1, 8 MiB) succeeds ("calloc ok")
  * Output only; exit 0 unless the allocation fails (exit 3). */
 #include <fcntl.h>
@@ -21,7 +23,14 @@ main(int argc, char **argv) {
 			last = fd;
 		}
 		printf("first %d count %d\n", first, n);
-		if (argc > 2 && !strcmp(argv[2], "close"))
+		if (argc > 2 && !strcmp(argv[2], "oom")) {
+			void *volatile p = malloc((size_t)1 << 46);
+			printf("malloc %s\n", p ? "ok" : "failed");
+			free(p);
+		}
+		if (argc > 2 && strcmp(argv[2], "close") && strcmp(argv[2], "oom"))
+			return 2;
+		if (argc > 2)
 			for (fd = first; first >= 0 && fd <= last; fd++)
 				close(fd);
 		return 0;

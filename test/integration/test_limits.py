@@ -14,6 +14,10 @@
            snapshot of one that exits so; written when it closes them
            first); with `ulimit -Sn 64` (soft < hard) its file sits above
            the soft limit and the exit snapshot is written
+  oomfds:  malloc fails while the program has every descriptor open:
+           with soft = hard the dump cannot be opened, and the warning (in
+           the file) names it (it printed an uninitialised path); with
+           soft < hard the dump is written
   vm:      `ulimit -v 20000` (and 15000, 24000) and calloc(8 MiB), as root and
            as an ordinary user (nobody, through setpriv): succeeds as
            without the shim, whose exit snapshot is written too (the
@@ -102,6 +106,29 @@ if mt.case('fds'):
                  '%s: the exit snapshot is written though the program has every descriptor open' % lim)
     else:
         print('  note: hard RLIMIT_NOFILE %d: the soft-limit case skipped' % hard)
+if mt.case('oomfds'):
+    # an allocation fails while the program has every descriptor open: the
+    # OOM dump cannot be opened (soft = hard) and the warning names it; it
+    # is written when the shim may raise the soft limit (soft < hard)
+    import re, resource
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    for lim in ['ulimit -n 64'] + (['ulimit -Sn 64'] if hard >= 80 else []):
+        tag = 'oom-soft' if '-S' in lim else 'oom'
+        a, _ = run(tag + '-plain', lim, [PROG, 'fds', 'oom'], shim=False)
+        b, out = run(tag, lim, [PROG, 'fds', 'oom'], QUIET='1')
+        mt.eq((b.returncode, b.stdout, b.stderr), (a.returncode, a.stdout, a.stderr),
+              '%s, malloc fails at the limit: the program as without the shim' % lim)
+        f = mt.files(out)
+        pid = f[0].header.get('pid') if f else None
+        dumps = [n for n in os.listdir(out) if '.oom' in n] if os.path.isdir(out) else []
+        warns = [w for w in (f[0].warnings if f else []) if 'OOM dump' in w]
+        if '-S' in lim:
+            mt.check(len(dumps) == 1 and not warns, '%s: the dump is written (%s %s)' % (lim, dumps, warns))
+        else:
+            want = r'^cannot write OOM dump %s/memtally\.[^/ ]+\.p%s\.oom1\.jsonl \(errno 24\)$' % (re.escape(out), pid)
+            mt.check(not dumps and len(warns) == 1 and re.match(want, warns[0]),
+                     '%s: no dump; the warning names the file it could not open (%s)' % (lim, warns))
+
 if mt.case('vm'):
     # as the runner (root here: it makes its file at start, and once mapped
     # the writer's buffers then) and as an ordinary user (nobody)
