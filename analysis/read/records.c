@@ -280,8 +280,10 @@ void
 record(struct ctx *c, char *p, size_t len) {
 	const char *err;
 	size_t col;
-	if (c->summary && c->line > 1 && !summary_keep(p, &len))
+	if (c->summary && c->line > 1 && !summary_keep(p, &len)) {
+		summary_seen(c, p, len); /* an id defined again: refused */
 		return; /* a stack or other record a summary has no use for */
+	}
 	struct jv *o = json_parse(c->d, p, len, &err, &col);
 	if (!o && c->last) {
 		c->cut = 1;
