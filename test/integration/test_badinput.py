@@ -19,7 +19,7 @@ first_stack = next(i for i, l in enumerate(lines) if b'"type":"stack"' in l)
 # Damage in stack, Python frame and call-site records: `ranks` reads each
 # snapshot's totals and marks only (run_load_summaries) and answers.  An
 # id defined twice it refuses as the others do, by the record's bytes
-# (skip.c summary_seen): up_deep's chain takes ids the file defines again.
+# (records.c summary_seen): up_deep's chain takes ids the file defines again.
 UNREAD = {'nostack', 'py_noframe', 'py_nostack', 'py_entry', 'py_badframe', 'up_missing',
           'up_self', 'up_keep', 'up_nokeep'}
 RANKS_OWN = {'up_deep': 'is defined a second time, with other frames'}
