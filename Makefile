@@ -22,7 +22,7 @@ SHIM_CFLAGS := $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden \
 	-ftls-model=initial-exec -fno-omit-frame-pointer \
 	-fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc \
 	-fno-builtin-free -D_GNU_SOURCE -pthread -Ishim
-SHIM_LIBS := -lunwind -lzstd -ldl -lm -pthread
+SHIM_LIBS := -lunwind -lzstd -ldl -pthread # no libm: glue.c mt_log, mt_expm1
 
 AN_SRC := $(sort $(wildcard analysis/*.c analysis/*/*.c analysis/*/*/*.c))
 AN_HDR := $(wildcard analysis/*.h analysis/*/*.h analysis/*/*/*.h)

@@ -299,7 +299,11 @@ mt_init(int argc, char **argv, char **envp) {
 		}
 	}
 	mt_exec_owner(mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0), 0);
-	{ /* warm libunwind (its caches and pools) before tracking starts */
+	if (mt_cfg.unwind != MT_UNWIND_CFI) { /* warm libunwind (its caches
+					       * and pools) before tracking
+					       * starts; the CFI walker leaves
+					       * it unset until a stack needs
+					       * it (its pipe, its caches) */
 		uintptr_t pcs[4];
 		mt_unwind(pcs, 4, mt_cfg.unwind, 0, 0, 0);
 	}

@@ -108,6 +108,14 @@ MEMTALLY_FN int memtally_site_live(unsigned stack_id, long long *live_bytes);
  * from a signal handler. */
 MEMTALLY_FN int memtally_record(const char *json_line);
 
+/* A warning of the program's memtally code (the Python hook's), said as
+ * the shim says its own: a warning record in the file (memtally run prints
+ * each distinct one once at the end), and on stderr the first warning of
+ * the process only, none with MEMTALLY_QUIET=1.  message: one line, cut
+ * at 255 bytes.  Returns 0, -1 when the shim is inactive.  Never
+ * allocates. */
+MEMTALLY_FN int memtally_warn(const char *message);
+
 /* The wrappers: the shim's function when it is loaded, else -1.  The weak
  * reference answers at no cost where the program is position-independent
  * (gcc's default on Debian and most distributions); a non-PIE executable's
@@ -184,6 +192,12 @@ memtally_call_record_(const char *json_line) {
 	__typeof__(&memtally_record) f = MEMTALLY_RESOLVE_(memtally_record);
 	return f ? f(json_line) : -1;
 }
+static inline int
+memtally_call_warn_(const char *message) {
+	__typeof__(&memtally_warn) f = MEMTALLY_RESOLVE_(memtally_warn);
+	return f ? f(message) : -1;
+}
+#define memtally_warn(message) memtally_call_warn_(message)
 #define memtally_owner(addr, id) memtally_call_owner_(addr, id)
 #define memtally_site_live(id, live) memtally_call_site_live_(id, live)
 #define memtally_record(line) memtally_call_record_(line)

@@ -161,6 +161,7 @@ lines_close(struct lines *l) {
 	src_close(&l->in);
 	free(l->buf);
 	free(l->c.pcs);
+	summary_seen_free(&l->c);
 	json_free(&l->d);
 	l->buf = NULL;
 	l->c.pcs = NULL;

@@ -47,6 +47,8 @@ struct ctx {
 	int cut;                /* ... and it did not parse: a write cut short */
 	int summary;            /* totals and marks only (summary.c): the header
 				 * and snapshot records, without call-site rows */
+	struct seen *seen;      /* a summary's stack, pyframe and pystack ids,
+				 * each with its line's hash (records.c) */
 };
 
 __attribute__((noreturn, format(printf, 2, 3))) void bad(struct ctx *c, const char *fmt, ...);
@@ -118,6 +120,13 @@ int load_summary(struct mfile *f, const char *path, struct load_why *why);
  * reads (header, snapshot), found by its first bytes; a snapshot's
  * call-site rows are cut out of it in place (*len shortened). */
 int summary_keep(char *p, size_t *len);
+/* A line summary_keep skipped: a stack, pyframe or pystack record whose
+ * id an earlier one named with other content is refused, as the full
+ * reader refuses it (restated_stack), by its bytes as the shim writes them (it
+ * says a record again byte for byte); the line is not parsed.  And the
+ * table it keeps, freed. */
+void summary_seen(struct ctx *c, const char *p, size_t len);
+void summary_seen_free(struct ctx *c);
 /* A file left out for damage: the exit status becomes 1. */
 void load_refused(void);
 void mfile_init(struct mfile *f, const char *path);

@@ -276,12 +276,106 @@ python(struct ctx *c, struct jv *o) {
 	c->f->python = v ? v : xstrdup("?");
 }
 
+/* --- ids defined twice, in a summary (reader.h: summary_seen) --- */
+
+#define SEEN_PFX "{\"" MT_F_TYPE "\":\""
+
+struct seen {
+	struct seen_slot {
+		uint64_t key; /* id << 2 | record kind (1..3); 0: empty */
+		uint64_t hash;
+	} *v;
+	size_t cap, n; /* cap: a power of two */
+};
+
+static uint64_t
+line_hash(const unsigned char *p, size_t n) {
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+	for (; n >= 8; p += 8, n -= 8) {
+		uint64_t w;
+		memcpy(&w, p, 8);
+		h = (h ^ w) * 0xff51afd7ed558ccdull;
+		h ^= h >> 32;
+	}
+	for (; n; p++, n--)
+		h = (h ^ *p) * 0x100000001b3ull;
+	return h ^ h >> 29;
+}
+
+static struct seen_slot *
+seen_slot(struct seen *s, uint64_t key) {
+	size_t i = (size_t)(key * 0x9e3779b97f4a7c15ull >> 20) & (s->cap - 1);
+	while (s->v[i].key && s->v[i].key != key)
+		i = (i + 1) & (s->cap - 1);
+	return &s->v[i];
+}
+
+void
+summary_seen(struct ctx *c, const char *p, size_t len) {
+	static const struct {
+		const char *pfx, *what;
+	} kinds[] = {
+		{SEEN_PFX MT_R_STACK "\",\"" MT_F_ID "\":",
+		 "stack %lld is defined a second time, with other frames (a stack id names one stack)"},
+		{SEEN_PFX MT_R_PYFRAME "\",\"" MT_F_ID "\":", "pyframe %lld is defined a second time, as another frame"},
+		{SEEN_PFX MT_R_PYSTACK "\",\"" MT_F_ID "\":", "pystack %lld is defined a second time, with other frames"},
+	};
+	unsigned k = 0;
+	size_t n = 0;
+	for (; k < 3; k++) {
+		n = strlen(kinds[k].pfx);
+		if (len > n && !memcmp(p, kinds[k].pfx, n))
+			break;
+	}
+	if (k == 3)
+		return;
+	uint64_t id = 0;
+	size_t i = n;
+	for (; i < len && i < n + 10 && p[i] >= '0' && p[i] <= '9'; i++)
+		id = id * 10 + (uint64_t)(p[i] - '0');
+	if (i == n || id < 1 || id > INT32_MAX)
+		return; /* not as the shim writes it: not checked */
+	struct seen *s = c->seen;
+	if (!s) {
+		s = c->seen = xcalloc(1, sizeof *s);
+		s->cap = 1024;
+		s->v = xcalloc(s->cap, sizeof *s->v);
+	}
+	if (2 * (s->n + 1) > s->cap) { /* at most half full */
+		struct seen t = {xcalloc(2 * s->cap, sizeof *s->v), 2 * s->cap, s->n};
+		for (size_t j = 0; j < s->cap; j++)
+			if (s->v[j].key)
+				*seen_slot(&t, s->v[j].key) = s->v[j];
+		free(s->v);
+		*s = t;
+	}
+	uint64_t key = id << 2 | (k + 1), h = line_hash((const unsigned char *)p + i, len - i);
+	struct seen_slot *e = seen_slot(s, key);
+	if (!e->key) {
+		e->key = key;
+		e->hash = h;
+		s->n++;
+	} else if (e->hash != h) {
+		bad(c, kinds[k].what, (long long)id);
+	}
+}
+
+void
+summary_seen_free(struct ctx *c) {
+	if (c->seen)
+		free(c->seen->v);
+	free(c->seen);
+	c->seen = NULL;
+}
+
 void
 record(struct ctx *c, char *p, size_t len) {
 	const char *err;
 	size_t col;
-	if (c->summary && c->line > 1 && !summary_keep(p, &len))
+	if (c->summary && c->line > 1 && !summary_keep(p, &len)) {
+		summary_seen(c, p, len); /* an id defined again: refused */
 		return; /* a stack or other record a summary has no use for */
+	}
 	struct jv *o = json_parse(c->d, p, len, &err, &col);
 	if (!o && c->last) {
 		c->cut = 1;

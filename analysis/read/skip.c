@@ -54,3 +54,4 @@ summary_keep(char *p, size_t *len) {
 	*len = n - (size_t)(from - to);
 	return 1;
 }
+

@@ -216,6 +216,7 @@ load_summary(struct mfile *f, const char *path, struct load_why *why) {
 		ZSTD_freeDStream(x.z);
 		free(x.buf);
 		free(x.c.pcs);
+		summary_seen_free(&x.c);
 		json_free(&x.d);
 		munmap(map, size);
 		if (ok) {

@@ -18,8 +18,9 @@ by their path (_memtally_load), never by a name a module of the program's
 could take.  Nothing is imported here beyond what start-up has loaded
 already (this runs in every Python process: `python3 -c pass` pays for
 this file only), torch never by us.  Running it twice does nothing the
-second time.  A failure prints one "memtally:" line and the program goes
-on; no exception of the hook's reaches the program.  This file stays
+second time.  A failure is one warning, said as the shim says its own (a
+record in the file; the program's stderr gets none under `memtally run`)
+and the program goes on; no exception of the hook's reaches the program.  This file stays
 readable by Python 2 (which runs only step 1)."""
 import os as _os
 import sys as _sys
@@ -30,8 +31,22 @@ _memtally_state = globals().get('_memtally_state') or {'started': False, 'chaine
 
 
 def _memtally_warn(msg):
+    """A warning said as the shim says its own (memtally_warn: a record in
+    the file, `memtally run` prints it at the end; stderr gets at most the
+    process's first, none under MEMTALLY_QUIET=1); without the shim, one
+    stderr line unless MEMTALLY_QUIET=1.  ctypes only on this failure path."""
     try:
-        _sys.stderr.write('memtally: %s\n' % msg)
+        import ctypes
+        f = ctypes.CDLL(None).memtally_warn
+        f.argtypes = [ctypes.c_char_p]
+        f.restype = ctypes.c_int
+        if f(msg.encode('utf-8', 'replace')) == 0:
+            return
+    except Exception:
+        pass
+    try:
+        if _os.environ.get('MEMTALLY_QUIET', '0').strip().lower() not in ('1', 'true', 'yes', 'on'):
+            _sys.stderr.write('memtally: %s\n' % msg)
     except Exception:
         pass
 

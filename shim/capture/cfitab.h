@@ -2,7 +2,9 @@
  * cfitab.h — the rule table all threads share: return address -> rule
  * word (ehframe.h), lock free, forgotten at once on dlclose.
  *
- * 2^17 entries of (key, rule).  key = pc (48 bits) | generation << 48
+ * 2^12 entries of (key, rule) at start (64 KiB), 2^17 (2 MiB) once half
+ * of those are taken (cfitab.c: a small program's address space keeps
+ * the difference).  key = pc (48 bits) | generation << 48
  * (15 bits) | PENDING (bit 63).  An inserter claims an empty or stale
  * (older generation) entry with a CAS to pc | gen | PENDING, writes the
  * rule, then publishes the key without PENDING (release); a reader loads
@@ -29,8 +31,8 @@
 /* dlcloses so far (mt_cfi_forget); the keys hold gen & MT_CFI_GEN_MASK. */
 extern MT_HIDDEN uint64_t mt_cfi_gen;
 
-/* Map the table (2 MiB, its pages touched as it fills); 1 when it is
- * there.  Idempotent. */
+/* Map the small table (64 KiB, its pages touched as it fills); 1 when it
+ * is there.  Idempotent. */
 int mt_cfitab_init(void);
 /* 1 and *r when pc's rule of generation g (masked) is in the table. */
 int mt_cfitab_get(uintptr_t pc, uint64_t g, uint64_t *r);

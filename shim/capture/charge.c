@@ -51,13 +51,13 @@ rng_next(void) {
 static int64_t
 draw_gap(void) {
 	double u = (double)((rng_next() >> 11) + 1) * (1.0 / 9007199254740993.0);
-	double g = -log(u) * (double)mt_cfg.sample;
+	double g = -mt_log(u) * (double)mt_cfg.sample;
 	return g > 9e18 ? INT64_MAX : (int64_t)g + 1;
 }
 
 static void
 sample_weights(uint64_t size, int64_t *bytes, int64_t *count) {
-	double p = -expm1(-(double)size / (double)mt_cfg.sample);
+	double p = -mt_expm1(-(double)size / (double)mt_cfg.sample);
 	*bytes = (int64_t)((double)size / p + 0.5);
 	*count = (int64_t)(1.0 / p + 0.5);
 }

@@ -57,7 +57,18 @@ mt_unwind_init(void *(*sym)(void *, const char *)) {
 	struct texts t = {(uintptr_t)&mt_unwind_init, (uintptr_t)getauxval(AT_BASE)};
 	dl_iterate_phdr(find_texts, &t);
 	mt_cfi_init(sym);
-	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+}
+
+/* libunwind is set up at its first use, not at start: its set-up opens a
+ * pipe (two descriptors, kept) and maps its caches, which a program whose
+ * stacks the CFI walker follows never needs.  Inside the loader gate. */
+static int unw_ready;
+
+static inline void
+unw_first_use(void) {
+	if (MT_UNLIKELY(!__atomic_load_n(&unw_ready, __ATOMIC_ACQUIRE)) &&
+	    !__atomic_exchange_n(&unw_ready, 1, __ATOMIC_ACQ_REL))
+		unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
 }
 
 /* How many of the innermost frames are the shim's own. */
@@ -267,6 +278,7 @@ static void
 chk_walk(const uintptr_t *got, int n, int max, uintptr_t stop_lo, uintptr_t stop_hi) {
 	uintptr_t ref[MT_MAX_DEPTH + 24];
 	mt_loader_enter();
+	unw_first_use();
 	int nr = unw_backtrace((void **)ref, max + 24);
 	mt_loader_leave();
 	int sa, sb, a = chk_cut(got, n, max, stop_lo, stop_hi, &sa);
@@ -372,6 +384,7 @@ mt_unwind(uintptr_t *pcs, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi
 		int saved_errno = errno; /* libunwind may set it; the hook's
 					  * caller sees its own */
 		mt_loader_enter();
+		unw_first_use();
 		n = unw_backtrace((void **)tmp, want);
 		mt_loader_leave();
 		errno = saved_errno;

@@ -7,7 +7,7 @@
  * the process's own figures (memtally_figures) are read from totals.c;
  * the Python hook's search (memtally_owner, memtally_site_live,
  * memtally_record) reads ptrtab.c and sites.c and writes through
- * snapshot.c.
+ * snapshot.c; its warnings (memtally_warn) are the shim's (buf.c).
  * Rules: never calls malloc; may run in any thread.
  */
 #include "platform/glue.h"
@@ -21,6 +21,7 @@
 #include "state/devices.h"
 #include "state/totals.h"
 #include "output/oom.h"
+#include "platform/buf.h"
 #include "platform/config.h"
 #include "state/ptrtab.h"
 #include "state/sites.h"
@@ -169,6 +170,19 @@ memtally_site_live(unsigned stack_id, long long *live_bytes) {
 	mt_site_read(stack_id, mt_stack_peak_slot(stack_id), &s);
 	if (live_bytes)
 		*live_bytes = (long long)s.live_bytes;
+	return 0;
+}
+
+MT_EXPORT int
+memtally_warn(const char *message) {
+	if (!__atomic_load_n(&mt_active, __ATOMIC_ACQUIRE))
+		return -1;
+	char one[256]; /* one line */
+	size_t n = 0;
+	for (; message && message[n] && n < sizeof one - 1; n++)
+		one[n] = message[n] == '\n' || message[n] == '\r' ? ' ' : message[n];
+	one[n] = 0;
+	mt_warn("%s", one);
 	return 0;
 }
 

@@ -80,7 +80,7 @@ _Exit(int status) {
 static void
 before_exec(void) {
 	if (!__atomic_load_n(&mt_active, __ATOMIC_ACQUIRE) ||
-	    mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0) != mt_pid || (forked && mt_file_fd() < 0))
+	    mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0) != mt_pid || (forked && !mt_file_made()))
 		return;
 	int saved = errno;
 	mt_self.guard++;

@@ -8,10 +8,13 @@
  * changes identity behaves as it does without the shim (writer.h).  A
  * program's first pthread_create starts the writer too: from then on the
  * process has threads anyway, and a snapshot asked by a signal is taken
- * without waiting for an allocation.  errno is the real call's.
+ * without waiting for an allocation.  Before each, the output file is
+ * opened and kept (snapshot.h mt_snapshot_hold): in the new identity it
+ * may not be opened again.  errno is the real call's.
  */
 #include "platform/glue.h"
 #include "platform/dl.h"
+#include "output/snapshot.h"
 #include "output/writer.h"
 #include <dlfcn.h>
 #include <errno.h>
@@ -26,6 +29,7 @@
 /* r = the real call, with the writer parked around it. */
 #define PARKED(r, call)                                                        \
 	do {                                                                   \
+		mt_snapshot_hold();                                            \
 		int was_ = mt_writer_park();                                   \
 		r = call;                                                      \
 		int e_ = errno;                                                \

@@ -487,18 +487,24 @@ ALIGNED_HOOK(pvalloc, (size_t n), (n), n)
  * whenever libunwind runs) are therefore moved to high numbers, which a
  * program's own opens (always the lowest free number) do not reach; when
  * they are closed under it, libunwind's next check fails and it opens a
- * new pipe, through here again.  Every other pipe2 is the kernel's. */
+ * new pipe, through here again.  They are made in a room above the
+ * program's limit (glue.h mt_fdroom_enter), so they are not taken from
+ * it either.  Every other pipe2 is the kernel's. */
 MT_EXPORT int
 pipe2(int fds[2], int flags) {
+	struct mt_fdroom room = {0};
+	int ours = mt_self.guard;
+	if (ours)
+		mt_fdroom_enter(&room);
 	long r = mt_sys(SYS_pipe2, fds, flags, 0, 0, 0, 0);
+	if (ours) {
+		for (int i = 0; i < 2 && r == 0; i++)
+			fds[i] = (int)mt_fd_high_in(fds[i], &room);
+		mt_fdroom_leave(&room);
+	}
 	if (r < 0) {
 		errno = (int)-r;
 		return -1;
-	}
-	if (mt_self.guard) {
-		for (int i = 0; i < 2; i++) {
-			fds[i] = (int)mt_fd_high(fds[i]); /* within RLIMIT_NOFILE */
-		}
 	}
 	return 0;
 }

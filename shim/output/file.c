@@ -22,6 +22,16 @@ static char path[1200];
 static unsigned path_x;   /* the ".x<N>" this image's file took, 0 = none */
 static int opened_once;   /* this image (or fork child) has made its file */
 static int open_failed;   /* warned once */
+/* Where the descriptor may stay between writes: out of the program's
+ * range (above its soft limit, in the room glue.h makes), or in a large
+ * range (a soft limit above MT_FDROOM_MAX), or held for a change of
+ * identity (mt_file_hold).  Else (a limit of at most MT_FDROOM_MAX that
+ * the shim may not raise: soft = hard, unprivileged) it is closed after
+ * each write (mt_file_release) and the file opened again, appending, for
+ * the next: the program has every descriptor of its range, as without
+ * the shim, and a snapshot asked while it has them all open is lost. */
+static int keep, hold;
+static int released;      /* closed by mt_file_release: same file next */
 /* Our file's identity: a program that closes every descriptor (or
  * close_range at start) and opens its own files may be handed our number;
  * before each snapshot the descriptor is checked and, if it is no longer
@@ -136,17 +146,20 @@ ours(int f) {
 }
 
 /* Open path for appending if it is still our file (the same inode, not a
- * link: O_NOFOLLOW), else -1. */
+ * link: O_NOFOLLOW); -ESTALE when it is not (gone, another file, a link),
+ * else -errno (no descriptor free, no access: the file is still ours). */
 static long
 reopen_ours(long dfd) {
 	long r = mt_sys(SYS_openat, dfd, base(path), O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0, 0, 0);
+	if (r == -ENOENT || r == -ELOOP)
+		return -ESTALE;
 	if (r < 0)
-		return -1;
+		return r;
 	struct stat st;
 	if (mt_sys(SYS_fstat, r, &st, 0, 0, 0, 0) || (uint64_t)st.st_dev != file_dev ||
 	    (uint64_t)st.st_ino != file_ino || st.st_nlink == 0) {
 		mt_sys(SYS_close, r, 0, 0, 0, 0, 0);
-		return -1;
+		return -ESTALE;
 	}
 	return r;
 }
@@ -170,7 +183,13 @@ mt_file_ensure(int *fresh, int *reopened) {
 	if (fd >= 0 && ours(fd))
 		return 0;
 	fd = -1; /* not ours any more (if it was): never written again */
+	int again = released; /* our own close: the same file, nothing lost */
+	released = 0;
 	make_path_x(opened_once ? path_x : 0);
+	/* room above the program's descriptors for the directory's and the
+	 * file's (a program at its limit still has it all, and ours too) */
+	struct mt_fdroom room;
+	mt_fdroom_enter(&room);
 	long dfd = open_dir(mt_cfg.out);
 	int err = dfd < 0 ? (int)-dfd : 0;
 	long r = -ENOENT;
@@ -181,12 +200,20 @@ mt_file_ensure(int *fresh, int *reopened) {
 		 * ".x<N>" name instead.  A later open appends to it only if
 		 * it is still the same file; a file deleted under us is made
 		 * again, never followed through a link planted at its name. */
-		r = opened_once ? reopen_ours(dfd) : -1;
-		if (r < 0)
+		r = opened_once ? reopen_ours(dfd) : -ESTALE;
+		if (r == -ESTALE) {
+			again = 0;
 			r = create_new(dfd);
+		}
 		err = r < 0 ? (int)-r : 0;
 		mt_sys(SYS_close, dfd, 0, 0, 0, 0, 0);
 	}
+	/* high, O_CLOEXEC: the program's own opens start at 3 as without us */
+	if (!err) {
+		r = mt_fd_high_in(r, &room);
+		keep = hold || !room.cur || room.cur > MT_FDROOM_MAX || (uint64_t)r >= room.cur;
+	}
+	mt_fdroom_leave(&room);
 	if (err) {
 		if (!open_failed && err == EPERM)
 			mt_warn("%s (or a link on its path) belongs to another user: not writing "
@@ -199,8 +226,6 @@ mt_file_ensure(int *fresh, int *reopened) {
 		open_failed = 1;
 		return err;
 	}
-	/* high, O_CLOEXEC: the program's own opens start at 3 as without us */
-	r = mt_fd_high(r);
 	struct stat st;
 	if (mt_sys(SYS_fstat, r, &st, 0, 0, 0, 0)) {
 		mt_sys(SYS_close, r, 0, 0, 0, 0, 0);
@@ -210,9 +235,28 @@ mt_file_ensure(int *fresh, int *reopened) {
 	file_dev = (uint64_t)st.st_dev;
 	file_ino = (uint64_t)st.st_ino;
 	opened_once = 1;
-	*reopened = 1;
 	*fresh = st.st_size == 0;
+	*reopened = !again || *fresh;
 	return 0;
+}
+
+void
+mt_file_release(void) {
+	if (fd < 0 || keep)
+		return;
+	mt_sys(SYS_close, fd, 0, 0, 0, 0, 0);
+	fd = -1;
+	released = 1;
+}
+
+void
+mt_file_hold(void) {
+	hold = keep = 1;
+}
+
+int
+mt_file_made(void) {
+	return opened_once;
 }
 
 int
@@ -243,17 +287,22 @@ mt_file_postfork_child(void) {
 	mt_file_close();
 	open_failed = 0;
 	opened_once = 0;
+	released = 0;
 }
 
 static long dump_create(long dfd, unsigned idx, char *dst, size_t n);
 
 long
 mt_file_dump_open(unsigned idx, char *dst, size_t n) {
-	long dfd = open_dir(mt_cfg.out);
-	if (dfd < 0)
-		return dfd;
-	long r = dump_create(dfd, idx, dst, n);
-	mt_sys(SYS_close, dfd, 0, 0, 0, 0, 0);
+	name(dst, n, ".oom%u.jsonl", idx); /* named even when it cannot be made */
+	struct mt_fdroom room;
+	mt_fdroom_enter(&room);
+	long dfd = open_dir(mt_cfg.out), r = dfd;
+	if (dfd >= 0) {
+		r = mt_fd_high_in(dump_create(dfd, idx, dst, n), &room);
+		mt_sys(SYS_close, dfd, 0, 0, 0, 0, 0);
+	}
+	mt_fdroom_leave(&room);
 	return r;
 }
 

@@ -21,6 +21,15 @@ const char *mt_file_host(void);
  * *fresh: the file is empty (new or re-created): it needs its header and
  * every stack record again.  *reopened: the descriptor changed. */
 int mt_file_ensure(int *fresh, int *reopened);
+/* After a write: the descriptor closed when it may not stay (it would
+ * take one of the program's: file.c, "keep"); the next mt_file_ensure
+ * opens the same file again (neither fresh nor reopened). */
+void mt_file_release(void);
+/* Keep the descriptor from now on wherever it is (before a change of
+ * identity, after which the file may not be opened again). */
+void mt_file_hold(void);
+/* This image (or fork child) has made its file. */
+int mt_file_made(void);
 /* Its descriptor (-1 when closed), and its path as last made. */
 int mt_file_fd(void);
 const char *mt_file_path(void);
@@ -31,7 +40,9 @@ void mt_file_close(void);
 void mt_file_postfork_child(void);
 
 /* Open OOM dump idx, <out>/memtally.<host>[.r<rank>].p<pid>.oom<idx>.jsonl,
- * making the directory; its path into dst.  The fd, or -errno. */
+ * making the directory; its path into dst (named even when it cannot be
+ * opened).  The fd (out of the program's range: mt_fdroom_enter), or
+ * -errno. */
 long mt_file_dump_open(unsigned idx, char *dst, size_t n);
 
 #endif

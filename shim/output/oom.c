@@ -44,7 +44,7 @@ static mt_lock_t dump_lock;
 static uint64_t skipped;
 static char *dump_mem;          /* streaming buffer */
 static char *dump_scratch;      /* /proc reads */
-#define DUMP_BUF (1u << 20)
+#define DUMP_BUF (64u << 10) /* streamed: written out each time it fills */
 #define DUMP_SCRATCH (64u << 10)
 static int preoom_armed = 1;
 /* Dumps for MEMTALLY_OOM_RENDER: slots filled once each, in order, under
@@ -185,6 +185,7 @@ dump(struct dump_ctx *c, const char *reason) {
 	uint64_t ndumps = mt_dump_count();
 	if (ndumps < mt_cfg.oom_dumps) {
 		char path[1300];
+		path[0] = 0;
 		long fd = mt_file_dump_open((unsigned)ndumps + 1, path, sizeof path);
 		if (fd >= 0) {
 			struct mt_buf b;

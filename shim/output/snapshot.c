@@ -120,18 +120,24 @@ below_floor(int fd) {
 	return below;
 }
 
-/* The writer's buffers (2 MiB) and zstd's context (1.6 MiB), mapped when
- * the first file is made, not at start: the shim's address space before
- * main stays small (a program under `ulimit -v` has it as without the
- * shim).  ENOMEM when they cannot be had now (the snapshot is dropped and
- * counted; the next one tries again). */
+/* The writer's buffers (2 x 256 KiB, streamed: a snapshot of any size
+ * passes through them) and zstd's context (1.6 MiB), mapped when the
+ * first snapshot is written, not at start: the shim's address space
+ * before main stays small (a program under `ulimit -v` has it as without
+ * the shim).  A process that makes its file at start (open_early) maps
+ * them for its header and unmaps them after.  ENOMEM when they cannot be
+ * had now (the snapshot is dropped and counted; the next one tries
+ * again). */
+#define WBUF (256u << 10)
 static int
 buffers(void) {
-	if (W.out.p && W.lines.p)
+	if (W.out.p && W.lines.p && (!mt_cfg.compress || mt_zout_memory()))
 		return 0;
-	if ((!W.out.p && mt_buf_init(&W.out, 1 << 20)) || (!W.lines.p && mt_buf_init(&W.lines, 1 << 20)))
+	if ((!W.out.p && mt_buf_init(&W.out, WBUF)) || (!W.lines.p && mt_buf_init(&W.lines, WBUF)))
 		return ENOMEM;
 	if (mt_cfg.compress && mt_zout_init()) {
+		if (mt_file_made()) /* the file is zstd's: this snapshot waits */
+			return ENOMEM;
 		mt_warn("no memory for zstd's context: writing plain JSONL (MEMTALLY_COMPRESS ignored)");
 		mt_cfg.compress = 0;
 	}
@@ -192,12 +198,38 @@ may_change_identity(void) {
 	return (data[0].effective & ((1u << 6) | (1u << 7))) != 0; /* CAP_SETGID, CAP_SETUID */
 }
 
+/* The writer lock let go, the file's descriptor closed first when it may
+ * not stay between writes (file.h mt_file_release). */
+static void
+unlock_released(void) {
+	mt_file_release();
+	mt_unlock(&W.lock);
+}
+
 void
 mt_snapshot_open_early(void) {
 	if (!mt_cfg.host || !may_change_identity())
 		return;
 	mt_lock(&W.lock);
 	ensure_open(); /* and writes its header */
+	/* the buffers again when the first snapshot is written: until then
+	 * the process's address space is as without them */
+	mt_buf_free(&W.out);
+	mt_buf_free(&W.lines);
+	mt_zout_free();
+	unlock_released();
+}
+
+void
+mt_snapshot_hold(void) {
+	/* a try: a signal handler's set*id must not wait on the lock its
+	 * thread holds */
+	if (!mt_file_made() || !may_change_identity() || !mt_trylock(&W.lock))
+		return;
+	if (!W.closed) {
+		mt_file_hold();
+		ensure_open();
+	}
 	mt_unlock(&W.lock);
 }
 
@@ -324,18 +356,18 @@ write_locked(const char *reason, const char *lab, int final) {
 	}
 	if (ensure_open()) {
 		W.dropped_snaps++;
-		mt_unlock(&W.lock);
+		unlock_released();
 		return;
 	}
 	if (below_floor(mt_file_fd())) {
 		W.dropped_snaps++; /* the next one written counts it */
 		if (!strcmp(reason, "exit"))
 			W.closed = 1;
-		mt_unlock(&W.lock);
+		unlock_released();
 		return;
 	}
 	uint64_t t0 = mt_now_ns();
-	/* Everything streams through two 1 MiB buffers, so a snapshot of any
+	/* Everything streams through two 256 KiB buffers, so a snapshot of any
 	 * size needs no more memory: first the header (a new file), maps and
 	 * every stack record the call sites need (pass 1), then the snapshot
 	 * line (pass 2), which may take several write calls.  If a write
@@ -394,7 +426,7 @@ write_locked(const char *reason, const char *lab, int final) {
 	 * one. */
 	if (final)
 		W.closed = 1;
-	mt_unlock(&W.lock);
+	unlock_released();
 }
 
 int
@@ -403,7 +435,7 @@ mt_snapshot_record(const char *line, size_t n) {
 		return -1;
 	mt_lock(&W.lock);
 	if (W.closed || ensure_open() || below_floor(mt_file_fd())) {
-		mt_unlock(&W.lock);
+		unlock_released();
 		return -1;
 	}
 	int fd = mt_file_fd();
@@ -424,7 +456,7 @@ mt_snapshot_record(const char *line, size_t n) {
 	b->flush_fd = 0;
 	b->len = 0;
 	b->overflow = 0;
-	mt_unlock(&W.lock);
+	unlock_released();
 	return err ? -1 : 0;
 }
 

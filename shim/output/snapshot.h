@@ -45,6 +45,10 @@ int mt_snapshot_final(const char *reason, uint64_t wait_ns);
  * process still has the identity it started with; a drop to another user
  * before the first snapshot then still finds its file open. */
 void mt_snapshot_open_early(void);
+/* Before a change of identity: the file (made already) open and kept
+ * from now on, even where its descriptor takes one of the program's
+ * (file.h mt_file_hold), since it may not be opened again after. */
+void mt_snapshot_hold(void);
 /* Append one record line (n bytes, no newline; the caller checked it is a
  * JSON object on one line) to the file, under the writer lock, between
  * snapshots: a zstd file gets a frame of its own.  0, or -1 when the file

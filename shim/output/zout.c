@@ -34,13 +34,25 @@ mt_zout_init(void) {
 	work_bytes = ZSTD_estimateCStreamSize(LEVEL);
 	work = mt_sys_mmap(work_bytes);
 	obuf = mt_sys_mmap(OUT_BYTES);
-	if (!work || !obuf)
-		return ENOMEM;
-	cctx = ZSTD_initStaticCCtx(work, work_bytes);
+	if (work && obuf)
+		cctx = ZSTD_initStaticCCtx(work, work_bytes);
 	if (!cctx || ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, LEVEL)) ||
-	    ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1)))
+	    ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1))) {
+		mt_zout_free();
 		return ENOMEM;
+	}
 	return 0;
+}
+
+void
+mt_zout_free(void) {
+	if (work)
+		mt_sys_munmap(work, work_bytes);
+	if (obuf)
+		mt_sys_munmap(obuf, OUT_BYTES);
+	work = obuf = NULL;
+	cctx = NULL;
+	in_frame = 0;
 }
 
 uint64_t

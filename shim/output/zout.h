@@ -1,7 +1,7 @@
 /*
  * zout.h — zstd compression of the output file (MEMTALLY_COMPRESS=1):
- * one frame per snapshot, through a static context in memory mapped at
- * start.  Rules: never calls malloc; writer lock held (one caller at a
+ * one frame per snapshot, through a static context in memory mapped when
+ * the first file is made (mt_zout_init).  Rules: never calls malloc; writer lock held (one caller at a
  * time); returns 0 or an errno.
  */
 #ifndef MT_ZOUT_H
@@ -10,6 +10,8 @@
 #include <stdint.h>
 
 int mt_zout_init(void);
+/* Unmap the context (no frame in progress); mt_zout_init maps it again. */
+void mt_zout_free(void);
 /* Compress n bytes of src into the current frame (begun if none) and
  * write what zstd hands back to fd. */
 int mt_zout_write(int fd, const void *src, size_t n);

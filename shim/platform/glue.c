@@ -47,19 +47,146 @@ mt_clock_start(void) {
 }
 
 
+double
+mt_log(double x) {
+	union {
+		double d;
+		uint64_t u;
+	} v = {x};
+	int e = 0;
+	if (!(v.u >> 52)) { /* subnormal: scaled into the normal range */
+		v.d = x * 18014398509481984.0; /* 2^54 */
+		e = -54;
+	}
+	e += (int)(v.u >> 52 & 0x7ff) - 1023;
+	v.u = (v.u & ((1ull << 52) - 1)) | 1023ull << 52; /* m in [1, 2) */
+	double m = v.d;
+	if (m > 1.4142135623730951) {
+		m *= 0.5;
+		e++;
+	}
+	/* log m = 2 atanh s, s = (m - 1) / (m + 1), |s| <= 0.1716: the
+	 * series to s^23 (its next term is below 1e-18 of the sum) */
+	double s = (m - 1) / (m + 1), z = s * s, t = 1.0 / 23;
+	for (int k = 21; k >= 1; k -= 2)
+		t = 1.0 / k + z * t;
+	return (double)e * 0.6931471805599453 + 2 * s * t;
+}
+
+double
+mt_expm1(double x) {
+	if (x > -0.5 && x < 0.5) { /* x + x^2/2! + ... + x^19/19! */
+		double t = 1;
+		for (int k = 19; k >= 2; k--)
+			t = 1 + x * t / k;
+		return x * t;
+	}
+	if (x < -746)
+		return -1;
+	if (x > 709.7)
+		return __builtin_inf();
+	/* e^x = 2^k e^r, x = k ln 2 + r, |r| <= ln 2 / 2 (ln 2 in two parts:
+	 * k * hi is exact) */
+	long k = (long)(x * 1.4426950408889634 + (x < 0 ? -0.5 : 0.5));
+	double r = x - (double)k * 6.93147180369123816490e-01 - (double)k * 1.90821492927058770002e-10;
+	double t = 1;
+	for (int j = 17; j >= 1; j--)
+		t = 1 + r * t / j;
+	union {
+		double d;
+		uint64_t u;
+	} p;
+	long half = k / 2; /* 2^k as two factors: each a normal double */
+	p.u = (uint64_t)(half + 1023) << 52;
+	t *= p.d;
+	p.u = (uint64_t)(k - half + 1023) << 52;
+	return t * p.d - 1;
+}
+
+struct nofile {
+	uint64_t cur, max;
+};
+
+static int
+nofile(const struct nofile *set, struct nofile *old) {
+	return (int)mt_sys(SYS_prlimit64, 0, 7 /* RLIMIT_NOFILE */, set, old, 0, 0);
+}
+
+void
+mt_fdroom_enter(struct mt_fdroom *r) {
+	struct nofile l, up, was;
+	r->cur = r->max = 0;
+	r->on = 0;
+	if (nofile(NULL, &l))
+		return;
+	r->cur = l.cur;
+	r->max = l.max;
+	if (l.cur < 16 || l.cur > MT_FDROOM_MAX)
+		return;
+	/* the soft limit up; the hard one with it when it is the soft one
+	 * (only a privileged process may: CAP_SYS_RESOURCE); else as far as
+	 * the hard one allows */
+	up.cur = l.cur + MT_FDROOM;
+	up.max = l.max > up.cur ? l.max : up.cur;
+	int err = nofile(&up, &was);
+	if (err && up.max != l.max && l.max > l.cur) {
+		up.cur = l.max < up.cur ? l.max : up.cur;
+		up.max = l.max;
+		err = nofile(&up, &was);
+	}
+	if (err)
+		return;
+	if (was.cur != l.cur || was.max != l.max) {
+		/* the program changed it between the two calls: its own */
+		nofile(&was, NULL);
+		return;
+	}
+	r->up_cur = up.cur;
+	r->up_max = up.max;
+	r->on = 1;
+}
+
+void
+mt_fdroom_leave(struct mt_fdroom *r) {
+	if (!r->on)
+		return;
+	r->on = 0;
+	struct nofile back = {r->cur, r->max}, was;
+	if (nofile(&back, &was))
+		return;
+	if (was.cur != r->up_cur || was.max != r->up_max)
+		nofile(&was, NULL); /* the program set its own meanwhile: kept */
+}
+
 long
-mt_fd_high(long fd) {
-	struct { uint64_t cur, max; } lim;
-	if (fd < 0 || mt_sys(SYS_prlimit64, 0, 7 /* RLIMIT_NOFILE */, 0, &lim, 0, 0))
+mt_fd_high_in(long fd, const struct mt_fdroom *r) {
+	if (fd < 0 || !r->cur)
 		return fd;
-	uint64_t from = lim.cur < 908 ? lim.cur - 8 : 900;
-	if (lim.cur < 16 || (uint64_t)fd >= from)
+	uint64_t from;
+	if (r->on)
+		from = r->cur; /* past the program's own range */
+	else if (r->cur < 16)
+		return fd;
+	else
+		from = r->cur < 908 ? r->cur - 8 : 900;
+	if ((uint64_t)fd >= from)
 		return fd;
 	long hi = mt_sys(SYS_fcntl, fd, 1030 /* F_DUPFD_CLOEXEC */, from, 0, 0, 0);
 	if (hi < 0)
 		return fd;
 	mt_sys(SYS_close, fd, 0, 0, 0, 0, 0);
 	return hi;
+}
+
+long
+mt_fd_high(long fd) {
+	if (fd < 0)
+		return fd;
+	struct mt_fdroom r;
+	mt_fdroom_enter(&r);
+	fd = mt_fd_high_in(fd, &r);
+	mt_fdroom_leave(&r);
+	return fd;
 }
 
 long

@@ -227,6 +227,12 @@ uint64_t mt_wall_ns(void);
  * fork child (mt_clock_start), read by every record's times. */
 extern uint64_t mt_start_mono_ns, mt_start_wall_ns;
 void mt_clock_start(void);
+/* The natural logarithm of x > 0 (finite), to a unit or two in the last
+ * place: the sampler's draws, without libm (900 KB of a small program's
+ * address space for two functions). */
+double mt_log(double x);
+/* e^x - 1, exact near 0 as libm's (the sampler's probabilities). */
+double mt_expm1(double x);
 /* The value of the "step" mark (marks.c writes it, call-site peaks read
  * it); -1 before the first. */
 extern int32_t mt_step_now;
@@ -274,11 +280,35 @@ mt_pcs_find(const uintptr_t *pcs, int n, uintptr_t lo, uintptr_t hi) {
 /* A small file (/proc, /sys) read whole into buf, NUL-terminated (at most
  * cap - 1 bytes).  Its length, or -errno.  Never allocates. */
 long mt_read_file(const char *path, char *buf, size_t cap);
-/* fd moved to a high number (F_DUPFD_CLOEXEC from the lower of 900 and
- * RLIMIT_NOFILE - 8, the old one closed): a descriptor the shim keeps
- * stays out of the low numbers a program's own opens take (its first
- * open is 3, as without the shim).  fd itself when it cannot be moved.
- * Async-signal-safe, never allocates. */
+/* The descriptors the shim keeps (its file, libunwind's pipe) and the
+ * ones it opens for a moment (dumps, their directory) stay out of the
+ * program's range.  A program whose soft RLIMIT_NOFILE is at most
+ * MT_FDROOM_MAX (the limits that programs run into) has it raised by
+ * MT_FDROOM for the moment of the open (mt_fdroom_enter, as far as the
+ * hard limit allows, or with the hard limit when the process may raise
+ * it: CAP_SYS_RESOURCE) and put back (mt_fdroom_leave; a limit the program
+ * set meanwhile is kept); the descriptor is moved to the old soft limit or
+ * above it (mt_fd_high_in), where the program's own opens never reach: its
+ * first open is 3 and it opens as many as without the shim, even when it
+ * sits at its limit when the shim opens.  Without that room (a larger
+ * limit, or soft = hard for an unprivileged process) it is moved to the
+ * top of the program's range (the lower of 900 and the limit - 8), and
+ * counts against it.  What a program can see: getrlimit in another thread
+ * during the moment, or a child forked then, gets the raised limit.
+ * O_CLOEXEC either way.  Async-signal-safe, never allocate. */
+#define MT_FDROOM 16
+#define MT_FDROOM_MAX 4096
+struct mt_fdroom {
+	uint64_t cur, max;       /* the program's limit (cur 0: unknown) */
+	uint64_t up_cur, up_max; /* as raised */
+	int on;                  /* raised */
+};
+void mt_fdroom_enter(struct mt_fdroom *r);
+void mt_fdroom_leave(struct mt_fdroom *r);
+/* fd moved out of the program's range (within r, entered), the old one
+ * closed; fd itself when it cannot be moved. */
+long mt_fd_high_in(long fd, const struct mt_fdroom *r);
+/* The same, in a room of its own. */
 long mt_fd_high(long fd);
 
 #endif

@@ -235,13 +235,17 @@ if mt.case('drop-threads'):
     if os.geteuid() != 0:
         print('  skip drop-threads: needs root')
     else:
-        for extra in ({}, {'MEMTALLY_INTERVAL': '0.005'}):
+        import resource
+        def tight():  # soft = hard: the shim keeps no descriptor between
+            resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))  # writes but across the drop
+        for extra, pre in (({}, None), ({'MEMTALLY_INTERVAL': '0.005'}, None), ({}, tight)):
             d = root_dir('drop')
             prog = [os.path.join(B, 'test', 'prog_setid'), '65534']
             env = dict(os.environ, LD_PRELOAD=SHIM, MEMTALLY_OUT=d, **extra)
-            r = subprocess.run(prog, capture_output=True, text=True, env=env)
+            r = subprocess.run(prog, capture_output=True, text=True, env=env, preexec_fn=pre)
+            extra = dict(extra, nofile=64) if pre else extra
             fs = mt.files(d)
-            last = fs[0].final() if fs else {'callsites': []}
+            last = fs[0].final() if fs and fs[0].snapshots else {'callsites': []}
             after = [c for c in last['callsites'] if c['stack'] and
                      'after_drop' in [fn for fn, _ in fs[0].symbolize(fs[0].stacks[c['stack']])]]
             mt.check(r.returncode == 0 and r.stdout == 'dropped to 65534\n' and len(fs) == 1 and

@@ -5,14 +5,26 @@
            file was made, and the reader takes it (it was empty: the
            header went out with the first snapshot, which was cut back);
            plain and zstd files
-  fds:     `ulimit -n 64`: the program's first descriptor is 3, as without
-           the shim (the shim's file and libunwind's pipe were 3-4: they
-           are moved to the top of the range, O_CLOEXEC); it can open all
-           but the shim's few
-  vm:      `ulimit -v 20000` and calloc(8 MiB), as an ordinary user
-           (nobody, through setpriv): succeeds as without the shim (the
-           shim mapped ~15 MB before main: the event ring, the writer's
-           buffers and zstd's context are now mapped as needed)
+  fds:     `ulimit -n 64` and 200, a program that opens /dev/null until
+           EMFILE: its first descriptor (3) and its count as without the
+           shim (which took 3 of them: its file and libunwind's pipe).
+           With soft = hard (unprivileged, or root without
+           CAP_SYS_RESOURCE) the shim holds no descriptor between writes,
+           so a snapshot while the program has them all is lost (the exit
+           snapshot of one that exits so; written when it closes them
+           first); with `ulimit -Sn 64` (soft < hard) its file sits above
+           the soft limit and the exit snapshot is written
+  oomfds:  malloc fails while the program has every descriptor open:
+           with soft = hard the dump cannot be opened, and the warning (in
+           the file) names it (it printed an uninitialised path); with
+           soft < hard the dump is written
+  vm:      `ulimit -v 20000` (and 15000, 24000) and calloc(8 MiB), as root and
+           as an ordinary user (nobody, through setpriv): succeeds as
+           without the shim, whose exit snapshot is written too (the
+           shim's address space at start was 10 MB more than without it,
+           as root: its file's buffers and zstd's context, the CFI rule
+           table, the OOM dump buffer, libunwind's caches, libm; now
+           2.5 MB, most of it libzstd, libunwind and the shim itself)
   disk:    a 16 MiB tmpfs holds the program's output and the shim's; the
            program fills it to all but 4 KiB, asks for 8 snapshots, writes
            the last 4 KiB: with MEMTALLY_DISK_FLOOR=2M it succeeds as
@@ -21,9 +33,7 @@
            space; `memtally run` prints the warning at the end); with no
            floor (0) the shim takes the last bytes: ENOSPC, exit 4 (the
            failure the floor prevents)
-(The descriptors the shim keeps still count against RLIMIT_NOFILE.  Root
-opens its file before main, to keep it across a change of identity, and
-maps the writer's buffers then: ~3.6 MB more.)"""
+"""
 import os, shutil, subprocess, sys, tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
@@ -65,43 +75,90 @@ if mt.case('header'):
                  'COMPRESS=%s: report takes the header-only file (%s)' % (compress, (r.stdout + r.stderr)[-200:]))
 
 if mt.case('fds'):
+    import resource
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    def same(tag, lim, mode):
+        a, _ = run('fds-plain-%s' % tag, lim, [PROG, 'fds'] + mode, shim=False)
+        b, out = run('fds-%s' % tag, lim, [PROG, 'fds'] + mode)
+        mt.eq((b.returncode, b.stdout), (a.returncode, a.stdout),
+              '%s %s: the program opens as many descriptors as without the shim, from the same first'
+              % (lim, ' '.join(mode)))
+        return out
     for n in (64, 200):
+        # soft = hard, and no CAP_SYS_RESOURCE to raise them (a container's
+        # root): the shim keeps no descriptor between writes
         lim = 'ulimit -n %d' % n
-        a, _ = run('fds-plain%d' % n, lim, [PROG, 'fds'], shim=False)
-        # as root, the shim opens its file at start (to keep it across a
-        # change of identity); libunwind opens its pipe at start
-        b, out = run('fds%d' % n, lim, [PROG, 'fds'])
-        fa, fb = a.stdout.split(), b.stdout.split()
-        mt.eq((b.returncode, fb[:2]), (a.returncode, fa[:2]),
-              'ulimit -n %d: the first descriptor the program opens is %s, as without the shim' % (n, fa[1:2]))
-        mt.check(len(fb) == 4 and int(fa[3]) - 3 <= int(fb[3]) <= int(fa[3]),
-                 'ulimit -n %d: it opens %s descriptors, %s without the shim (the shim keeps at most 3)'
-                 % (n, fb[3:], fa[3:]))
+        out = same('%d' % n, lim, [])
         f = mt.files(out)
-        mt.check(len(f) == 1 and f[0].snapshots, 'ulimit -n %d: the shim\'s file is written' % n)
-if mt.case('vm'):
-    if not shutil.which('setpriv') or os.geteuid() != 0:
-        print('  note: needs root and setpriv: skipped')
+        if os.geteuid() == 0:  # root made its file at start (its header)
+            mt.check(len(f) == 1 and f[0].header is not None,
+                     '%s: root\'s file, made at start, holds its header' % lim)
+        out = same('%d-close' % n, lim, ['close'])
+        f = mt.files(out)
+        mt.check(len(f) == 1 and f[0].snapshots and f[0].snapshots[-1].get('reason') == 'exit',
+                 '%s, the program closes them before it exits: the exit snapshot is written' % lim)
+    if hard >= 64 + 16:
+        # soft < hard: the shim's descriptor sits above the soft limit
+        lim = 'ulimit -Sn 64'
+        out = same('soft', lim, [])
+        f = mt.files(out)
+        mt.check(len(f) == 1 and f[0].snapshots and f[0].snapshots[-1].get('reason') == 'exit',
+                 '%s: the exit snapshot is written though the program has every descriptor open' % lim)
     else:
-        # copies nobody can read, and an output directory under /tmp (root's)
-        tmp = tempfile.mkdtemp(prefix='mt-limits-')
-        os.chmod(tmp, 0o755)
-        shim, prog = os.path.join(tmp, 'libmemtally.so'), os.path.join(tmp, 'prog_limits')
-        shutil.copy(SHIM, shim)
-        shutil.copy(PROG, prog)
-        out = tmp + '-out'
-        nobody = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups']
-        for kb in (20000, 24000):
+        print('  note: hard RLIMIT_NOFILE %d: the soft-limit case skipped' % hard)
+if mt.case('oomfds'):
+    # an allocation fails while the program has every descriptor open: the
+    # OOM dump cannot be opened (soft = hard) and the warning names it; it
+    # is written when the shim may raise the soft limit (soft < hard)
+    import re, resource
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    for lim in ['ulimit -n 64'] + (['ulimit -Sn 64'] if hard >= 80 else []):
+        tag = 'oom-soft' if '-S' in lim else 'oom'
+        a, _ = run(tag + '-plain', lim, [PROG, 'fds', 'oom'], shim=False)
+        b, out = run(tag, lim, [PROG, 'fds', 'oom'], QUIET='1')
+        mt.eq((b.returncode, b.stdout, b.stderr), (a.returncode, a.stdout, a.stderr),
+              '%s, malloc fails at the limit: the program as without the shim' % lim)
+        f = mt.files(out)
+        pid = f[0].header.get('pid') if f else None
+        dumps = [n for n in os.listdir(out) if '.oom' in n] if os.path.isdir(out) else []
+        warns = [w for w in (f[0].warnings if f else []) if 'OOM dump' in w]
+        if '-S' in lim:
+            mt.check(len(dumps) == 1 and not warns, '%s: the dump is written (%s %s)' % (lim, dumps, warns))
+        else:
+            want = r'^cannot write OOM dump %s/memtally\.[^/ ]+\.p%s\.oom1\.jsonl \(errno 24\)$' % (re.escape(out), pid)
+            mt.check(not dumps and len(warns) == 1 and re.match(want, warns[0]),
+                     '%s: no dump; the warning names the file it could not open (%s)' % (lim, warns))
+
+if mt.case('vm'):
+    # as the runner (root here: it makes its file at start, and once mapped
+    # the writer's buffers then) and as an ordinary user (nobody)
+    users = [('runner', [])]
+    if shutil.which('setpriv') and os.geteuid() == 0:
+        users.append(('nobody', ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups']))
+    else:
+        print('  note: needs root and setpriv: nobody\'s case skipped')
+    # copies anyone can read, and an output directory under /tmp
+    tmp = tempfile.mkdtemp(prefix='mt-limits-')
+    os.chmod(tmp, 0o755)
+    shim, prog = os.path.join(tmp, 'libmemtally.so'), os.path.join(tmp, 'prog_limits')
+    shutil.copy(SHIM, shim)
+    shutil.copy(PROG, prog)
+    for who, pre in users:
+        for kb in (15000, 20000, 24000):
+            out = '%s-out-%s-%d' % (tmp, who, kb)
             script = 'ulimit -v %d; %s exec "$@"'
-            a = subprocess.run(nobody + ['bash', '-c', script % (kb, ''), 'x', prog, 'calloc'],
+            a = subprocess.run(pre + ['bash', '-c', script % (kb, ''), 'x', prog, 'calloc'],
                                env=env0, capture_output=True, text=True, timeout=60)
-            b = subprocess.run(nobody + ['bash', '-c', script % (kb, 'LD_PRELOAD=%s MEMTALLY_OUT=%s' % (shim, out)),
-                                         'x', prog, 'calloc'], env=env0, capture_output=True, text=True, timeout=60)
+            b = subprocess.run(pre + ['bash', '-c', script % (kb, 'LD_PRELOAD=%s MEMTALLY_OUT=%s' % (shim, out)),
+                                      'x', prog, 'calloc'], env=env0, capture_output=True, text=True, timeout=60)
             mt.eq((b.returncode, b.stdout), (a.returncode, a.stdout),
-                  'ulimit -v %d, calloc(8 MiB), as nobody: as without the shim' % kb)
-        mt.check(len(os.listdir(out)) >= 1 if os.path.isdir(out) else False, 'and the shim wrote its file')
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(out, ignore_errors=True)
+                  'ulimit -v %d, calloc(8 MiB), as %s: as without the shim' % (kb, who))
+            f = mt.files(out) if os.path.isdir(out) else []
+            if kb >= 20000:  # below, room for the program, not for the shim's snapshot
+                mt.check(len(f) == 1 and f[0].snapshots and f[0].snapshots[-1].get('reason') == 'exit',
+                         'ulimit -v %d, as %s: and the shim wrote its exit snapshot (%s)' % (kb, who, b.stderr[-200:]))
+            shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(tmp, ignore_errors=True)
 if mt.case('disk'):
     fs = tempfile.mkdtemp(prefix='mt-disk-')
     prog = os.path.join(B, 'test', 'prog_diskfull')

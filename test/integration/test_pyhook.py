@@ -15,7 +15,11 @@ without torch: `memtally run` puts its directory first on PYTHONPATH
  - an installed tree (make install) finds its own copy;
  - torch >= 2.0's global optimizer step post-hook, on a double of torch's
    step machinery (py/torch2): one mark per step, per iteration with two
-   optimizers, once for a step calling its parent class's."""
+   optimizers, once for a step calling its parent class's;
+ - the hook's own warnings (a torch without torch.optim) are the shim's
+   (memtally_warn): a record in the file that `memtally run` prints once
+   at the end, nothing on the program's stderr; under a bare LD_PRELOAD
+   one line, none with MEMTALLY_QUIET=1."""
 import json, os, shutil, subprocess, sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
@@ -198,6 +202,33 @@ def old_pythons():
                 break
     return found
 
+
+if mt.case('warn'):
+    broken = os.path.join(OUT, 'broken')
+    os.makedirs(os.path.join(broken, 'torch'), exist_ok=True)
+    with open(os.path.join(broken, 'torch', '__init__.py'), 'w') as f:
+        f.write('__version__ = "0.bad"\n')  # no torch.optim: the hook cannot hook steps
+    prog = 'import sys, torch\nprint("ok")\nsys.stderr.write("err\\n")\n'
+    env = dict(env0, PYTHONPATH=broken)
+    a = run([PY, '-c', prog], env, under=False)
+    b = run([PY, '-c', prog], env, out='warn')
+    want = 'cannot hook optimizer steps in torch 0.bad'
+    mt.eq((b.returncode, b.stdout, run_lines(b.stderr)), (a.returncode, a.stdout, run_lines(a.stderr)),
+          'a hook warning: the program\'s output and stderr as without memtally (%r)' % b.stderr[-300:])
+    mt.check(('memtally: warning from 1 process: ' + want) in b.stderr,
+             'memtally run prints it at the end (%r)' % b.stderr[-300:])
+    fs = mt.files(os.path.join(OUT, 'warn'))
+    mt.check(len(fs) == 1 and [w for w in fs[0].warnings if w.startswith(want)],
+             'and it is in the file, a warning record (%s)' % (fs[0].warnings if fs else None))
+    shim = os.path.join(B, 'libmemtally.so')
+    for quiet, lines in (('0', 1), ('1', 0)):
+        e = dict(env, PYTHONPATH=HOOK + ':' + broken, LD_PRELOAD=shim, MEMTALLY_QUIET=quiet,
+                 MEMTALLY_OUT=os.path.join(OUT, 'warn-bare' + quiet))
+        r = subprocess.run([PY, '-c', prog], env=e, capture_output=True, text=True, timeout=60)
+        ours = [l for l in r.stderr.splitlines() if l.startswith('memtally')]
+        mt.check(r.returncode == 0 and r.stdout == 'ok\n' and len(ours) == lines and
+                 (not lines or ours[0].startswith('memtally: warning: ' + want)),
+                 'bare LD_PRELOAD, MEMTALLY_QUIET=%s: %d line of ours on stderr (%r)' % (quiet, lines, ours))
 
 if mt.case('old'):
     # Python 2 and 3.0-3.9 are left alone: the shadowed sitecustomize runs

@@ -4,12 +4,14 @@
  * (a call to a noreturn function), a thread's stack (ends at clone),
  * rules served from the table and worked out again after mt_cfi_forget,
  * the last walk's frames reused only where the stack still holds them
- * and only as deep as the walk goes.
+ * and only as deep as the walk goes.  The rule table starts small (64
+ * KiB) and grows to its full size once half full, its rules kept.
  * A signal handler's stack holds the kernel's signal frame, which the
  * walker does not read: it must say so (-1), and mt_unwind then gives
  * libunwind's frames. */
 #include "../test.h"
 #include "capture/cfi.h"
+#include "capture/cfitab.h"
 #include <dlfcn.h>
 #include "capture/unwind.h"
 #include <alloca.h>
@@ -475,11 +477,40 @@ TEST(signal_frame_goes_to_libunwind) {
 		       sizeof(uintptr_t) * (size_t)sig_m[MT_UNWIND_CFI].n));
 }
 
+/* Rules at addresses where no code is (the walks never ask for them). */
+#define FAKE_PC(i) ((uintptr_t)0x100000000000ull + (uintptr_t)(i) * 64)
+
+static int
+all_found(int from, int to, uint64_t g) {
+	for (int i = from; i < to; i++) {
+		uint64_t r = 0;
+		if (!mt_cfitab_get(FAKE_PC(i), g, &r) || r != (uint64_t)i * 3 + 1)
+			return 0;
+	}
+	return 1;
+}
+
+static void
+rule_table_grows(void) {
+	uint64_t g = mt_cfi_gen & MT_CFI_GEN_MASK;
+	for (int i = 0; i < 1000; i++)
+		mt_cfitab_put(FAKE_PC(i), g, (uint64_t)i * 3 + 1);
+	EXPECT(all_found(0, 1000, g));
+	EXPECT(mt_cfi_memory() <= 64 << 10); /* the small table */
+	for (int i = 1000; i < 6000; i++)
+		mt_cfitab_put(FAKE_PC(i), g, (uint64_t)i * 3 + 1);
+	EXPECT(mt_cfi_memory() > 64 << 10); /* the full one */
+	for (int i = 0; i < 6000; i++) /* those put in the small one: again */
+		mt_cfitab_put(FAKE_PC(i), g, (uint64_t)i * 3 + 1);
+	EXPECT(all_found(0, 6000, g));
+}
+
 int
 main(void) {
 	mt_unwind_init(dlsym);
 	EXPECT(mt_cfi_init(dlsym) == 1); /* glibc 2.35+: _dl_find_object */
 	stk_hi = stack_top();
+	RUN(rule_table_grows);
 	RUN(recursion_matches_libunwind);
 	RUN(through_libc_qsort);
 	RUN(alloca_frame_cfa_on_rbp);

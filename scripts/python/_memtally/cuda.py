@@ -21,7 +21,8 @@ torch.cuda.is_initialized()).  Then:
    Not under PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (torch keeps
    neither there): memtally's driver view stays.
 
-A failure in here prints one `memtally:` warning and the program goes on;
+A failure in here is one warning (steps.py say(): into the file, not the
+program's stderr) and the program goes on;
 the observer never raises (an exception there would replace torch's
 OutOfMemoryError).  Standard library only."""
 import ctypes, json, os, sys
@@ -37,12 +38,16 @@ _dumps = 0
 
 
 def _warn(key, msg):
+    """Once per key, as steps.py's say() says it (the file, not stderr)."""
     if key not in _warned:
         _warned.add(key)
         try:
-            sys.stderr.write('memtally: %s\n' % msg)
+            sys.modules['_memtally.steps'].say(msg)
         except Exception:
-            pass
+            try:
+                sys.stderr.write('memtally: %s\n' % msg)
+            except Exception:
+                pass
 
 
 def _load_steps():

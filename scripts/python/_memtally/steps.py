@@ -22,8 +22,8 @@ or the program's.
 
 Nothing here changes what the program computes, initialises CUDA or raises
 into the program (of any kind, SystemExit included; a KeyboardInterrupt is
-the user's and passes): a failure prints one "memtally:" line and is
-dropped.  Modules of this package are loaded by their path (load()), never
+the user's and passes): a failure is one warning (say(): into the file,
+not the program's stderr) and is dropped.  Modules of this package are loaded by their path (load()), never
 by a name a module of the program's could take.  Importing this module only
 defines what is below."""
 import os
@@ -41,16 +41,34 @@ _mark = None        # memtally_mark, through ctypes, once torch is imported
 _lock = None
 
 
+def say(msg):
+    """A warning said as the shim says its own (the C API's memtally_warn:
+    a record in the file, which `memtally run` prints at the end; on
+    stderr the process's first only, none under MEMTALLY_QUIET=1); without
+    the shim, one stderr line unless MEMTALLY_QUIET=1.  Never raises."""
+    try:
+        import ctypes
+        f = ctypes.CDLL(None).memtally_warn
+        f.argtypes = [ctypes.c_char_p]
+        f.restype = ctypes.c_int
+        if f(msg.encode('utf-8', 'replace')) == 0:
+            return
+    except Exception:
+        pass
+    try:
+        if os.environ.get('MEMTALLY_QUIET', '0').strip().lower() not in ('1', 'true', 'yes', 'on'):
+            sys.stderr.write('memtally: %s\n' % msg)
+            sys.stderr.flush()
+    except Exception:
+        pass
+
+
 def _warn(key, msg):
-    """Print "memtally: MSG" once per key; never raises."""
+    """say(MSG) once per key; never raises."""
     if key in _warned:
         return
     _warned.add(key)
-    try:
-        sys.stderr.write('memtally: %s\n' % msg)
-        sys.stderr.flush()
-    except Exception:
-        pass
+    say(msg)
 
 
 def load(name):

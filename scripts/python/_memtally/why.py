@@ -27,8 +27,8 @@ Safety: the search never calls gc.collect(), never calls the program's
 code (no getattr on the program's objects: __dict__ is read through
 the type's own descriptor, attributes of torch's C types only), keeps
 its references only while it runs and drops them before returning, and
-stops after BUDGET_S seconds or MAX_OBJECTS objects.  A failure prints
-one "memtally:" line and searching stops; nothing reaches the program."""
+stops after BUDGET_S seconds or MAX_OBJECTS objects.  A failure is one
+warning (steps.py say(): into the file) and searching stops; nothing reaches the program."""
 import sys
 
 BUDGET_S = 1.0        # a search's time budget
@@ -50,11 +50,15 @@ stats = {'skipped': 0, 'searches': 0, 'seconds': 0.0, 'max_seconds': 0.0, 'objec
 
 
 def _warn(msg):
+    """As steps.py's say() says it (the file, not stderr)."""
     try:
-        sys.stderr.write('memtally: %s\n' % msg)
-        sys.stderr.flush()
+        sys.modules['_memtally.steps'].say(msg)
     except Exception:
-        pass
+        try:
+            sys.stderr.write('memtally: %s\n' % msg)
+            sys.stderr.flush()
+        except Exception:
+            pass
 
 
 def _shim_api():
