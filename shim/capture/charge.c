@@ -210,25 +210,32 @@ ptr_slot(const struct mt_ptr *e) {
 }
 
 /* plain: the solo thread's plain updates (solo.h), for heap entries only
- * (other kinds' totals are changed by any thread). */
-static void
-uncharge(const struct mt_ptr *e, int plain) {
+ * (other kinds' totals are changed by any thread).  heap: the caller
+ * knows e is a host heap block (inlined there, its tests folded). */
+static inline __attribute__((always_inline)) void
+uncharge_as(const struct mt_ptr *e, int plain, int heap) {
 	int64_t bytes = (int64_t)e->size, count = 1;
-	plain &= e->kind == MT_HEAP;
+	int kind = heap ? MT_HEAP : e->kind;
+	plain &= kind == MT_HEAP;
 	if (e->size >= mt_cfg.exact_above)
-		mt_event(MT_EV_FREE, e->kind, e->addr, e->size, e->stack);
+		mt_event(MT_EV_FREE, kind, e->addr, e->size, e->stack);
 	if (e->sampled)
 		sample_weights(e->size, &bytes, &count);
-	mt_site_free(e->stack, ptr_slot(e), bytes, count, plain);
-	struct mt_totals *t = &mt_totals[e->kind];
+	mt_site_free(e->stack, heap ? MT_HEAP : ptr_slot(e), bytes, count, plain);
+	struct mt_totals *t = &mt_totals[kind];
 	mt_addp(plain, &t->live_bytes, -bytes);
-	if (e->kind == MT_HEAP) { /* per-thread: no shared cache line */
+	if (kind == MT_HEAP) { /* per-thread: no shared cache line */
 		struct mt_tcount *tc = mt_tcount();
 		mt_tc_add2(&tc->live_count, (uint64_t)-count, &tc->free_bytes, e->size);
 	} else {
 		mt_add(&t->live_count, -count);
 		mt_add(&t->free_bytes, e->size);
 	}
+}
+
+static MT_NOINLINE void
+uncharge(const struct mt_ptr *e, int plain) {
+	uncharge_as(e, plain, 0);
 }
 
 /* Heap totals: allocs, alloc_bytes and frees are exact in every mode;
@@ -248,7 +255,9 @@ mt_heap_track(void *p, size_t size, uintptr_t hook, int how) {
 			   .time_ms = (uint32_t)mt_ms_since_start()};
 	struct mt_ptr old;
 	int plain = mt_plain_enter(); /* from here to mt_plain_leave */
-	int err = mt_ptrtab_put_at(&e, &old, plain, place);
+	int err = plain && mt_ptrtab_put_solo(e.addr, e.size, e.stack, e.time_ms, e.sampled, place)
+			  ? 0
+			  : mt_ptrtab_put_at(&e, &old, plain, place);
 	if (err == ENOMEM) {
 		mt_plain_leave(plain);
 		mt_add(&mt_dropped_live, 1);
@@ -281,7 +290,9 @@ mt_heap_free(void *p, void (*real_free)(void *)) {
 		 * has returned, or not begun).  errno: free keeps it. */
 		uint64_t place = mt_ptrtab_prefetch((uintptr_t)p);
 		real_free(p);
-		if (mt_ptrtab_take_at((uintptr_t)p, &e, 1, place))
+		if (mt_ptrtab_take_solo((uintptr_t)p, &e, place))
+			uncharge_as(&e, 1, 1); /* a host heap block (take_solo's) */
+		else if (mt_ptrtab_take_at((uintptr_t)p, &e, 1, place))
 			uncharge(&e, 1);
 		mt_plain_leave(1);
 		return;

@@ -377,6 +377,29 @@ mt_ptrtab_put_at(const struct mt_ptr *e, struct mt_ptr *replaced, int plain, uin
 }
 
 int
+mt_ptrtab_put_solo(uintptr_t addr, uint64_t size, uint32_t stack, uint32_t time_ms, int sampled,
+		   uint64_t place) {
+	struct shard *s = &mt_ptr_shards[place >> PLACE_SHARD];
+	struct tab *t = &s->t[0];
+	uint64_t n = t->count, mask = t->mask;
+	/* a compact entry (fits_compact's tests, the kind's and the CUDA
+	 * fields' known), a table with room, no wide entries, no filter */
+	if (MT_UNLIKELY(((addr & 7) | (addr >> 47) | (size >> 32) | (stack >> 22)) ||
+			(n + 1) * 2 > mask + 1 || n >= shard_cap || s->t[1].count || filter_count))
+		return 0;
+	struct cslot *sl = t->slot;
+	uint64_t i = place & mask, key = addr >> 3;
+	for (uint64_t w; (w = sl[i].w0); i = (i + 1) & mask)
+		if (MT_UNLIKELY((w & KEY_MASK) == key))
+			return 0; /* stale: the general put hands it back */
+	sl[i].w1 = size | ((uint64_t)time_ms >> TIME_SHIFT & TIME_MASK) << 32 |
+		   (uint64_t)(stack >> STACK_LO) << 60 | (uint64_t)(sampled != 0) << 63;
+	sl[i].w0 = key | (uint64_t)(stack & ((1u << STACK_LO) - 1)) << KEY_BITS;
+	count_add(t, 1);
+	return 1;
+}
+
+int
 mt_ptrtab_put(const struct mt_ptr *e, struct mt_ptr *replaced, int plain) {
 	return mt_ptrtab_put_at(e, replaced, plain, place_of(e->addr));
 }
@@ -460,6 +483,34 @@ mt_ptrtab_take_at(uintptr_t addr, struct mt_ptr *out, int plain, uint64_t place)
 	if (MT_LIKELY(plain) && MT_LIKELY(take_common(s, addr, place, out)))
 		return 1;
 	return take_slow(s, addr, place, out, plain);
+}
+
+int
+mt_ptrtab_take_solo(uintptr_t addr, struct mt_ptr *out, uint64_t place) {
+	struct shard *s = &mt_ptr_shards[place >> PLACE_SHARD];
+	struct tab *t = &s->t[0];
+	uint64_t mask = t->mask;
+	if (MT_UNLIKELY(!mask || ((addr & 7) | (addr >> 47)) || filter_count ||
+			(mask + 1 > MIN_SLOTS && (t->count - 1) * 8 < mask + 1)))
+		return 0;
+	struct cslot *sl = t->slot;
+	uint64_t key = addr >> 3;
+	for (uint64_t i = place & mask, w;; i = (i + 1) & mask) {
+		if (MT_UNLIKELY(!(w = sl[i].w0)))
+			return 0;
+		if ((w & KEY_MASK) == key) {
+			uint64_t w1 = sl[i].w1;
+			out->addr = addr;
+			out->size = w1 & 0xffffffffu;
+			out->stack = (uint32_t)(w >> KEY_BITS) | (uint32_t)(w1 >> 60 & 7) << STACK_LO;
+			out->kind = MT_HEAP;
+			out->sampled = (uint8_t)(w1 >> 63);
+			out->device = 0;
+			out->flags = 0;
+			tab_delete(t, 0, i);
+			return 1;
+		}
+	}
 }
 
 int

@@ -112,6 +112,17 @@ int mt_ptrtab_put_at(const struct mt_ptr *e, struct mt_ptr *replaced, int plain,
  * for mt_ptrtab_put; else takes a shard lock. */
 int mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out, int plain);
 int mt_ptrtab_take_at(uintptr_t addr, struct mt_ptr *out, int plain, uint64_t place);
+/* The solo thread's common cases alone (solo.h: plain, no lock), as
+ * leaf functions with their arguments in registers (the _at forms, which
+ * hold the fallbacks too, were ~95 instructions each, a third of them
+ * registers saved and the entry's fields tested): a host heap block new
+ * to a compact table with room, put; one found, taken (its table staying
+ * dense; *out's addr, size, stack, kind, sampled, device and flags set,
+ * the time not); without a filter.  1 when done, 0 with nothing changed
+ * (then the _at form, plain). */
+int mt_ptrtab_put_solo(uintptr_t addr, uint64_t size, uint32_t stack, uint32_t time_ms, int sampled,
+		       uint64_t place);
+int mt_ptrtab_take_solo(uintptr_t addr, struct mt_ptr *out, uint64_t place);
 /* Copy addr's entry to *out without removing it; 1 if it is there.
  * Read-only: ends solo mode for a thread other than the solo one (as any
  * change would), then takes the shard's lock for the probe, so a put or

@@ -184,6 +184,61 @@ fields_round_trip(void) {
 	EXPECT(mt_ptrtab_count() == count0);
 }
 
+/* The solo forms (the hot path's put and take of a host heap block):
+ * what they put, the general take gives back, field for field, and the
+ * reverse; every case they leave to the general forms (an entry that
+ * does not fit a compact slot, a stale entry at the address, a table
+ * without room) returns 0 having changed nothing. */
+static void
+solo_forms(void) {
+	uint64_t count0 = mt_ptrtab_count();
+	struct mt_ptr old, got;
+	const uintptr_t base = (uintptr_t)30 << 40;
+	for (uintptr_t i = 0; i < 1000; i++) {
+		uintptr_t a = base + i * 48;
+		uint32_t stack = (uint32_t)(i * 4099 % (1u << 22));
+		int ok = mt_ptrtab_put_solo(a, 16 + i, stack, (uint32_t)(i * 8), (int)(i & 1),
+					    mt_ptrtab_prefetch(a));
+		if (!ok) /* no table yet in that shard, or one without room: the general put */
+			EXPECT(mt_ptrtab_put(&(struct mt_ptr){.addr = a, .size = 16 + i, .stack = stack,
+							      .time_ms = (uint32_t)(i * 8), .kind = MT_HEAP,
+							      .sampled = (uint8_t)(i & 1)},
+					     &old, 1) == 0);
+	}
+	EXPECT(mt_ptrtab_count() == count0 + 1000);
+	long wrong = 0, solo = 0;
+	for (uintptr_t i = 0; i < 1000; i++) {
+		uintptr_t a = base + i * 48;
+		struct mt_ptr e;
+		memset(&e, 0xff, sizeof e);
+		if (i & 2) { /* the general take of a solo put */
+			wrong += !mt_ptrtab_take(a, &e, 1) || e.time_ms != i * 8;
+		} else if (mt_ptrtab_take_solo(a, &e, mt_ptrtab_prefetch(a))) {
+			solo++;
+		} else {
+			wrong += !mt_ptrtab_take(a, &e, 1);
+		}
+		wrong += e.addr != a || e.size != 16 + i || e.stack != i * 4099 % (1u << 22) ||
+			 e.kind != MT_HEAP || e.sampled != (i & 1) || e.device || e.flags;
+	}
+	EXPECT(wrong == 0);
+	EXPECT(solo > 0);
+	EXPECT(mt_ptrtab_count() == count0);
+	/* left to the general forms */
+	uintptr_t a = base + 16;
+	EXPECT(!mt_ptrtab_put_solo(a, 1ull << 32, 1, 0, 0, mt_ptrtab_prefetch(a))); /* size */
+	EXPECT(!mt_ptrtab_put_solo(a, 8, 1u << 22, 0, 0, mt_ptrtab_prefetch(a)));  /* stack */
+	EXPECT(!mt_ptrtab_put_solo(a + 4, 8, 1, 0, 0, mt_ptrtab_prefetch(a + 4))); /* aligned */
+	EXPECT(mt_ptrtab_count() == count0);
+	struct mt_ptr e = {.addr = a, .size = 8, .stack = 2, .kind = MT_HEAP};
+	EXPECT(mt_ptrtab_put(&e, &old, 1) == 0);
+	EXPECT(!mt_ptrtab_put_solo(a, 9, 3, 0, 0, mt_ptrtab_prefetch(a))); /* stale */
+	EXPECT(mt_ptrtab_count() == count0 + 1);
+	EXPECT(!mt_ptrtab_take_solo(a + 48, &got, mt_ptrtab_prefetch(a + 48))); /* absent */
+	EXPECT(mt_ptrtab_take(a, &got, 1) && got.size == 8 && got.stack == 2);
+	EXPECT(mt_ptrtab_count() == count0);
+}
+
 /* A dump (mt_ptrtab_each) gives a compact entry's time as the latest
  * before now with its stored bits: exact to 8 ms while the block is
  * younger than 24.8 days. */
@@ -545,6 +600,7 @@ int main(void) {
 	RUN(concurrent_tables);
 	RUN(shrink_after_peak);
 	RUN(fields_round_trip);
+	RUN(solo_forms);
 	RUN(dump_time);
 	RUN(bytes_per_block);
 	RUN(main_heap_even);
