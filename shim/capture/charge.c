@@ -238,6 +238,26 @@ uncharge(const struct mt_ptr *e, int plain) {
 	uncharge_as(e, plain, 0);
 }
 
+/* mt_heap_track's put of anything but the solo thread's common case:
+ * 1, or 0 when the table is full (the block is dropped: counted, its
+ * site not charged, plain mode left). */
+static MT_NOINLINE int
+track_general(void *p, size_t size, uint32_t stack, uint32_t now, int how, int plain,
+	      uint64_t place) {
+	struct mt_ptr e = {.addr = (uintptr_t)p, .size = size, .stack = stack, .kind = MT_HEAP,
+			   .sampled = how == 2, .time_ms = now};
+	struct mt_ptr old;
+	int err = mt_ptrtab_put_at(&e, &old, plain, place);
+	if (err == ENOMEM) {
+		mt_plain_leave(plain);
+		mt_add(&mt_dropped_live, 1);
+		return 0;
+	}
+	if (err == EEXIST) /* freed behind our back: forget the old one */
+		uncharge(&old, plain);
+	return 1;
+}
+
 /* Heap totals: allocs, alloc_bytes and frees are exact in every mode;
  * live bytes and count are exact in exact mode and estimates (the same
  * weights as the call sites) when sampling. */
@@ -249,29 +269,21 @@ mt_heap_track(void *p, size_t size, uintptr_t hook, int how) {
 	int64_t bytes = (int64_t)size, count = 1;
 	if (how == 2)
 		sample_weights(size, &bytes, &count);
-	struct mt_ptr e = {.addr = (uintptr_t)p, .size = size,
-			   .stack = capture(MT_HEAP, hook), .kind = MT_HEAP,
-			   .sampled = how == 2,
-			   .time_ms = (uint32_t)mt_ms_since_start()};
-	struct mt_ptr old;
+	uint32_t stack = capture(MT_HEAP, hook);
+	uint32_t now = (uint32_t)mt_ms_since_start();
 	int plain = mt_plain_enter(); /* from here to mt_plain_leave */
-	int err = plain && mt_ptrtab_put_solo(e.addr, e.size, e.stack, e.time_ms, e.sampled, place)
-			  ? 0
-			  : mt_ptrtab_put_at(&e, &old, plain, place);
-	if (err == ENOMEM) {
-		mt_plain_leave(plain);
-		mt_add(&mt_dropped_live, 1);
-		return;
-	}
-	if (err == EEXIST) /* freed behind our back: forget the old one */
-		uncharge(&old, plain);
-	mt_site_alloc(e.stack, MT_HEAP, bytes, count, plain);
+	/* the solo thread's common put, else the entry whole for the general
+	 * one (building it on the way was ~10 instructions of every put) */
+	if (!plain || !mt_ptrtab_put_solo((uintptr_t)p, size, stack, now, how == 2, place))
+		if (MT_UNLIKELY(!track_general(p, size, stack, now, how, plain, place)))
+			return;
+	mt_site_alloc(stack, MT_HEAP, bytes, count, plain);
 	int64_t live = mt_addp(plain, &t->live_bytes, bytes);
 	int peak = mt_raise_peakp(plain, &t->peak_bytes, live);
 	mt_since_raise(plain, MT_HEAP, live); /* memtally_figures' peaks */
 	mt_plain_leave(plain);
 	if (size >= mt_cfg.exact_above) /* large blocks go to the event ring */
-		mt_event(MT_EV_ALLOC, MT_HEAP, (uintptr_t)p, size, e.stack);
+		mt_event(MT_EV_ALLOC, MT_HEAP, (uintptr_t)p, size, stack);
 	mt_tc_add(&tc->live_count, (uint64_t)count);
 	if (peak)
 		mt_peak_moved(MT_HEAP);
