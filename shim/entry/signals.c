@@ -171,6 +171,49 @@ final_snapshot(const struct death *d, int fault) {
 	mt_self.guard--;
 }
 
+/* The default action for sig, as without us: a fault the kernel raised
+ * comes back by itself when the faulting instruction runs again under
+ * SIG_DFL; any other is sent again to this thread and unblocked (the
+ * handler blocks it while it runs), so it is taken at once. */
+static void
+die_by(int sig, int fault) {
+	struct sigaction dfl;
+	memset(&dfl, 0, sizeof dfl);
+	dfl.sa_handler = SIG_DFL;
+	/* (a vfork child shares our memory, not our handlers: its flag
+	 * would be the parent's) */
+	if (mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0) == __atomic_load_n(&owner, __ATOMIC_RELAXED))
+		__atomic_store_n(&ours[sig], 0, __ATOMIC_RELEASE);
+	real_sigaction(sig, &dfl, NULL);
+	if (!fault) {
+		uint64_t set = 1ull << (sig - 1);
+		mt_sys(SYS_tgkill, mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0),
+		       mt_sys(SYS_gettid, 0, 0, 0, 0, 0, 0), sig, 0, 0, 0);
+		mt_sys(SYS_rt_sigprocmask, SIG_UNBLOCK, &set, NULL, sizeof set, 0, 0);
+	}
+}
+
+/* A death taken while its thread was writing a snapshot of its own (the
+ * writer lock held: a periodic snapshot the allocating thread writes
+ * itself, a step's, a record): the handler returned, the write went on,
+ * and here, as it lets the lock go, the final snapshot is written and
+ * the process dies as it would have.  (A death taken anywhere else with
+ * a shim lock held still writes nothing: that lock may be one the
+ * snapshot needs.)  Per thread: only the writing thread defers. */
+static MT_TLS const struct death *deferred;
+
+static void
+deferred_death(void) {
+	const struct death *d = deferred;
+	deferred = NULL;
+	if (!d)
+		return;
+	int saved = errno;
+	final_snapshot(d, 0);
+	die_by(d->sig, 0);
+	errno = saved;
+}
+
 static void
 death(int sig, siginfo_t *si, void *uc) {
 	(void)uc;
@@ -182,25 +225,21 @@ death(int sig, siginfo_t *si, void *uc) {
 	 * raise (si_code <= 0) is sent again.  Either is a fault for the
 	 * snapshot (faulthandler re-raises a real one with raise). */
 	int fault = d && d->fault && si && si->si_code > 0;
+	if (d && !d->fault && mt_snapshot_in_write()) {
+		/* this thread's own snapshot is being written: the death waits
+		 * for it (a few ms), then writes the final one (the first of
+		 * the set taken decides; a second one of the set meanwhile
+		 * changes nothing) */
+		if (!deferred) {
+			deferred = d;
+			mt_snapshot_after_write(deferred_death);
+		}
+		errno = saved;
+		return;
+	}
 	if (d)
 		final_snapshot(d, d->fault);
-	struct sigaction dfl;
-	memset(&dfl, 0, sizeof dfl);
-	dfl.sa_handler = SIG_DFL;
-	/* (a vfork child shares our memory, not our handlers: its flag
-	 * would be the parent's) */
-	if (mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0) == __atomic_load_n(&owner, __ATOMIC_RELAXED))
-		__atomic_store_n(&ours[sig], 0, __ATOMIC_RELEASE);
-	real_sigaction(sig, &dfl, NULL);
-	if (!fault) {
-		/* Pending on this thread while the handler blocks it; unblocked
-		 * here, it is taken at once with the default action: the
-		 * process ends as it would have without us. */
-		uint64_t set = 1ull << (sig - 1);
-		mt_sys(SYS_tgkill, mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0),
-		       mt_sys(SYS_gettid, 0, 0, 0, 0, 0, 0), sig, 0, 0, 0);
-		mt_sys(SYS_rt_sigprocmask, SIG_UNBLOCK, &set, NULL, sizeof set, 0, 0);
-	}
+	die_by(sig, fault);
 	errno = saved;
 }
 

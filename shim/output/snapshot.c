@@ -198,12 +198,51 @@ may_change_identity(void) {
 	return (data[0].effective & ((1u << 6) | (1u << 7))) != 0; /* CAP_SETGID, CAP_SETUID */
 }
 
+/* A write in progress on this thread (it holds the writer lock, from
+ * mt_snapshot_write or mt_snapshot_record), and what a death signal's
+ * handler left to run when it is done (mt_snapshot_after_write).  Only
+ * this thread and its own handlers touch them: the signal fences keep
+ * the compiler from moving them across the lock. */
+static MT_TLS int w_mine;
+static MT_TLS void (*w_after)(void);
+
+int
+mt_snapshot_in_write(void) {
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	return w_mine;
+}
+
+void
+mt_snapshot_after_write(void (*fn)(void)) {
+	w_after = fn;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
 /* The writer lock let go, the file's descriptor closed first when it may
- * not stay between writes (file.h mt_file_release). */
+ * not stay between writes (file.h mt_file_release); then what a handler
+ * deferred while this thread wrote (a death: it does not return). */
 static void
 unlock_released(void) {
 	mt_file_release();
 	mt_unlock(&W.lock);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	w_mine = 0;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	void (*after)(void) = w_after;
+	if (MT_UNLIKELY(after)) {
+		w_after = NULL;
+		after();
+	}
+}
+
+/* The writer lock, taken for a write (w_mine: a death signal taken
+ * meanwhile on this thread waits for the write to end). */
+static void
+lock_for_write(void) {
+	mt_lock(&W.lock);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	w_mine = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 }
 
 void
@@ -433,7 +472,7 @@ int
 mt_snapshot_record(const char *line, size_t n) {
 	if (!mt_cfg.host && !mt_devices_used())
 		return -1;
-	mt_lock(&W.lock);
+	lock_for_write();
 	if (W.closed || ensure_open() || below_floor(mt_file_fd())) {
 		unlock_released();
 		return -1;
@@ -466,7 +505,7 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	 * it leaves no file. */
 	if (!mt_cfg.host && !mt_devices_used())
 		return;
-	mt_lock(&W.lock);
+	lock_for_write();
 	write_locked(reason, lab, !strcmp(reason, "exit"));
 }
 

@@ -7,6 +7,9 @@
  *           a truncated file's end: SIGBUS from the kernel)
  *     HOW   self: the program sends it to itself (kill);
  *           wait: it prints "ready" and waits for the test to send it;
+ *           churn: it prints "ready" and allocates and frees on its main
+ *             thread until the test sends it (under MEMTALLY_EVERY=1 it
+ *             is nearly always writing a snapshot when it comes);
  *           own: it installs its own handler with sigaction (it prints and
  *             exits 7), checks what sigaction and signal report, then
  *             sends the signal to itself;
@@ -165,6 +168,11 @@ main(int argc, char **argv) {
 		fflush(stdout);
 		for (;;)
 			pause();
+	}
+	if (!strcmp(how, "churn")) {
+		printf("ready\n");
+		fflush(stdout);
+		churn(NULL);
 	}
 	die(argv[1], sig);
 	stop = 1;
