@@ -218,12 +218,12 @@ mt_snapshot_after_write(void (*fn)(void)) {
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 }
 
-/* The writer lock let go, the file's descriptor closed first when it may
- * not stay between writes (file.h mt_file_release); then what a handler
- * deferred while this thread wrote (a death: it does not return). */
+/* The writer lock let go after a write (every path out of one: w_mine
+ * must not outlive it, or a later death would wait for a write that is
+ * not there); then what a handler deferred while this thread wrote (a
+ * death: it does not return). */
 static void
-unlock_released(void) {
-	mt_file_release();
+unlock_write(void) {
 	mt_unlock(&W.lock);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	w_mine = 0;
@@ -233,6 +233,14 @@ unlock_released(void) {
 		w_after = NULL;
 		after();
 	}
+}
+
+/* The same, the file's descriptor closed first when it may not stay
+ * between writes (file.h mt_file_release). */
+static void
+unlock_released(void) {
+	mt_file_release();
+	unlock_write();
 }
 
 /* The writer lock, taken for a write (w_mine: a death signal taken
@@ -390,7 +398,7 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 static void
 write_locked(const char *reason, const char *lab, int final) {
 	if (W.closed) {
-		mt_unlock(&W.lock);
+		unlock_write();
 		return;
 	}
 	if (ensure_open()) {
@@ -523,7 +531,7 @@ mt_snapshot_final(const char *reason, uint64_t wait_ns) {
 		mt_sys(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
 	}
 	if (W.closed) {
-		mt_unlock(&W.lock);
+		unlock_write();
 		return 1;
 	}
 	write_locked(reason, NULL, 1);
