@@ -126,6 +126,7 @@ postfork_child(void) {
 	/* the child hooks re-initialised the locks prefork took: this, the
 	 * child's one thread, holds none */
 	mt_locks_held = 0;
+	mt_locks_after = NULL; /* a death the parent deferred is the parent's */
 	if (!follow) {
 		mt_set_active(0);
 	} else {

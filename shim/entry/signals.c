@@ -193,13 +193,15 @@ die_by(int sig, int fault) {
 	}
 }
 
-/* A death taken while its thread was writing a snapshot of its own (the
- * writer lock held: a periodic snapshot the allocating thread writes
- * itself, a step's, a record): the handler returned, the write went on,
- * and here, as it lets the lock go, the final snapshot is written and
- * the process dies as it would have.  (A death taken anywhere else with
- * a shim lock held still writes nothing: that lock may be one the
- * snapshot needs.)  Per thread: only the writing thread defers. */
+/* A death taken while its thread holds a shim lock (a table's for a few
+ * hundred instructions; the writer lock for the few ms of a snapshot it
+ * writes itself: the cadence's in a process without a writer thread, a
+ * step's, a record): the snapshot may need that very lock, so the
+ * handler returns, the thread goes on to release it, and as its last
+ * lock goes (glue.h mt_unlock -> mt_locks_after) the final snapshot is
+ * written and the process dies as it would have.  (It was lost: a pool
+ * worker killed by SIGTERM while it interned a stack or wrote its own
+ * snapshot.)  Per thread: the thread that took the signal defers it. */
 static MT_TLS const struct death *deferred;
 
 static void
@@ -225,14 +227,14 @@ death(int sig, siginfo_t *si, void *uc) {
 	 * raise (si_code <= 0) is sent again.  Either is a fault for the
 	 * snapshot (faulthandler re-raises a real one with raise). */
 	int fault = d && d->fault && si && si->si_code > 0;
-	if (d && !d->fault && mt_snapshot_in_write()) {
-		/* this thread's own snapshot is being written: the death waits
-		 * for it (a few ms), then writes the final one (the first of
-		 * the set taken decides; a second one of the set meanwhile
+	if (d && !d->fault && mt_locks_held && __atomic_load_n(&mt_active, __ATOMIC_ACQUIRE)) {
+		/* a shim lock held here: the death waits for its release (the
+		 * first of the set taken decides; a second one meanwhile
 		 * changes nothing) */
 		if (!deferred) {
 			deferred = d;
-			mt_snapshot_after_write(deferred_death);
+			__atomic_signal_fence(__ATOMIC_SEQ_CST);
+			mt_locks_after = deferred_death;
 		}
 		errno = saved;
 		return;

@@ -198,59 +198,12 @@ may_change_identity(void) {
 	return (data[0].effective & ((1u << 6) | (1u << 7))) != 0; /* CAP_SETGID, CAP_SETUID */
 }
 
-/* A write in progress on this thread (it holds the writer lock, from
- * mt_snapshot_write or mt_snapshot_record), and what a death signal's
- * handler left to run when it is done (mt_snapshot_after_write).  Only
- * this thread and its own handlers touch them: the signal fences keep
- * the compiler from moving them across the lock. */
-static MT_TLS int w_mine;
-static MT_TLS void (*w_after)(void);
-
-int
-mt_snapshot_in_write(void) {
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	return w_mine;
-}
-
-void
-mt_snapshot_after_write(void (*fn)(void)) {
-	w_after = fn;
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-}
-
-/* The writer lock let go after a write (every path out of one: w_mine
- * must not outlive it, or a later death would wait for a write that is
- * not there); then what a handler deferred while this thread wrote (a
- * death: it does not return). */
-static void
-unlock_write(void) {
-	mt_unlock(&W.lock);
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	w_mine = 0;
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	void (*after)(void) = w_after;
-	if (MT_UNLIKELY(after)) {
-		w_after = NULL;
-		after();
-	}
-}
-
-/* The same, the file's descriptor closed first when it may not stay
- * between writes (file.h mt_file_release). */
+/* The writer lock let go, the file's descriptor closed first when it may
+ * not stay between writes (file.h mt_file_release). */
 static void
 unlock_released(void) {
 	mt_file_release();
-	unlock_write();
-}
-
-/* The writer lock, taken for a write (w_mine: a death signal taken
- * meanwhile on this thread waits for the write to end). */
-static void
-lock_for_write(void) {
-	mt_lock(&W.lock);
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	w_mine = 1;
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	mt_unlock(&W.lock);
 }
 
 void
@@ -398,7 +351,7 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 static void
 write_locked(const char *reason, const char *lab, int final) {
 	if (W.closed) {
-		unlock_write();
+		mt_unlock(&W.lock);
 		return;
 	}
 	if (ensure_open()) {
@@ -480,7 +433,7 @@ int
 mt_snapshot_record(const char *line, size_t n) {
 	if (!mt_cfg.host && !mt_devices_used())
 		return -1;
-	lock_for_write();
+	mt_lock(&W.lock);
 	if (W.closed || ensure_open() || below_floor(mt_file_fd())) {
 		unlock_released();
 		return -1;
@@ -513,7 +466,7 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	 * it leaves no file. */
 	if (!mt_cfg.host && !mt_devices_used())
 		return;
-	lock_for_write();
+	mt_lock(&W.lock);
 	write_locked(reason, lab, !strcmp(reason, "exit"));
 }
 
@@ -531,7 +484,7 @@ mt_snapshot_final(const char *reason, uint64_t wait_ns) {
 		mt_sys(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
 	}
 	if (W.closed) {
-		unlock_write();
+		mt_unlock(&W.lock);
 		return 1;
 	}
 	write_locked(reason, NULL, 1);

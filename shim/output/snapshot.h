@@ -40,13 +40,6 @@ void mt_snapshot_write(const char *reason, const char *label);
  * write that failed is counted as the exit's would be).  Never
  * allocates; async-signal-safe given no shim lock held by the caller. */
 int mt_snapshot_final(const char *reason, uint64_t wait_ns);
-/* For a death signal's handler: 1 when the calling thread is inside a
- * snapshot write of its own (mt_snapshot_write, mt_snapshot_record: it
- * holds the writer lock, so the handler can write nothing now) ... */
-int mt_snapshot_in_write(void);
-/* ... then fn runs on this thread as soon as that write has let the lock
- * go (the handler returns meanwhile).  Async-signal-safe. */
-void mt_snapshot_after_write(void (*fn)(void));
 /* At start, in a process that may change identity (root, CAP_SETUID or
  * CAP_SETGID): make the file now, with the checks of file.c, while the
  * process still has the identity it started with; a drop to another user

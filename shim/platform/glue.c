@@ -39,6 +39,16 @@ mt_wall_ns(void) {
 uint64_t mt_start_mono_ns, mt_start_wall_ns;
 int32_t mt_step_now = -1;
 MT_TLS int mt_locks_held;
+MT_TLS void (*mt_locks_after)(void);
+
+void
+mt_locks_released(void) {
+	void (*fn)(void) = mt_locks_after;
+	mt_locks_after = NULL;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (fn)
+		fn();
+}
 
 void
 mt_clock_start(void) {

@@ -172,8 +172,15 @@ mt_raise_peak(int64_t *peak, int64_t live) {
  * signal that lands in between reads it high, never low): a signal
  * handler that would write a snapshot (entry/signals.c) writes only when
  * it is 0, since a snapshot may need a lock the interrupted code holds.
- * A fork child's one thread holds none (life.c sets it to 0). */
+ * When it is not, the handler leaves mt_locks_after (a death: write the
+ * final snapshot, then die) for the thread's release of its last lock
+ * to run: the locks are held for a few hundred instructions, a snapshot
+ * write's for a few ms.  A fork child's one thread holds none and runs
+ * nothing left (life.c sets both to 0). */
 extern MT_TLS int mt_locks_held;
+extern MT_TLS void (*mt_locks_after)(void);
+/* mt_unlock's call of mt_locks_after, out of line (rare) */
+void mt_locks_released(void);
 
 typedef struct {
 	int v; /* 0 free, 1 held */
@@ -210,6 +217,9 @@ mt_trylock(mt_lock_t *l) {
 		return 1;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	mt_locks_held--;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (MT_UNLIKELY(mt_locks_after != NULL) && !mt_locks_held)
+		mt_locks_released();
 	return 0;
 }
 
@@ -218,6 +228,9 @@ mt_unlock(mt_lock_t *l) {
 	__atomic_store_n(&l->v, 0, __ATOMIC_RELEASE);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST); /* released before uncounted */
 	mt_locks_held--;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (MT_UNLIKELY(mt_locks_after != NULL) && !mt_locks_held)
+		mt_locks_released();
 }
 
 /* Monotonic and wall clocks through the vDSO (no syscall, no allocation). */
