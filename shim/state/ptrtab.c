@@ -143,13 +143,19 @@ fits_compact(const struct mt_ptr *e) {
 	       !(e->stack >> 22) && !e->device && !e->flags && !e->stream;
 }
 
+/* A host heap block's compact slot, from its fields (an entry's: pack). */
+static inline struct cslot
+pack_heap(uintptr_t addr, uint64_t size, uint32_t stack, uint32_t time_ms, int sampled) {
+	struct cslot c;
+	c.w0 = addr >> 3 | (uint64_t)(stack & ((1u << STACK_LO) - 1)) << KEY_BITS;
+	c.w1 = size | ((uint64_t)time_ms >> TIME_SHIFT & TIME_MASK) << 32 |
+	       (uint64_t)(stack >> STACK_LO) << 60 | (uint64_t)(sampled != 0) << 63;
+	return c;
+}
+
 static inline struct cslot
 pack(const struct mt_ptr *e) {
-	struct cslot c;
-	c.w0 = e->addr >> 3 | (uint64_t)(e->stack & ((1u << STACK_LO) - 1)) << KEY_BITS;
-	c.w1 = e->size | ((uint64_t)e->time_ms >> TIME_SHIFT & TIME_MASK) << 32 |
-	       (uint64_t)(e->stack >> STACK_LO) << 60 | (uint64_t)(e->sampled != 0) << 63;
-	return c;
+	return pack_heap(e->addr, e->size, e->stack, e->time_ms, e->sampled);
 }
 
 /* time_ms comes back as the stored 28 bits x 8 ms; mt_ptrtab_each puts
@@ -334,69 +340,50 @@ put_general(struct shard *s, const struct mt_ptr *e, struct mt_ptr *replaced, ui
 	return put_in(s, 1, e, replaced, place);
 }
 
-/* The common put, under the lock (or by the solo thread): a host heap
- * block new to a shard whose compact table has room and whose wide one
- * is empty (no stale entry can be there), without a filter; 1 when done, else 0 with
- * nothing changed (put_general then).  No call and few registers, so
- * the solo thread's put is no more than this (the general put_in, with
- * its registers saved and its rare cases tested, was ~110 instructions;
- * this is ~45). */
+/* The common put of a host heap block, under the shard's lock (or by
+ * the solo thread): a compact entry (fits_compact's tests of its fields:
+ * the kind's and the CUDA ones' are the caller's) new to a shard whose
+ * compact table has room and whose wide one is empty (no stale entry can
+ * be there), without a filter; 1 when done, else 0 with nothing changed
+ * (put_general then).  No call and its arguments in registers: the solo
+ * thread's put is this alone (mt_ptrtab_put_solo: ~75 instructions; the
+ * general put_in, with its registers saved and its rare cases tested,
+ * was ~110). */
 static inline __attribute__((always_inline)) int
-put_common(struct shard *s, const struct mt_ptr *e, uint64_t place) {
+put_common(struct shard *s, uintptr_t addr, uint64_t size, uint32_t stack, uint32_t time_ms,
+	   int sampled, uint64_t place) {
 	struct tab *t = &s->t[0];
 	uint64_t n = t->count, mask = t->mask;
-	if (MT_UNLIKELY(!fits_compact(e) || (n + 1) * 2 > mask + 1 || n >= shard_cap ||
-			s->t[1].count || filter_count))
+	if (MT_UNLIKELY(((addr & 7) | (addr >> 47) | (size >> 32) | (stack >> 22)) ||
+			(n + 1) * 2 > mask + 1 || n >= shard_cap || s->t[1].count || filter_count))
 		return 0; /* (with a filter, most blocks never come here) */
 	struct cslot *sl = t->slot;
-	uint64_t i = place & mask, key = e->addr >> 3;
+	uint64_t i = place & mask, key = addr >> 3;
 	for (uint64_t w; (w = sl[i].w0); i = (i + 1) & mask)
 		if (MT_UNLIKELY((w & KEY_MASK) == key))
 			return 0; /* stale: put_general hands it back */
-	sl[i] = pack(e);
+	sl[i] = pack_heap(addr, size, stack, time_ms, sampled);
 	count_add(t, 1);
 	return 1;
-}
-
-/* Anything but the solo thread's common put. */
-static MT_NOINLINE int
-put_slow(struct shard *s, const struct mt_ptr *e, struct mt_ptr *replaced, int plain,
-	 uint64_t place) {
-	shard_lock(s, plain);
-	int err = put_common(s, e, place) ? 0 : put_general(s, e, replaced, place);
-	shard_unlock(s, plain);
-	return err;
 }
 
 int
 mt_ptrtab_put_at(const struct mt_ptr *e, struct mt_ptr *replaced, int plain, uint64_t place) {
 	struct shard *s = &mt_ptr_shards[place >> PLACE_SHARD];
-	if (MT_LIKELY(plain) && MT_LIKELY(put_common(s, e, place)))
-		return 0;
-	return put_slow(s, e, replaced, plain, place);
+	shard_lock(s, plain);
+	int err = fits_compact(e) &&
+			  put_common(s, e->addr, e->size, e->stack, e->time_ms, e->sampled, place)
+		      ? 0
+		      : put_general(s, e, replaced, place);
+	shard_unlock(s, plain);
+	return err;
 }
 
 int
 mt_ptrtab_put_solo(uintptr_t addr, uint64_t size, uint32_t stack, uint32_t time_ms, int sampled,
 		   uint64_t place) {
-	struct shard *s = &mt_ptr_shards[place >> PLACE_SHARD];
-	struct tab *t = &s->t[0];
-	uint64_t n = t->count, mask = t->mask;
-	/* a compact entry (fits_compact's tests, the kind's and the CUDA
-	 * fields' known), a table with room, no wide entries, no filter */
-	if (MT_UNLIKELY(((addr & 7) | (addr >> 47) | (size >> 32) | (stack >> 22)) ||
-			(n + 1) * 2 > mask + 1 || n >= shard_cap || s->t[1].count || filter_count))
-		return 0;
-	struct cslot *sl = t->slot;
-	uint64_t i = place & mask, key = addr >> 3;
-	for (uint64_t w; (w = sl[i].w0); i = (i + 1) & mask)
-		if (MT_UNLIKELY((w & KEY_MASK) == key))
-			return 0; /* stale: the general put hands it back */
-	sl[i].w1 = size | ((uint64_t)time_ms >> TIME_SHIFT & TIME_MASK) << 32 |
-		   (uint64_t)(stack >> STACK_LO) << 60 | (uint64_t)(sampled != 0) << 63;
-	sl[i].w0 = key | (uint64_t)(stack & ((1u << STACK_LO) - 1)) << KEY_BITS;
-	count_add(t, 1);
-	return 1;
+	return put_common(&mt_ptr_shards[place >> PLACE_SHARD], addr, size, stack, time_ms, sampled,
+			  place);
 }
 
 int
@@ -443,9 +430,10 @@ take_general(struct shard *s, uintptr_t addr, uint64_t place, struct mt_ptr *out
 	return s->t[1].count && take_in(s, 1, addr, place, out);
 }
 
-/* The common take: a host heap block found in its compact table, which
- * stays dense, without a filter; 1 when done, else 0 with nothing
- * changed (take_general then). */
+/* The common take, under the shard's lock (or by the solo thread): a
+ * host heap block found in its compact table, which stays dense, without
+ * a filter; 1 when done, else 0 with nothing changed (take_general
+ * then).  The solo thread's take is this alone (mt_ptrtab_take_solo). */
 static inline __attribute__((always_inline)) int
 take_common(struct shard *s, uintptr_t addr, uint64_t place, struct mt_ptr *out) {
 	struct tab *t = &s->t[0];
@@ -468,9 +456,9 @@ take_common(struct shard *s, uintptr_t addr, uint64_t place, struct mt_ptr *out)
 	}
 }
 
-/* Anything but the solo thread's common take. */
-static MT_NOINLINE int
-take_slow(struct shard *s, uintptr_t addr, uint64_t place, struct mt_ptr *out, int plain) {
+int
+mt_ptrtab_take_at(uintptr_t addr, struct mt_ptr *out, int plain, uint64_t place) {
+	struct shard *s = &mt_ptr_shards[place >> PLACE_SHARD];
 	shard_lock(s, plain);
 	int found = take_common(s, addr, place, out) || take_general(s, addr, place, out);
 	shard_unlock(s, plain);
@@ -478,39 +466,8 @@ take_slow(struct shard *s, uintptr_t addr, uint64_t place, struct mt_ptr *out, i
 }
 
 int
-mt_ptrtab_take_at(uintptr_t addr, struct mt_ptr *out, int plain, uint64_t place) {
-	struct shard *s = &mt_ptr_shards[place >> PLACE_SHARD];
-	if (MT_LIKELY(plain) && MT_LIKELY(take_common(s, addr, place, out)))
-		return 1;
-	return take_slow(s, addr, place, out, plain);
-}
-
-int
 mt_ptrtab_take_solo(uintptr_t addr, struct mt_ptr *out, uint64_t place) {
-	struct shard *s = &mt_ptr_shards[place >> PLACE_SHARD];
-	struct tab *t = &s->t[0];
-	uint64_t mask = t->mask;
-	if (MT_UNLIKELY(!mask || ((addr & 7) | (addr >> 47)) || filter_count ||
-			(mask + 1 > MIN_SLOTS && (t->count - 1) * 8 < mask + 1)))
-		return 0;
-	struct cslot *sl = t->slot;
-	uint64_t key = addr >> 3;
-	for (uint64_t i = place & mask, w;; i = (i + 1) & mask) {
-		if (MT_UNLIKELY(!(w = sl[i].w0)))
-			return 0;
-		if ((w & KEY_MASK) == key) {
-			uint64_t w1 = sl[i].w1;
-			out->addr = addr;
-			out->size = w1 & 0xffffffffu;
-			out->stack = (uint32_t)(w >> KEY_BITS) | (uint32_t)(w1 >> 60 & 7) << STACK_LO;
-			out->kind = MT_HEAP;
-			out->sampled = (uint8_t)(w1 >> 63);
-			out->device = 0;
-			out->flags = 0;
-			tab_delete(t, 0, i);
-			return 1;
-		}
-	}
+	return take_common(&mt_ptr_shards[place >> PLACE_SHARD], addr, place, out);
 }
 
 int

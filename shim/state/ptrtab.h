@@ -117,9 +117,8 @@ int mt_ptrtab_take_at(uintptr_t addr, struct mt_ptr *out, int plain, uint64_t pl
  * hold the fallbacks too, were ~95 instructions each, a third of them
  * registers saved and the entry's fields tested): a host heap block new
  * to a compact table with room, put; one found, taken (its table staying
- * dense; *out's addr, size, stack, kind, sampled, device and flags set,
- * the time not); without a filter.  1 when done, 0 with nothing changed
- * (then the _at form, plain). */
+ * dense); without a filter.  1 when done, 0 with nothing changed (then
+ * the _at form, plain: it tries the same first). */
 int mt_ptrtab_put_solo(uintptr_t addr, uint64_t size, uint32_t stack, uint32_t time_ms, int sampled,
 		       uint64_t place);
 int mt_ptrtab_take_solo(uintptr_t addr, struct mt_ptr *out, uint64_t place);
