@@ -328,79 +328,21 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 	return n;
 }
 
-/* ---- recall -----------------------------------------------------------
- * What a capture from a hook ends as (its stack id) is a function of the
- * walk's start (the hook's caller's pc, sp, rbp), of the stack words the
- * walk read (each frame's return address, rbp where a step read it, the
- * zero return address it may have ended at) and of what else it was
- * given (the stack's top, the rule table's generation, the stop range,
- * max, and the caller's tag: the stack's key and Python stack).  The same
- * start and the same words give the same frames, exactly, so the same
- * id: a thread's loop allocating from the same few places finds its
- * stack here for the price of comparing those words (~5 instructions a
- * word) instead of walking, cutting and interning it.  A word that
- * changed (another caller at the same depth) is a miss, and the capture
- * walks.  Each thread's own table, direct-mapped by the start; read and
+/* ---- recall (cfi.h) ---------------------------------------------------
+ * The tables: each thread's own, direct-mapped by the start; read and
  * written only by its own thread with the re-entry guard held (a signal
  * handler's allocation meanwhile is not captured), so no atomics. */
-#define RC_SETS 8 /* of 2 ways: 8 starts hashed to 16 direct-mapped
-		   * slots collide more often than not (a loop over 8 sites
-		   * missed a quarter of its captures in most stack layouts) */
-#define RC_W 64 /* words a stack may need to be kept: 1-2 a frame (17 KiB a thread in all) */
-struct recall {
-	uintptr_t pc, sp, bp, hi, stop_lo, stop_hi;
-	uint64_t gen, tag;
-	int max, nw;
-	uint32_t id;
-	struct rword {
-		uintptr_t at, val; /* a word's address, what it held */
-	} w[RC_W];
-};
-static MT_TLS struct recall recalls[RC_SETS][2];
-static MT_TLS struct rset {
-	uintptr_t cand_pc[2], cand_sp[2]; /* the last two starts offered to the set */
-	int mru;                          /* its way last hit or kept */
-	int next;                         /* the cand to replace next */
-} rsets[RC_SETS];
+MT_TLS struct mt_recall mt_recalls[MT_RC_SETS][2];
+MT_TLS struct mt_rset mt_rsets[MT_RC_SETS];
+#define RC_W MT_RC_W
+#define recalls mt_recalls
+#define rsets mt_rsets
+#define recall_set mt_recall_set
 
-static inline unsigned
-recall_set(uintptr_t pc, uintptr_t sp) {
-	return (unsigned)(((pc ^ sp) * 0x9e3779b97f4a7c15ull) >> 61); /* RC_SETS == 8 */
-}
-
-/* way r of the start's set: 1 and *id when it holds the start and its
- * words still hold what they held */
-static inline int
-recall_way(const struct recall *r, uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t hi,
-	   uintptr_t stop_lo, uintptr_t stop_hi, int max, uint64_t tag, uint32_t *id) {
-	/* one branch for the walk's inputs (the start, its tag, its bounds) */
-	if ((r->pc ^ pc) | (r->sp ^ sp) | (r->bp ^ bp) | (r->tag ^ tag) | (r->hi ^ hi) |
-	    (r->stop_lo ^ stop_lo) | (r->stop_hi ^ stop_hi) | (uint64_t)(r->max ^ max) |
-	    (r->gen ^ __atomic_load_n(&mt_cfi_gen, __ATOMIC_ACQUIRE)))
-		return 0;
-	/* every word lies between sp and hi - 8, as when the walk read it;
-	 * two a step, one branch for both (the count is even: mt_cfi_keep) */
-	for (const struct rword *w = r->w, *end = r->w + r->nw; w < end; w += 2)
-		if ((*(const uintptr_t *)w[0].at ^ w[0].val) | (*(const uintptr_t *)w[1].at ^ w[1].val))
-			return 0;
-	*id = r->id;
-	return 1;
-}
-
-int
-mt_cfi_recall(uintptr_t from, uintptr_t hi, uintptr_t stop_lo, uintptr_t stop_hi, int max,
-	      uint64_t tag, uint32_t *id) {
-	uintptr_t pc = ((const uintptr_t *)from)[1], sp = from + 16,
-		  bp = ((const uintptr_t *)from)[0];
-	unsigned s = recall_set(pc, sp);
-	struct rset *set = &rsets[s];
-	int w = set->mru;
-	if (recall_way(&recalls[s][w], pc, sp, bp, hi, stop_lo, stop_hi, max, tag, id))
-		return 1;
-	if (!recall_way(&recalls[s][w ^ 1], pc, sp, bp, hi, stop_lo, stop_hi, max, tag, id))
-		return 0;
-	set->mru = w ^ 1;
-	return 1;
+void
+mt_cfi_recall_clear(void) {
+	for (int s = 0; s < MT_RC_SETS; s++)
+		recalls[s][0].pc = recalls[s][1].pc = 0;
 }
 
 void
@@ -411,7 +353,7 @@ mt_cfi_keep(uint64_t tag, uint32_t id) {
 	const struct mframe *f = m->f;
 	uintptr_t sp = f[0].sp;
 	unsigned s = recall_set(f[0].pc, sp);
-	struct rset *set = &rsets[s];
+	struct mt_rset *set = &rsets[s];
 	/* the way that holds this start (its words changed), else kept the
 	 * second time a start misses in this set while it is one of the last
 	 * two offered, in the way not used last: a start seen once (a program
@@ -431,7 +373,7 @@ mt_cfi_keep(uint64_t tag, uint32_t id) {
 		w = set->mru ^ 1;
 	}
 	set->mru = w;
-	struct recall *r = &recalls[s][w];
+	struct mt_recall *r = &recalls[s][w];
 	int nw = 0;
 	r->pc = 0; /* no match while it is rewritten, nor if it cannot be kept */
 	/* live[k]: frame k's rbp decides where the walk goes (its rule's CFA
@@ -471,11 +413,7 @@ mt_cfi_keep(uint64_t tag, uint32_t id) {
 	r->pc = f[0].pc;
 	r->sp = sp;
 	r->bp = f[0].bp;
-	r->hi = m->hi;
 	r->gen = m->gen;
-	r->stop_lo = m->stop_lo;
-	r->stop_hi = m->stop_hi;
-	r->max = m->max;
 	r->tag = tag;
 	r->nw = nw;
 	r->id = id;

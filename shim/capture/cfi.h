@@ -9,6 +9,8 @@
  */
 #ifndef MT_CFI_H
 #define MT_CFI_H
+#include "platform/glue.h"
+#include "capture/cfitab.h"
 #include <stdint.h>
 
 /* sym: the real dlsym (finds _dl_find_object, glibc 2.35 and later).
@@ -25,13 +27,97 @@ int mt_cfi_init(void *(*sym)(void *, const char *));
  * Never allocates. */
 int mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t stop_hi,
 		uintptr_t from);
-/* Recall (cfi.c): the id a capture from `from` (as mt_cfi_walk's) found
- * last time, kept by mt_cfi_keep, when this walk would read the same
- * stack words from the same start under the same hi, stop range, max,
- * rule generation and caller's tag: 1 and *id, else 0.  Reads only words
- * the kept walk read, between from and hi.  Never allocates. */
-int mt_cfi_recall(uintptr_t from, uintptr_t hi, uintptr_t stop_lo, uintptr_t stop_hi, int max,
-		  uint64_t tag, uint32_t *id);
+/* ---- recall ------------------------------------------------------------
+ * What a capture from a hook ends as (its stack id) is a function of the
+ * walk's start (the hook's caller's pc, sp, rbp), of the stack words the
+ * walk read (each frame's return address, rbp where a step read it, the
+ * zero return address it may have ended at) and of what else it was
+ * given: the rule table's generation, the caller's tag (the stack's key
+ * and Python stack), the stack's top, the stop range and max.  The same
+ * start and the same words give the same frames, exactly, so the same
+ * id: a thread's loop allocating from the same few places finds its
+ * stack here for the price of comparing those words (~5 instructions a
+ * word) instead of walking, cutting and interning it.  A word that
+ * changed (another caller at the same depth) is a miss, and the capture
+ * walks.
+ *
+ * The last three are not compared (~25 instructions of every recall):
+ * the caller keeps them fixed for a thread's kept walks.  max is the
+ * configured depth, fixed at start; the stack's top changes only when the
+ * thread's stack mapping is found again, and the finder then calls
+ * mt_cfi_recall_clear; the stop range is none without a Python stack and
+ * the eval loop's with one (the tag tells which), and finding the eval
+ * loop moves the generation (mt_cfi_forget).  The checking build
+ * (MT_CFI_CHECK) walks every capture and compares what the recall gave. */
+#define MT_RC_SETS 8 /* of 2 ways: 8 starts hashed to 16 direct-mapped
+		      * slots collide more often than not (a loop over 8
+		      * sites missed a quarter of its captures in most stack
+		      * layouts) */
+#define MT_RC_W 64   /* words a stack may need to be kept: 1-2 a frame (17 KiB a thread in all) */
+struct mt_recall {
+	uintptr_t pc, sp, bp; /* the start; pc 0: empty */
+	uint64_t gen, tag;
+	int nw; /* words, even */
+	uint32_t id;
+	struct mt_rword {
+		uintptr_t at, val; /* a word's address, what it held */
+	} w[MT_RC_W];
+};
+struct mt_rset {
+	uintptr_t cand_pc[2], cand_sp[2]; /* the last two starts offered to the set */
+	int mru;                          /* its way last hit or kept */
+	int next;                         /* the cand to replace next */
+};
+extern MT_TLS struct mt_recall mt_recalls[MT_RC_SETS][2];
+extern MT_TLS struct mt_rset mt_rsets[MT_RC_SETS];
+
+static inline unsigned
+mt_recall_set(uintptr_t pc, uintptr_t sp) {
+	return (unsigned)(((pc ^ sp) * 0x9e3779b97f4a7c15ull) >> 61); /* MT_RC_SETS == 8 */
+}
+
+/* way r of the start's set: 1 and *id when it holds the start and its
+ * words still hold what they held */
+static inline int
+mt_recall_way(const struct mt_recall *r, uintptr_t pc, uintptr_t sp, uintptr_t bp, uint64_t tag,
+	      uint32_t *id) {
+	/* one branch for the start, its tag and the generation */
+	if ((r->pc ^ pc) | (r->sp ^ sp) | (r->bp ^ bp) | (r->tag ^ tag) |
+	    (r->gen ^ __atomic_load_n(&mt_cfi_gen, __ATOMIC_ACQUIRE)))
+		return 0;
+	/* every word lies between sp and the stack's top, as when the walk
+	 * read it; two a step, one branch for both (the count is even:
+	 * mt_cfi_keep) */
+	for (const struct mt_rword *w = r->w, *end = r->w + r->nw; w < end; w += 2)
+		if ((*(const uintptr_t *)w[0].at ^ w[0].val) | (*(const uintptr_t *)w[1].at ^ w[1].val))
+			return 0;
+	*id = r->id;
+	return 1;
+}
+
+/* The id a capture from `from` (as mt_cfi_walk's) found last time, kept
+ * by mt_cfi_keep, when this walk would read the same stack words from the
+ * same start under the same rule generation and tag (and the fixed
+ * inputs above): 1 and *id, else 0.  The caller checked that from lies in
+ * its stack mapping.  Inline: a call and its frame were ~30 instructions
+ * of each recalled capture.  Never allocates. */
+static inline int
+mt_cfi_recall(uintptr_t from, uint64_t tag, uint32_t *id) {
+	uintptr_t pc = ((const uintptr_t *)from)[1], sp = from + 16,
+		  bp = ((const uintptr_t *)from)[0];
+	unsigned s = mt_recall_set(pc, sp);
+	struct mt_rset *set = &mt_rsets[s];
+	int w = set->mru;
+	if (mt_recall_way(&mt_recalls[s][w], pc, sp, bp, tag, id))
+		return 1;
+	if (!mt_recall_way(&mt_recalls[s][w ^ 1], pc, sp, bp, tag, id))
+		return 0;
+	set->mru = w ^ 1;
+	return 1;
+}
+/* The calling thread's stack mapping was found again (its top may have
+ * moved): what it kept goes.  Never allocates. */
+void mt_cfi_recall_clear(void);
 /* Keep id (with tag) as what the calling thread's last walk, one from a
  * caller recorded whole, ends as.  Only right after that walk. */
 void mt_cfi_keep(uint64_t tag, uint32_t id);

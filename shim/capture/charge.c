@@ -97,9 +97,12 @@ mt_heap_sample_point(size_t size) {
 /* The walk and what follows it, out of line: its frame (a stack's worth
  * of return addresses) would cost a recalled capture its set-up. */
 static MT_NOINLINE uint32_t
-capture_walk(int key, uintptr_t hook, uint32_t py, uintptr_t stop_lo, uintptr_t stop_hi,
-	     uint64_t tag) {
-	uintptr_t pcs[MT_MAX_DEPTH];
+capture_walk(int key, uintptr_t hook, uint32_t py, uint64_t tag) {
+	/* with a Python stack, the native stack ends at the eval loop
+	 * (mt_py_cut_range: mt_unwind stops or cuts there) */
+	uintptr_t pcs[MT_MAX_DEPTH], stop_lo = 0, stop_hi = 0;
+	if (py)
+		mt_py_cut_range(&stop_lo, &stop_hi);
 	int n = mt_unwind(pcs, (int)mt_cfg.depth, mt_cfg.unwind, stop_lo, stop_hi, hook);
 	if (n > (int)mt_cfg.initdepth + 1) /* else nothing to cut */
 		n = mt_unwind_loader_cut(pcs, n, (int)mt_cfg.initdepth);
@@ -115,22 +118,19 @@ capture(int key, uintptr_t hook) {
 	 * here calls libc but memcpy/memset and the vDSO clock: the hooks'
 	 * callers see their own errno */
 	/* the Python stack first: with one, the native stack ends at the
-	 * eval loop (mt_py_cut_range: mt_unwind stops or cuts there; one
-	 * frame needs no cut) */
+	 * eval loop (capture_walk; one frame needs no cut) */
 	uint32_t py = mt_py_on ? mt_py_capture() : 0;
-	uintptr_t stop_lo = 0, stop_hi = 0;
-	if (py)
-		mt_py_cut_range(&stop_lo, &stop_hi);
 	if (hook && mt_cfg.depth == 1) /* its return address */
 		return mt_stack_intern1(((const uintptr_t *)hook)[1], key, py);
 	/* the same stack as a capture from here before: its id without a
 	 * walk (unwind.h mt_unwind_recall; what follows the walk, the cut
-	 * and the interning, is a function of the frames, key and py) */
+	 * and the interning, is a function of the frames, key and py; so
+	 * is the stop range: unwind.h) */
 	uint64_t tag = (uint64_t)py << 32 | (uint32_t)key;
 	uint32_t id;
-	if (hook && mt_unwind_recall(hook, (int)mt_cfg.depth, mt_cfg.unwind, stop_lo, stop_hi, tag, &id))
+	if (hook && mt_unwind_recall(hook, mt_cfg.unwind, tag, &id))
 		return id;
-	return capture_walk(key, hook, py, stop_lo, stop_hi, tag);
+	return capture_walk(key, hook, py, tag);
 }
 
 /* While no writer thread runs (output/writer.h: it starts when needed):

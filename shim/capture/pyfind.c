@@ -143,6 +143,9 @@ hook(void *h, int minor, uintptr_t type_type, void (*code_dealloc)(void *)) {
 	if (ev && dladdr1(ev, &di, (void **)&sym, RTLD_DL_SYMENT) && sym && sym->st_size) {
 		mt_pyi.eval_lo = (uintptr_t)ev;
 		mt_pyi.eval_hi = mt_pyi.eval_lo + sym->st_size;
+		/* captures with a Python stack now stop there: those the CFI
+		 * walker kept without the stop are not recalled (cfi.h) */
+		mt_cfi_forget();
 	}
 	return 1;
 }

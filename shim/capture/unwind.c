@@ -132,6 +132,7 @@ maps_line(const char *s, const char *end, uintptr_t sp, uintptr_t *lo, uintptr_t
 
 static int
 find_stack(uintptr_t sp) {
+	mt_cfi_recall_clear(); /* what it kept was under the old top (cfi.h) */
 	long fd = mt_sys(SYS_openat, -100 /* AT_FDCWD */, "/proc/self/maps",
 			 02000000 /* O_RDONLY | O_CLOEXEC */, 0, 0, 0);
 	if (fd < 0)
@@ -323,8 +324,7 @@ static MT_TLS uint32_t chk_recalled;
 
 #ifdef MT_CFI_CHECK
 int
-mt_unwind_recall(uintptr_t hook, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi,
-		 uint64_t tag, uint32_t *id) {
+mt_unwind_recall(uintptr_t hook, int how, uint64_t tag, uint32_t *id) {
 	uintptr_t sp = hook + 16;
 	if (how != MT_UNWIND_CFI || !hook || sp < stk_lo || sp >= stk_hi)
 		return 0;
@@ -332,7 +332,7 @@ mt_unwind_recall(uintptr_t hook, int max, int how, uintptr_t stop_lo, uintptr_t 
 	 * id is checked against the walk's in mt_unwind_keep */
 	chk_recalled = 0;
 	uint32_t got;
-	if (mt_cfi_recall(hook, stk_hi, stop_lo, stop_hi, max, tag, &got))
+	if (mt_cfi_recall(hook, tag, &got))
 		chk_recalled = got;
 	(void)id;
 	return 0;

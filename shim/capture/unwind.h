@@ -33,25 +33,24 @@ int mt_unwind(uintptr_t *pcs, int max, int how, uintptr_t stop_lo, uintptr_t sto
 
 /* A capture from hook that the CFI walker made before and would make
  * again the same (cfi.h mt_cfi_recall: the same start and stack words,
- * max, stop range and tag): 1 and the id mt_unwind_keep kept for it, else
- * 0 (then mt_unwind, and mt_unwind_keep with what it became).  tag: what
- * else the id depends on (the stack's key and Python stack).  In the
- * checking build (MT_CFI_CHECK) always 0: every capture walks, and
- * mt_unwind_keep checks what the recall would have given. */
+ * rule generation and tag; max is the configured depth and the stop range
+ * the one tag's Python stack implies, as for every capture kept): 1 and
+ * the id mt_unwind_keep kept for it, else 0 (then mt_unwind, and
+ * mt_unwind_keep with what it became).  tag: what else the id depends on
+ * (the stack's key and Python stack).  In the checking build
+ * (MT_CFI_CHECK) always 0: every capture walks, and mt_unwind_keep checks
+ * what the recall would have given. */
 #ifdef MT_CFI_CHECK
-int mt_unwind_recall(uintptr_t hook, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi,
-		     uint64_t tag, uint32_t *id);
+int mt_unwind_recall(uintptr_t hook, int how, uint64_t tag, uint32_t *id);
 #else
 /* the calling thread's stack mapping (unwind.c), as last found */
 extern MT_TLS uintptr_t mt_stk_lo, mt_stk_hi;
-/* Inline: its call was ~20 instructions of each recalled capture. */
 static inline int
-mt_unwind_recall(uintptr_t hook, int max, int how, uintptr_t stop_lo, uintptr_t stop_hi,
-		 uint64_t tag, uint32_t *id) {
+mt_unwind_recall(uintptr_t hook, int how, uint64_t tag, uint32_t *id) {
 	uintptr_t sp = hook + 16;
 	if (how != MT_UNWIND_CFI || !hook || sp < mt_stk_lo || sp >= mt_stk_hi)
 		return 0;
-	return mt_cfi_recall(hook, mt_stk_hi, stop_lo, stop_hi, max, tag, id);
+	return mt_cfi_recall(hook, tag, id);
 }
 #endif
 /* After mt_unwind, the id its stack was interned as (0: keep nothing,
