@@ -16,6 +16,7 @@
 #include "capture/charge.h"
 #include "platform/config.h"
 #include "state/events.h"
+#include "state/ptrsolo.h"
 #include "capture/python.h"
 #include "state/sites.h"
 #include "state/solo.h"
@@ -26,6 +27,7 @@
 
 MT_TLS struct mt_thread mt_self;
 int mt_active;
+int mt_host_on;
 uint64_t mt_dropped_live;
 
 static uint64_t tracked_allocs; /* for MEMTALLY_EVERY */
@@ -199,6 +201,7 @@ void
 mt_set_active(int on) {
 	int fast = on && mt_cfg.host && mt_cfg.sample && mt_ptr_filter; /* free's fast path reads it */
 	__atomic_store_n(&mt_fast_below, fast ? mt_cfg.exact_above : 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&mt_host_on, on && mt_cfg.host, __ATOMIC_RELEASE);
 	__atomic_store_n(&mt_active, on, __ATOMIC_RELEASE);
 }
 

@@ -44,6 +44,9 @@ extern MT_TLS struct mt_thread mt_self;
  * final snapshot, or in a child with MEMTALLY_FOLLOW=0).  Set only by
  * mt_set_active. */
 extern int mt_active;
+/* mt_active and host tracking on (MEMTALLY_HOST): the heap and mmap
+ * hooks' one load.  Set only by mt_set_active. */
+extern int mt_host_on;
 void mt_set_active(int on);
 /* The sampling fast path's gate (interpose.c's malloc and free):
  * while hooks record host allocations by sampling (and the pointer table

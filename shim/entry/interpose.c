@@ -144,10 +144,10 @@ oom_check(const char *api, size_t size) {
  * in the exported hooks themselves, while their frame is live. */
 #define CALLER() ((uintptr_t)__builtin_frame_address(0))
 
-/* Whether a hook records: the shim is active and we are not inside it. */
+/* Whether a hook records: the shim is active, host tracking on
+ * (mt_host_on) and we are not inside it. */
 #define RECORDING()                                                            \
-	(MT_LIKELY(__atomic_load_n(&mt_active, __ATOMIC_RELAXED)) && !mt_self.guard && \
-	 mt_cfg.host)
+	(MT_LIKELY(__atomic_load_n(&mt_host_on, __ATOMIC_RELAXED)) && !mt_self.guard)
 
 /* The real.* calls below are the allocator the program would have called
  * without us: forwarding is what a hook is for.

@@ -18,6 +18,7 @@
  */
 #include "platform/glue.h"
 #include "state/ptrint.h"
+#include "state/ptrsolo.h"
 #include "state/ptrtab.h"
 #include "state/solo.h"
 #include "state/sites.h"
@@ -29,7 +30,8 @@
  * lie in one 64 MiB region's group.  A table that would grow also checks
  * the sum over shards, so the whole table stops near max_live (below
  * twice it: a shard fills its table to half before it grows). */
-static uint64_t max_live, shard_cap;
+static uint64_t max_live;
+uint64_t mt_ptr_shard_cap;
 
 /* The filter (ptrtab.h): a counter and a bit a filter slot.  Slots
  * follow the address, not the shard, so two shards' entries may share a
@@ -45,7 +47,7 @@ static mt_lock_t filter_lock;
 static uintptr_t held_lo, held_hi;
 static void filter_hold_all(void);
 uint64_t *mt_ptr_filter;
-static uint8_t *filter_count;
+uint8_t *mt_ptr_filter_count;
 #define NO_BRK (~(uintptr_t)0 >> 1) /* no address is within 2^40 above it */
 uintptr_t mt_ptr_brk = NO_BRK; /* none yet: every address by region */
 
@@ -63,13 +65,13 @@ mt_ptrtab_init(uint64_t max, int filter) {
 		mt_ptr_brk = (uintptr_t)brk;
 	mt_ptrmem_init();
 	max_live = max;
-	shard_cap = max / 8;
-	if (shard_cap < 16)
-		shard_cap = 16;
+	mt_ptr_shard_cap = max / 8;
+	if (mt_ptr_shard_cap < 16)
+		mt_ptr_shard_cap = 16;
 	if (filter) {
-		filter_count = mt_sys_mmap(FILTER_BYTES);
-		if (filter_count) {
-			mt_ptr_filter = (uint64_t *)(filter_count + FILTER_SLOTS);
+		mt_ptr_filter_count = mt_sys_mmap(FILTER_BYTES);
+		if (mt_ptr_filter_count) {
+			mt_ptr_filter = (uint64_t *)(mt_ptr_filter_count + FILTER_SLOTS);
 			mt_add(&mt_ptr_table_bytes, FILTER_BYTES);
 			filter_hold_all();
 		}
@@ -83,7 +85,7 @@ mt_ptrtab_init(uint64_t max, int filter) {
 static MT_NOINLINE void
 filter_move_locked(uintptr_t a, int in) {
 	uint64_t k = mt_ptr_filter_slot(a), bit = 1ull << (k & 63);
-	uint8_t *c = &filter_count[k];
+	uint8_t *c = &mt_ptr_filter_count[k];
 	mt_lock(&filter_lock);
 	if (*c != 255 && (in ? (*c)++ == 0 : --*c == 0))
 		__atomic_store_n(&mt_ptr_filter[k >> 6],
@@ -94,14 +96,14 @@ filter_move_locked(uintptr_t a, int in) {
 
 static inline void
 filter_move(uintptr_t a, int in) {
-	if (MT_UNLIKELY(filter_count))
+	if (MT_UNLIKELY(mt_ptr_filter_count))
 		filter_move_locked(a, in);
 }
 
 /* Slot k held: set, its counter at 255 (where it stays). */
 static void
 filter_hold_slot(uint64_t k) {
-	filter_count[k] = 255;
+	mt_ptr_filter_count[k] = 255;
 	mt_ptr_filter[k >> 6] |= 1ull << (k & 63);
 }
 
@@ -118,39 +120,21 @@ void
 mt_ptrtab_filter_hold(uintptr_t lo, uintptr_t hi) {
 	held_lo = lo;
 	held_hi = hi;
-	if (filter_count)
+	if (mt_ptr_filter_count)
 		filter_hold_all();
 }
 
 static inline struct shard *
-shard_of(uintptr_t a, uint64_t h) {
-	return &mt_ptr_shards[mt_ptr_shard(a, h)]; /* NSHARDS == 64 */
+shard_of(uint64_t place) {
+	return &mt_ptr_shards[place >> PLACE_SHARD]; /* NSHARDS == 64 */
 }
 
 /* ---- the two slot forms ------------------------------------------------ */
-
-/* An address a compact slot can hold: 8-aligned, below 2^47 (every
- * user address but those a 5-level-paging process asks for above it), so
- * that addr >> 3 leaves bit 44 (MOVING) clear. */
-static inline int
-compact_addr(uintptr_t a) {
-	return !(a & 7) && !(a >> 47);
-}
 
 static inline int
 fits_compact(const struct mt_ptr *e) {
 	return e->kind == MT_HEAP && compact_addr(e->addr) && !(e->size >> 32) &&
 	       !(e->stack >> 22) && !e->device && !e->flags && !e->stream;
-}
-
-/* A host heap block's compact slot, from its fields (an entry's: pack). */
-static inline struct cslot
-pack_heap(uintptr_t addr, uint64_t size, uint32_t stack, uint32_t time_ms, int sampled) {
-	struct cslot c;
-	c.w0 = addr >> 3 | (uint64_t)(stack & ((1u << STACK_LO) - 1)) << KEY_BITS;
-	c.w1 = size | ((uint64_t)time_ms >> TIME_SHIFT & TIME_MASK) << 32 |
-	       (uint64_t)(stack >> STACK_LO) << 60 | (uint64_t)(sampled != 0) << 63;
-	return c;
 }
 
 static inline struct cslot
@@ -179,14 +163,6 @@ unpack_time(uint32_t stored, uint64_t now_ms) {
 }
 
 static inline void
-slot_clear(struct tab *t, int wide, uint64_t i) {
-	if (wide)
-		((struct mt_ptr *)t->slot)[i].addr = 0;
-	else
-		((struct cslot *)t->slot)[i].w0 = 0;
-}
-
-static inline void
 slot_get(const struct tab *t, int wide, uint64_t i, struct mt_ptr *out) {
 	if (wide)
 		*out = ((const struct mt_ptr *)t->slot)[i];
@@ -203,14 +179,6 @@ slot_set(struct tab *t, int wide, uint64_t i, const struct mt_ptr *e) {
 }
 
 /* ---- one table: find, delete, when to resize --------------------------- */
-
-/* A table's count changes under its shard's lock (or the solo thread);
- * tab_grow and mt_ptrtab_count read it from other threads without
- * it, so the store is atomic (relaxed: a plain mov). */
-static inline void
-count_add(struct tab *t, int64_t d) {
-	__atomic_store_n(&t->count, t->count + (uint64_t)d, __ATOMIC_RELAXED);
-}
 
 /* Slot of addr, or -1. */
 static inline int64_t
@@ -241,25 +209,6 @@ shrink_if_sparse(struct tab *t, int wide) {
 	mt_ptrmem_shrink(t, wide, slots);
 }
 
-/* Remove slot i.  Backward-shift deletion: pull later entries of the run
- * into the hole when their home slot is not between the hole and them. */
-static inline void
-tab_delete(struct tab *t, int wide, uint64_t i) {
-	size_t sz = slot_size(wide);
-	count_add(t, -1);
-	for (uint64_t j = (i + 1) & t->mask;; j = (j + 1) & t->mask) {
-		uintptr_t a = slot_addr(t, wide, j);
-		if (!a)
-			break;
-		uint64_t home = mt_ptr_hash(a) & t->mask;
-		if (((j - home) & t->mask) >= ((j - i) & t->mask)) {
-			memcpy(slot_at(t, wide, i), slot_at(t, wide, j), sz);
-			i = j;
-		}
-	}
-	slot_clear(t, wide, i);
-}
-
 /* A table at half load doubles (or is made), unless the whole table
  * holds max_live entries already.  0, or ENOMEM. */
 static __attribute__((noinline)) int
@@ -279,7 +228,7 @@ static inline __attribute__((always_inline)) int
 put_in(struct shard *s, int wide, const struct mt_ptr *e, struct mt_ptr *replaced,
        uint64_t h) {
 	struct tab *t = &s->t[wide], *o = &s->t[!wide];
-	if (MT_UNLIKELY(t->count + o->count >= shard_cap ||
+	if (MT_UNLIKELY(t->count + o->count >= mt_ptr_shard_cap ||
 			((t->count + 1) * 2 > t->mask + 1 && tab_grow(t, wide))))
 		return ENOMEM;
 	/* One probe: the address's stale entry (released behind our back,
@@ -323,48 +272,12 @@ shard_unlock(struct shard *s, int plain) {
 		mt_unlock(&s->lock);
 }
 
-/* A place: the shard's number in the top 6 bits, the hash's low 58
- * below (a slot's index is its low bits: no table has 2^58 slots). */
-#define PLACE_SHARD 58
-static inline uint64_t
-place_of(uintptr_t a) {
-	uint64_t h = mt_ptr_hash(a);
-	return (uint64_t)mt_ptr_shard(a, h) << PLACE_SHARD | (h & ((1ull << PLACE_SHARD) - 1));
-}
-
 /* The general put under the shard's lock (or by the solo thread). */
 static MT_NOINLINE int
 put_general(struct shard *s, const struct mt_ptr *e, struct mt_ptr *replaced, uint64_t place) {
 	if (MT_LIKELY(fits_compact(e)))
 		return put_in(s, 0, e, replaced, place);
 	return put_in(s, 1, e, replaced, place);
-}
-
-/* The common put of a host heap block, under the shard's lock (or by
- * the solo thread): a compact entry (fits_compact's tests of its fields:
- * the kind's and the CUDA ones' are the caller's) new to a shard whose
- * compact table has room and whose wide one is empty (no stale entry can
- * be there), without a filter; 1 when done, else 0 with nothing changed
- * (put_general then).  No call and its arguments in registers: the solo
- * thread's put is this alone (mt_ptrtab_put_solo: ~75 instructions; the
- * general put_in, with its registers saved and its rare cases tested,
- * was ~110). */
-static inline __attribute__((always_inline)) int
-put_common(struct shard *s, uintptr_t addr, uint64_t size, uint32_t stack, uint32_t time_ms,
-	   int sampled, uint64_t place) {
-	struct tab *t = &s->t[0];
-	uint64_t n = t->count, mask = t->mask;
-	if (MT_UNLIKELY(((addr & 7) | (addr >> 47) | (size >> 32) | (stack >> 22)) ||
-			(n + 1) * 2 > mask + 1 || n >= shard_cap || s->t[1].count || filter_count))
-		return 0; /* (with a filter, most blocks never come here) */
-	struct cslot *sl = t->slot;
-	uint64_t i = place & mask, key = addr >> 3;
-	for (uint64_t w; (w = sl[i].w0); i = (i + 1) & mask)
-		if (MT_UNLIKELY((w & KEY_MASK) == key))
-			return 0; /* stale: put_general hands it back */
-	sl[i] = pack_heap(addr, size, stack, time_ms, sampled);
-	count_add(t, 1);
-	return 1;
 }
 
 int
@@ -380,28 +293,8 @@ mt_ptrtab_put_at(const struct mt_ptr *e, struct mt_ptr *replaced, int plain, uin
 }
 
 int
-mt_ptrtab_put_solo(uintptr_t addr, uint64_t size, uint32_t stack, uint32_t time_ms, int sampled,
-		   uint64_t place) {
-	return put_common(&mt_ptr_shards[place >> PLACE_SHARD], addr, size, stack, time_ms, sampled,
-			  place);
-}
-
-int
 mt_ptrtab_put(const struct mt_ptr *e, struct mt_ptr *replaced, int plain) {
-	return mt_ptrtab_put_at(e, replaced, plain, place_of(e->addr));
-}
-
-uint64_t
-mt_ptrtab_prefetch(uintptr_t addr) {
-	uint64_t place = place_of(addr);
-	struct shard *s = &mt_ptr_shards[place >> PLACE_SHARD];
-	/* racy reads: a table being replaced only wastes the prefetch, and a
-	 * prefetch of memory unmapped since never faults */
-	uint64_t mask = __atomic_load_n(&s->t[0].mask, __ATOMIC_RELAXED);
-	struct cslot *slot = __atomic_load_n((struct cslot **)&s->t[0].slot, __ATOMIC_RELAXED);
-	if (mask)
-		__builtin_prefetch(&slot[place & mask], 1);
-	return place;
+	return mt_ptrtab_put_at(e, replaced, plain, mt_ptr_place(e->addr));
 }
 
 /* Take addr from table `wide` of shard s, under its lock (or by the solo
@@ -430,55 +323,29 @@ take_general(struct shard *s, uintptr_t addr, uint64_t place, struct mt_ptr *out
 	return s->t[1].count && take_in(s, 1, addr, place, out);
 }
 
-/* The common take, under the shard's lock (or by the solo thread): a
- * host heap block found in its compact table, which stays dense, without
- * a filter; 1 when done, else 0 with nothing changed (take_general
- * then).  The solo thread's take is this alone (mt_ptrtab_take_solo). */
-static inline __attribute__((always_inline)) int
-take_common(struct shard *s, uintptr_t addr, uint64_t place, struct mt_ptr *out) {
-	struct tab *t = &s->t[0];
-	uint64_t mask = t->mask;
-	/* no call: a table that would be left sparse (it shrinks) and a
-	 * filter to clear are take_general's */
-	if (MT_UNLIKELY(!mask || !compact_addr(addr) || filter_count ||
-			(mask + 1 > MIN_SLOTS && (t->count - 1) * 8 < mask + 1)))
-		return 0;
-	const struct cslot *sl = t->slot;
-	uint64_t key = addr >> 3;
-	for (uint64_t i = place & mask, w;; i = (i + 1) & mask) {
-		if (MT_UNLIKELY(!(w = sl[i].w0)))
-			return 0;
-		if ((w & KEY_MASK) == key) {
-			unpack(&sl[i], out);
-			tab_delete(t, 0, i);
-			return 1;
-		}
-	}
-}
-
 int
 mt_ptrtab_take_at(uintptr_t addr, struct mt_ptr *out, int plain, uint64_t place) {
 	struct shard *s = &mt_ptr_shards[place >> PLACE_SHARD];
 	shard_lock(s, plain);
-	int found = take_common(s, addr, place, out) || take_general(s, addr, place, out);
+	struct cslot c;
+	int found = 1;
+	if (take_common(s, addr, place, &c))
+		unpack(&c, out);
+	else
+		found = take_general(s, addr, place, out);
 	shard_unlock(s, plain);
 	return found;
 }
 
 int
-mt_ptrtab_take_solo(uintptr_t addr, struct mt_ptr *out, uint64_t place) {
-	return take_common(&mt_ptr_shards[place >> PLACE_SHARD], addr, place, out);
-}
-
-int
 mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out, int plain) {
-	return mt_ptrtab_take_at(addr, out, plain, place_of(addr));
+	return mt_ptrtab_take_at(addr, out, plain, mt_ptr_place(addr));
 }
 
 int
 mt_ptrtab_find(uintptr_t addr, struct mt_ptr *out) {
-	uint64_t h = mt_ptr_hash(addr);
-	struct shard *s = shard_of(addr, h);
+	uint64_t h = mt_ptr_place(addr);
+	struct shard *s = shard_of(h);
 	int found = 0;
 	mt_solo_gate();
 	mt_lock(&s->lock);
@@ -564,8 +431,8 @@ mt_ptrtab_postfork_child(int fresh) {
 	filter_lock.v = 0;
 	if (fresh) {
 		mt_ptr_table_bytes = 0;
-		if (filter_count) { /* the tables are empty: so is the filter */
-			memset(filter_count, 0, FILTER_BYTES);
+		if (mt_ptr_filter_count) { /* the tables are empty: so is the filter */
+			memset(mt_ptr_filter_count, 0, FILTER_BYTES);
 			mt_ptr_table_bytes = FILTER_BYTES;
 			filter_hold_all();
 		}

@@ -3,7 +3,7 @@
  * call site that allocated it, so frees, reallocs and munmaps are charged
  * there.  Sharded by address hash; each shard is an open-addressing table
  * that grows by doubling under its lock, in memory from raw mmap.  A
- * shard is chosen by the address's 64 MiB region and hash (mt_ptr_shard).
+ * shard is chosen by the address's 64 MiB region and hash (mt_ptr_place).
  * Rules: never calls malloc; may run inside malloc, in any thread, before
  * main.  Every function takes one shard lock for a probe (but the solo
  * thread's plain put and take: solo.h), never across a call out of the
@@ -43,20 +43,26 @@ mt_ptr_hash(uintptr_t a) {
  * heap (the break's area: the first thread's glibc arena) hash over all
  * 64, so a single-threaded process's tables stay even (their memory a
  * block does not depend on where ASLR put the heap).  Other addresses:
- * bits 26-28 pick one of 8 groups of 8 shards, the hash's top 3 bits
+ * bits 26-28 pick one of 8 groups of 8 shards, the hash's bits 58-60
  * the shard in the group.  glibc gives each other thread's arena its own
  * heaps of 64 MiB, aligned to 64 MiB (HEAP_MAX_SIZE), so two threads'
  * blocks fall in different groups (up to 8 heaps in a row) and their
  * puts and takes touch different locks and tables; hashed over all 64
  * shards, each of a 2-thread run's puts took a lock and a slot the other
  * thread had just written (the exact malloc benchmark: 820 -> 680 ns a
- * pair).  The slot in the shard's table is the hash's low bits. */
+ * pair).  The slot in the shard's table is the hash's low bits.
+ *
+ * A's place: its hash with the shard in the top 6 bits (the main heap's
+ * the hash itself; another block's, the hash with its group in bits
+ * 61-63), so that one value gives both the shard (>> 58) and the slot
+ * (the low bits). */
 extern uintptr_t mt_ptr_brk; /* the break when the table was made */
-static inline unsigned
-mt_ptr_shard(uintptr_t a, uint64_t h) {
+static inline uint64_t
+mt_ptr_place(uintptr_t a) {
+	uint64_t h = mt_ptr_hash(a);
 	if (a - mt_ptr_brk < (1ull << 40))
-		return (unsigned)(h >> 58);
-	return (unsigned)((a >> 26 & 7) << 3 | h >> 61);
+		return h;
+	return (h & ~(7ull << 61)) | (uint64_t)(a >> 26 & 7) << 61;
 }
 
 /* A bit a filter slot, set while any entry of the slot is in the table:
@@ -102,26 +108,15 @@ mt_ptrtab_maybe(uintptr_t a) {
  * mt_plain_enter allowed (solo.h), and no lock is taken; else takes a
  * shard lock. */
 int mt_ptrtab_put(const struct mt_ptr *e, struct mt_ptr *replaced, int plain);
-/* Start loading the slot a host heap block at addr would go in (a cache
- * miss a put, hidden behind the stack capture that comes between).
- * Takes no lock.  Returns addr's place (its shard and hash), for the
- * _at forms below, so that a block's hash is computed once a call. */
-uint64_t mt_ptrtab_prefetch(uintptr_t addr);
+/* The _at forms: addr's place (its shard and hash) given, as ptrsolo.h's
+ * mt_ptrtab_prefetch returns it, so that a block's hash is computed once
+ * a call. */
 int mt_ptrtab_put_at(const struct mt_ptr *e, struct mt_ptr *replaced, int plain, uint64_t place);
 /* Remove addr, copying its entry to *out; 1 if it was there.  plain: as
  * for mt_ptrtab_put; else takes a shard lock. */
 int mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out, int plain);
 int mt_ptrtab_take_at(uintptr_t addr, struct mt_ptr *out, int plain, uint64_t place);
-/* The solo thread's common cases alone (solo.h: plain, no lock), as
- * leaf functions with their arguments in registers (the _at forms, which
- * hold the fallbacks too, were ~95 instructions each, a third of them
- * registers saved and the entry's fields tested): a host heap block new
- * to a compact table with room, put; one found, taken (its table staying
- * dense); without a filter.  1 when done, 0 with nothing changed (then
- * the _at form, plain: it tries the same first). */
-int mt_ptrtab_put_solo(uintptr_t addr, uint64_t size, uint32_t stack, uint32_t time_ms, int sampled,
-		       uint64_t place);
-int mt_ptrtab_take_solo(uintptr_t addr, struct mt_ptr *out, uint64_t place);
+/* The solo thread's common put and take: ptrsolo.h, inline. */
 /* Copy addr's entry to *out without removing it; 1 if it is there.
  * Read-only: ends solo mode for a thread other than the solo one (as any
  * change would), then takes the shard's lock for the probe, so a put or

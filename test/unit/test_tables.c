@@ -7,6 +7,7 @@
 #include "platform/glue.h"
 #include "state/sites.h"
 #include "state/ptrtab.h"
+#include "state/ptrsolo.h"
 #include "state/maptab.h"
 #include "platform/config.h"
 #include <pthread.h>
@@ -186,7 +187,8 @@ fields_round_trip(void) {
 
 /* The solo forms (the hot path's put and take of a host heap block):
  * what they put, the general take gives back, field for field, and the
- * reverse; every case they leave to the general forms (an entry that
+ * reverse (the solo take fills what uncharging a heap block reads:
+ * address, size, stack, kind, sampled); every case they leave to the general forms (an entry that
  * does not fit a compact slot, a stale entry at the address, a table
  * without room) returns 0 having changed nothing. */
 static void
@@ -212,14 +214,14 @@ solo_forms(void) {
 		struct mt_ptr e;
 		memset(&e, 0xff, sizeof e);
 		if (i & 2) { /* the general take of a solo put */
-			wrong += !mt_ptrtab_take(a, &e, 1) || e.time_ms != i * 8;
+			wrong += !mt_ptrtab_take(a, &e, 1) || e.time_ms != i * 8 || e.device || e.flags;
 		} else if (mt_ptrtab_take_solo(a, &e, mt_ptrtab_prefetch(a))) {
 			solo++;
 		} else {
-			wrong += !mt_ptrtab_take(a, &e, 1);
+			wrong += !mt_ptrtab_take(a, &e, 1) || e.device || e.flags;
 		}
 		wrong += e.addr != a || e.size != 16 + i || e.stack != i * 4099 % (1u << 22) ||
-			 e.kind != MT_HEAP || e.sampled != (i & 1) || e.device || e.flags;
+			 e.kind != MT_HEAP || e.sampled != (i & 1);
 	}
 	EXPECT(wrong == 0);
 	EXPECT(solo > 0);
