@@ -354,6 +354,16 @@ mt_cfi_keep(uint64_t tag, uint32_t id) {
 	uintptr_t sp = f[0].sp;
 	unsigned s = recall_set(f[0].pc, sp);
 	struct mt_rset *set = &rsets[s];
+	if (recalls[s][0].used | recalls[s][1].used) { /* keeps that are used: keep at once */
+		recalls[s][0].used = recalls[s][1].used = 0;
+		set->gap = set->skip = 0;
+	} else if (set->skip) { /* unused: wait (cfi.h) */
+		set->skip--;
+		return;
+	} else {
+		set->gap = set->gap ? (uint8_t)(set->gap < 32 ? 2 * set->gap : 64) : 1;
+		set->skip = set->gap;
+	}
 	/* the way that holds this start (its words changed), else kept the
 	 * second time a start misses in this set while it is one of the last
 	 * two offered, in the way not used last: a start seen once (a program
