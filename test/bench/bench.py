@@ -174,7 +174,8 @@ def main():
            'A workload the recall cannot serve costs a little more: test/bench/mallocbench.c on one thread (50 '
            'call sites at depths 5-15 picked at random, so consecutive stacks rarely repeat): 2,301 instructions a '
            'pair before the recall, 2,327 with it (`valgrind --tool=callgrind mallocbench N 1`, N = 20000 and '
-           '60000, exact, whole pair including glibc; 2026-12-05).', '']
+           '60000, exact, whole pair including glibc; 2026-12-05); 2,280 after the recall went inline and its '
+           'unused keeps began to back off (2026-12-06, `MEMTALLY_CADENCE=0`; bare glibc 374).', '']
     if where.strip():
         md += ['Where ' + where.strip(), '']
     # (a) the malloc benchmark
