@@ -282,7 +282,7 @@ put_general(struct shard *s, const struct mt_ptr *e, struct mt_ptr *replaced, ui
 
 int
 mt_ptrtab_put_at(const struct mt_ptr *e, struct mt_ptr *replaced, int plain, uint64_t place) {
-	struct shard *s = &mt_ptr_shards[place >> PLACE_SHARD];
+	struct shard *s = shard_of(place);
 	shard_lock(s, plain);
 	int err = fits_compact(e) &&
 			  put_common(s, e->addr, e->size, e->stack, e->time_ms, e->sampled, place)
@@ -325,7 +325,7 @@ take_general(struct shard *s, uintptr_t addr, uint64_t place, struct mt_ptr *out
 
 int
 mt_ptrtab_take_at(uintptr_t addr, struct mt_ptr *out, int plain, uint64_t place) {
-	struct shard *s = &mt_ptr_shards[place >> PLACE_SHARD];
+	struct shard *s = shard_of(place);
 	shard_lock(s, plain);
 	struct cslot c;
 	int found = 1;
