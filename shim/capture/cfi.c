@@ -334,15 +334,30 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
  * handler's allocation meanwhile is not captured), so no atomics. */
 MT_TLS struct mt_recall mt_recalls[MT_RC_SETS][2];
 MT_TLS struct mt_rset mt_rsets[MT_RC_SETS];
-#define RC_W MT_RC_W
-#define recalls mt_recalls
-#define rsets mt_rsets
-#define recall_set mt_recall_set
 
 void
 mt_cfi_recall_clear(void) {
 	for (int s = 0; s < MT_RC_SETS; s++)
-		recalls[s][0].pc = recalls[s][1].pc = 0;
+		mt_recalls[s][0].pc = mt_recalls[s][1].pc = 0;
+}
+
+/* Whether set s keeps now: at once while its keeps are recalled, else
+ * after a gap of offers that doubles to 64 (cfi.h mt_rset). */
+static inline int
+keep_now(unsigned s) {
+	struct mt_rset *set = &mt_rsets[s];
+	if (mt_recalls[s][0].used | mt_recalls[s][1].used) {
+		mt_recalls[s][0].used = mt_recalls[s][1].used = 0;
+		set->gap = set->skip = 0;
+		return 1;
+	}
+	if (set->skip) {
+		set->skip--;
+		return 0;
+	}
+	set->gap = set->gap ? (uint8_t)(set->gap < 32 ? 2 * set->gap : 64) : 1;
+	set->skip = set->gap;
+	return 1;
 }
 
 void
@@ -352,25 +367,17 @@ mt_cfi_keep(uint64_t tag, uint32_t id) {
 		return;
 	const struct mframe *f = m->f;
 	uintptr_t sp = f[0].sp;
-	unsigned s = recall_set(f[0].pc, sp);
-	struct mt_rset *set = &rsets[s];
-	if (recalls[s][0].used | recalls[s][1].used) { /* keeps that are used: keep at once */
-		recalls[s][0].used = recalls[s][1].used = 0;
-		set->gap = set->skip = 0;
-	} else if (set->skip) { /* unused: wait (cfi.h) */
-		set->skip--;
+	unsigned s = mt_recall_set(f[0].pc, sp);
+	struct mt_rset *set = &mt_rsets[s];
+	if (!keep_now(s))
 		return;
-	} else {
-		set->gap = set->gap ? (uint8_t)(set->gap < 32 ? 2 * set->gap : 64) : 1;
-		set->skip = set->gap;
-	}
 	/* the way that holds this start (its words changed), else kept the
 	 * second time a start misses in this set while it is one of the last
 	 * two offered, in the way not used last: a start seen once (a program
 	 * allocating from more places than the table holds, in no order)
 	 * costs a look, not a keep (~10 instructions a frame) */
-	int w = recalls[s][0].pc == f[0].pc && recalls[s][0].sp == sp   ? 0
-		: recalls[s][1].pc == f[0].pc && recalls[s][1].sp == sp ? 1
+	int w = mt_recalls[s][0].pc == f[0].pc && mt_recalls[s][0].sp == sp   ? 0
+		: mt_recalls[s][1].pc == f[0].pc && mt_recalls[s][1].sp == sp ? 1
 									 : -1;
 	if (w < 0) {
 		if ((set->cand_pc[0] != f[0].pc || set->cand_sp[0] != sp) &&
@@ -383,7 +390,7 @@ mt_cfi_keep(uint64_t tag, uint32_t id) {
 		w = set->mru ^ 1;
 	}
 	set->mru = w;
-	struct mt_recall *r = &recalls[s][w];
+	struct mt_recall *r = &mt_recalls[s][w];
 	int nw = 0;
 	r->pc = 0; /* no match while it is rewritten, nor if it cannot be kept */
 	/* live[k]: frame k's rbp decides where the walk goes (its rule's CFA
@@ -401,7 +408,7 @@ mt_cfi_keep(uint64_t tag, uint32_t id) {
 		const struct mframe *to = k < m->n ? &f[k] : m->at_max ? &m->tail : NULL;
 		if (!to)
 			break;
-		if (nw + 2 > RC_W)
+		if (nw + 2 > MT_RC_W)
 			return;
 		r->w[nw].at = to->sp - 8;
 		r->w[nw++].val = to->pc;
@@ -411,12 +418,12 @@ mt_cfi_keep(uint64_t tag, uint32_t id) {
 		}
 	}
 	if (m->endat) {
-		if (nw + 1 > RC_W)
+		if (nw + 1 > MT_RC_W)
 			return;
 		r->w[nw].at = m->endat;
 		r->w[nw++].val = 0;
 	}
-	if (nw & 1) { /* even, for mt_cfi_recall: the last again (RC_W is even) */
+	if (nw & 1) { /* even, for mt_cfi_recall: the last again (MT_RC_W is even) */
 		r->w[nw] = r->w[nw - 1];
 		nw++;
 	}

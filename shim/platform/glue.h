@@ -182,6 +182,16 @@ extern MT_TLS void (*mt_locks_after)(void);
 /* mt_unlock's call of mt_locks_after, out of line (rare) */
 void mt_locks_released(void);
 
+/* A lock given back (or not taken): uncounted, and the thread's release
+ * of its last lock runs what a handler left (mt_locks_after). */
+static inline void
+mt_locks_uncount(void) {
+	mt_locks_held--;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (MT_UNLIKELY(mt_locks_after != NULL) && !mt_locks_held)
+		mt_locks_released();
+}
+
 typedef struct {
 	int v; /* 0 free, 1 held */
 } mt_lock_t;
@@ -216,10 +226,7 @@ mt_trylock(mt_lock_t *l) {
 					__ATOMIC_RELAXED))
 		return 1;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	mt_locks_held--;
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	if (MT_UNLIKELY(mt_locks_after != NULL) && !mt_locks_held)
-		mt_locks_released();
+	mt_locks_uncount();
 	return 0;
 }
 
@@ -227,10 +234,7 @@ static inline void
 mt_unlock(mt_lock_t *l) {
 	__atomic_store_n(&l->v, 0, __ATOMIC_RELEASE);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST); /* released before uncounted */
-	mt_locks_held--;
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	if (MT_UNLIKELY(mt_locks_after != NULL) && !mt_locks_held)
-		mt_locks_released();
+	mt_locks_uncount();
 }
 
 /* Monotonic and wall clocks through the vDSO (no syscall, no allocation). */

@@ -41,6 +41,18 @@ pack_heap(uintptr_t addr, uint64_t size, uint32_t stack, uint32_t time_ms, int s
 	return c;
 }
 
+/* A compact slot's heap fields back, into e: its address (addr, known
+ * to the caller), size, stack, kind and sampled (what uncharging reads;
+ * ptrtab.c unpack adds the rest). */
+static inline void
+unpack_heap(const struct cslot *c, uintptr_t addr, struct mt_ptr *e) {
+	e->addr = addr;
+	e->size = c->w1 & 0xffffffffu;
+	e->stack = (uint32_t)(c->w0 >> KEY_BITS) | (uint32_t)(c->w1 >> 60 & 7) << STACK_LO;
+	e->kind = MT_HEAP;
+	e->sampled = (uint8_t)(c->w1 >> 63);
+}
+
 /* A table's count changes under its shard's lock (or the solo thread);
  * tab_grow and mt_ptrtab_count read it from other threads without
  * it, so the store is atomic (relaxed: a plain mov). */
@@ -76,9 +88,11 @@ tab_delete(struct tab *t, int wide, uint64_t i) {
 	slot_clear(t, wide, i);
 }
 
-/* A place (ptrtab.h mt_ptr_place): the shard's number in the top 6 bits,
- * the hash's low bits below (a slot's index: no table has 2^58 slots). */
-#define PLACE_SHARD 58
+/* The shard of a place (ptrtab.h mt_ptr_place). */
+static inline struct shard *
+shard_of(uint64_t place) {
+	return &mt_ptr_shards[place >> MT_PLACE_SHARD]; /* NSHARDS == 64 */
+}
 
 /* The common put of a host heap block, under the shard's lock (or by
  * the solo thread): a compact entry (fits_compact's tests of its fields:
@@ -143,7 +157,7 @@ take_common(struct shard *s, uintptr_t addr, uint64_t place, struct cslot *got) 
 static inline uint64_t
 mt_ptrtab_prefetch(uintptr_t addr) {
 	uint64_t place = mt_ptr_place(addr);
-	struct shard *s = &mt_ptr_shards[place >> PLACE_SHARD];
+	struct shard *s = shard_of(place);
 	/* racy reads: a table being replaced only wastes the prefetch, and a
 	 * prefetch of memory unmapped since never faults */
 	uint64_t mask = __atomic_load_n(&s->t[0].mask, __ATOMIC_RELAXED);
@@ -162,20 +176,15 @@ mt_ptrtab_prefetch(uintptr_t addr) {
 static inline int
 mt_ptrtab_put_solo(uintptr_t addr, uint64_t size, uint32_t stack, uint32_t time_ms, int sampled,
 		   uint64_t place) {
-	return put_common(&mt_ptr_shards[place >> PLACE_SHARD], addr, size, stack, time_ms, sampled,
-			  place);
+	return put_common(shard_of(place), addr, size, stack, time_ms, sampled, place);
 }
 
 static inline int
 mt_ptrtab_take_solo(uintptr_t addr, struct mt_ptr *out, uint64_t place) {
 	struct cslot c;
-	if (!take_common(&mt_ptr_shards[place >> PLACE_SHARD], addr, place, &c))
+	if (!take_common(shard_of(place), addr, place, &c))
 		return 0;
-	out->addr = addr;
-	out->size = c.w1 & 0xffffffffu;
-	out->stack = (uint32_t)(c.w0 >> KEY_BITS) | (uint32_t)(c.w1 >> 60 & 7) << STACK_LO;
-	out->kind = MT_HEAP;
-	out->sampled = (uint8_t)(c.w1 >> 63);
+	unpack_heap(&c, addr, out);
 	return 1;
 }
 

@@ -124,11 +124,6 @@ mt_ptrtab_filter_hold(uintptr_t lo, uintptr_t hi) {
 		filter_hold_all();
 }
 
-static inline struct shard *
-shard_of(uint64_t place) {
-	return &mt_ptr_shards[place >> PLACE_SHARD]; /* NSHARDS == 64 */
-}
-
 /* ---- the two slot forms ------------------------------------------------ */
 
 static inline int
@@ -147,12 +142,8 @@ pack(const struct mt_ptr *e) {
 static inline void
 unpack(const struct cslot *c, struct mt_ptr *e) {
 	memset(e, 0, sizeof *e);
-	e->addr = key_addr(c->w0);
-	e->size = c->w1 & 0xffffffffu;
-	e->stack = (uint32_t)(c->w0 >> KEY_BITS) | (uint32_t)(c->w1 >> 60 & 7) << STACK_LO;
+	unpack_heap(c, key_addr(c->w0), e);
 	e->time_ms = (uint32_t)((c->w1 >> 32 & TIME_MASK) << TIME_SHIFT);
-	e->kind = MT_HEAP;
-	e->sampled = (uint8_t)(c->w1 >> 63);
 }
 
 static uint32_t
@@ -344,15 +335,15 @@ mt_ptrtab_take(uintptr_t addr, struct mt_ptr *out, int plain) {
 
 int
 mt_ptrtab_find(uintptr_t addr, struct mt_ptr *out) {
-	uint64_t h = mt_ptr_place(addr);
-	struct shard *s = shard_of(h);
+	uint64_t place = mt_ptr_place(addr);
+	struct shard *s = shard_of(place);
 	int found = 0;
 	mt_solo_gate();
 	mt_lock(&s->lock);
 	for (int wide = 0; wide < 2 && !found; wide++) {
 		if (!wide && !compact_addr(addr))
 			continue; /* no compact slot holds it */
-		int64_t i = tab_find(&s->t[wide], wide, addr, h);
+		int64_t i = tab_find(&s->t[wide], wide, addr, place);
 		if (i >= 0) {
 			slot_get(&s->t[wide], wide, (uint64_t)i, out);
 			found = 1;

@@ -54,9 +54,10 @@ mt_ptr_hash(uintptr_t a) {
  *
  * A's place: its hash with the shard in the top 6 bits (the main heap's
  * the hash itself; another block's, the hash with its group in bits
- * 61-63), so that one value gives both the shard (>> 58) and the slot
- * (the low bits). */
+ * 61-63), so that one value gives both the shard (>> MT_PLACE_SHARD) and
+ * the slot (the low bits: no table has 2^58 slots). */
 extern uintptr_t mt_ptr_brk; /* the break when the table was made */
+#define MT_PLACE_SHARD 58 /* a place's shard: place >> MT_PLACE_SHARD */
 static inline uint64_t
 mt_ptr_place(uintptr_t a) {
 	uint64_t h = mt_ptr_hash(a);
