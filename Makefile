@@ -41,7 +41,7 @@ $(B)/libmemtally.so: $(SHIM_OBJ)
 	$(CC) -shared -o $@ $^ $(SHIM_LIBS) -Wl,-z,now -Wl,--no-undefined
 
 # Prints the option table (README generation, tests).
-$(B)/memtally-config: scripts/memtally-config.c $(B)/shim/platform/config.o $(B)/shim/platform/buf.o $(B)/shim/platform/glue.o
+$(B)/memtally-config: scripts/memtally-config.c $(B)/shim/platform/config.o $(B)/shim/platform/buf.o $(B)/shim/platform/glue.o $(B)/shim/platform/fdio.o
 	$(CC) $(WARN) $(CFLAGS) -Ishim -o $@ $^
 
 $(B)/demo_trainer: scripts/demo_trainer.c
@@ -61,8 +61,8 @@ proto:
 
 # `memtally run` checks options against the shim's own table: config.c
 # and what it needs, linked in (one table, no copy).
-SHIM_CONFIG_OBJ := $(B)/shim/platform/config.o $(B)/shim/platform/buf.o $(B)/shim/platform/glue.o
-SHIM_CONFIG_SRC := shim/platform/config.c shim/platform/buf.c shim/platform/glue.c
+SHIM_CONFIG_OBJ := $(B)/shim/platform/config.o $(B)/shim/platform/buf.o $(B)/shim/platform/glue.o $(B)/shim/platform/fdio.o
+SHIM_CONFIG_SRC := shim/platform/config.c shim/platform/buf.c shim/platform/glue.c shim/platform/fdio.c
 $(B)/memtally: $(AN_OBJ) $(SHIM_CONFIG_OBJ)
 	$(CC) -o $@ $^ $(AN_LIBS)
 
@@ -199,7 +199,7 @@ $(B)/test/lib_%.so: test/integration/lib_%.c | $(B)/test
 # Unit tests of the shim's tables, outside LD_PRELOAD (frame pointers kept, as
 # in the shim itself: the CFI walker's reuse of its last walk keys on rbp): ASan+UBSan in
 # `make test`, ThreadSanitizer in `make check`.
-UNIT_SHIM := shim/state/sites.c shim/state/stacks.c shim/state/totals.c shim/state/solo.c shim/state/ptrtab.c shim/state/ptrmem.c shim/state/maptab.c shim/platform/glue.c shim/platform/buf.c \
+UNIT_SHIM := shim/state/sites.c shim/state/stacks.c shim/state/totals.c shim/state/solo.c shim/state/ptrtab.c shim/state/ptrmem.c shim/state/maptab.c shim/platform/glue.c shim/platform/buf.c shim/platform/fdio.c \
 	shim/platform/config.c shim/capture/pylines.c shim/state/map64.c shim/capture/unwind.c shim/capture/cfi.c \
 	shim/capture/cfitab.c shim/capture/ehframe.c
 $(B)/test/unit_%: test/unit/%.c $(UNIT_SHIM) $(SHIM_HDR) | $(B)/test

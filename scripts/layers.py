@@ -22,7 +22,7 @@ APART = 'apart'
 SHIM = [
     # syscalls and atomics, the loader; formatting into fixed buffers, and
     # the CUDA driver's entry points and their lookups; the options
-    [('platform', [('glue', 'dl'), ('buf', 'cudaroutes'), 'config'])],
+    [('platform', [('glue', 'dl'), 'fdio', ('buf', 'cudaroutes'), 'config'])],
     # the tables and the small shared states (state/sites.h has the table;
     # ptrmem is the pointer table's memory, under ptrtab)
     [('state', ['solo', 'ptrmem', ('stacks', 'totals', 'ptrtab', 'events', 'trigger', 'marks',

@@ -153,6 +153,7 @@ mt_utf8_len(const unsigned char *p, size_t avail) {
 #define MT_F_MAX_BYTES "max_bytes"
 #define MT_F_ALLOCATOR "allocator"
 #define MT_F_NAME "name"
+#define MT_F_OMITTED "omitted"
 #define MT_F_ARENA_BYTES "arena_bytes"
 #define MT_F_HBLKHD_BYTES "hblkhd_bytes"
 #define MT_F_RESIDENT_BYTES "resident_bytes"

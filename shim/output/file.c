@@ -6,6 +6,7 @@
 #include "output/file.h"
 #include "platform/buf.h"
 #include "platform/config.h"
+#include "platform/fdio.h"
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -35,7 +36,10 @@ static int released;      /* closed by mt_file_release: same file next */
 /* Our file's identity: a program that closes every descriptor (or
  * close_range at start) and opens its own files may be handed our number;
  * before each snapshot the descriptor is checked and, if it is no longer
- * our file, left alone and the file opened again (appending). */
+ * our file, left alone and the file opened again (appending); and every
+ * write, seek and truncation checks it again in the same step as it acts
+ * (platform/fdio.h), so a number handed to the program mid-snapshot gets
+ * nothing of ours. */
 static uint64_t file_dev, file_ino;
 
 void
@@ -183,12 +187,14 @@ mt_file_ensure(int *fresh, int *reopened) {
 	if (fd >= 0 && ours(fd))
 		return 0;
 	fd = -1; /* not ours any more (if it was): never written again */
+	mt_fdio_guard(-1, 0, 0);
 	int again = released; /* our own close: the same file, nothing lost */
 	released = 0;
 	make_path_x(opened_once ? path_x : 0);
 	/* room above the program's descriptors for the directory's and the
 	 * file's (a program at its limit still has it all, and ours too) */
 	struct mt_fdroom room;
+	struct stat named;
 	mt_fdroom_enter(&room);
 	long dfd = open_dir(mt_cfg.out);
 	int err = dfd < 0 ? (int)-dfd : 0;
@@ -206,6 +212,11 @@ mt_file_ensure(int *fresh, int *reopened) {
 			r = create_new(dfd);
 		}
 		err = r < 0 ? (int)-r : 0;
+		/* the file's identity by its name, not by the descriptor: a
+		 * program that closes descriptors and takes their numbers
+		 * could have made r its own file by now (below) */
+		if (!err && mt_sys(SYS_newfstatat, dfd, base(path), &named, AT_SYMLINK_NOFOLLOW, 0, 0))
+			err = ESTALE;
 		mt_sys(SYS_close, dfd, 0, 0, 0, 0, 0);
 	}
 	/* high, O_CLOEXEC: the program's own opens start at 3 as without us */
@@ -227,13 +238,18 @@ mt_file_ensure(int *fresh, int *reopened) {
 		return err;
 	}
 	struct stat st;
-	if (mt_sys(SYS_fstat, r, &st, 0, 0, 0, 0)) {
-		mt_sys(SYS_close, r, 0, 0, 0, 0, 0);
-		return EIO;
+	if (mt_sys(SYS_fstat, r, &st, 0, 0, 0, 0))
+		return EIO; /* not open: nothing of ours to close */
+	if (st.st_dev != named.st_dev || st.st_ino != named.st_ino) {
+		/* the number is the program's now (it closed ours and took
+		 * it): left alone, never closed; this snapshot is dropped,
+		 * counted, and the next opens the file again */
+		return ESTALE;
 	}
 	fd = (int)r;
 	file_dev = (uint64_t)st.st_dev;
 	file_ino = (uint64_t)st.st_ino;
+	mt_fdio_guard(fd, file_dev, file_ino);
 	opened_once = 1;
 	*fresh = st.st_size == 0;
 	*reopened = !again || *fresh;
@@ -244,6 +260,7 @@ void
 mt_file_release(void) {
 	if (fd < 0 || keep)
 		return;
+	mt_fdio_guard(-1, 0, 0);
 	mt_sys(SYS_close, fd, 0, 0, 0, 0, 0);
 	fd = -1;
 	released = 1;
@@ -277,6 +294,7 @@ mt_file_describe(void) {
 
 void
 mt_file_close(void) {
+	mt_fdio_guard(-1, 0, 0);
 	if (fd >= 0)
 		mt_sys(SYS_close, fd, 0, 0, 0, 0, 0);
 	fd = -1;

@@ -329,9 +329,17 @@ cgroup_json(struct mt_buf *b, char *buf, size_t cap) {
 }
 
 static void
-allocator_json(struct mt_buf *b) {
+allocator_json(struct mt_buf *b, int death) {
 	int first = 1;
-	if (je_mallctl) {
+	if (death && (je_mallctl || glibc_mallinfo2)) {
+		/* mallinfo2 takes every arena's lock, mallctl jemalloc's: the
+		 * thread a death interrupted may hold one (glibc reports a
+		 * double free from inside free, with the arena locked), and
+		 * would wait on itself for ever */
+		mt_buf_puts(b, MT_KEY(MT_F_ALLOCATOR) "{" MT_KEY(MT_F_NAME));
+		mt_buf_puts(b, je_mallctl ? "\"jemalloc\"," : "\"glibc\",");
+		mt_buf_puts(b, MT_KEY(MT_F_OMITTED) "\"death\"},");
+	} else if (je_mallctl) {
 		uint64_t epoch = 1;
 		size_t sz = sizeof epoch;
 		je_mallctl("epoch", &epoch, &sz, &epoch, sz); /* refresh stats */
@@ -349,7 +357,8 @@ allocator_json(struct mt_buf *b) {
 		mt_buf_puts(b, "},");
 	} else if (glibc_mallinfo2) {
 		/* mallinfo2 walks glibc's arenas under their locks: called from
-		 * the writer thread or an OOM dump, never holding ours. */
+		 * the writer thread, a hook's snapshot or an OOM dump, never
+		 * holding ours, never from a death's handler (above). */
 		struct mallinfo2 m = glibc_mallinfo2();
 		mt_buf_printf(b, MT_KEY(MT_F_ALLOCATOR) "{" MT_KEY(MT_F_NAME) "\"glibc\"," MT_KEY(MT_F_ARENA_BYTES) "%lu,"
 				 MT_KEY(MT_F_ORDBLKS) "%lu," MT_KEY(MT_F_HBLKHD_BYTES) "%lu," MT_KEY(MT_F_UORDBLKS_BYTES) "%lu,"
@@ -362,11 +371,11 @@ allocator_json(struct mt_buf *b) {
 }
 
 void
-mt_procstat_json(struct mt_buf *b, char *scratch, size_t n, int often) {
+mt_procstat_json(struct mt_buf *b, char *scratch, size_t n, int often, int death) {
 	proc_json(b, scratch, n, often);
 	if (mt_cfg.cgroup)
 		cgroup_json(b, scratch, n);
-	allocator_json(b);
+	allocator_json(b, death);
 }
 
 /* The hex mask after "<key>:" in /proc/self/status text, or 0. */

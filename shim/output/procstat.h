@@ -18,8 +18,12 @@ void mt_procstat_init(void);
 /* Append `"proc":{...},"cgroup":{...},"allocator":{...},` (absent files are
  * absent fields).  scratch: >= 64 KiB.  Never allocates.  often: a
  * snapshot of the cadence's kind (step, interval, every, rise), whose
- * smaps_rollup figures come at most once a second. */
-void mt_procstat_json(struct mt_buf *b, char *scratch, size_t n, int often);
+ * smaps_rollup figures come at most once a second.  death: the final
+ * snapshot of a death by signal, written by the thread the signal
+ * interrupted, which may hold the allocator's locks (a double free found
+ * inside free(), a SIGTERM taken inside malloc): the allocator's figures,
+ * which take those locks, are left out (`"omitted":"death"`). */
+void mt_procstat_json(struct mt_buf *b, char *scratch, size_t n, int often, int death);
 /* cgroup memory usage and limit in bytes; 0 when known, -1 when there is no
  * cgroup memory limit.  Never allocates. */
 int mt_cgroup_usage(uint64_t *current, uint64_t *max, char *scratch, size_t n);

@@ -28,6 +28,7 @@
 #include "state/events.h"
 #include "state/marks.h"
 #include "output/file.h"
+#include "platform/fdio.h"
 #include "output/zout.h"
 #include "state/trigger.h"
 #include "capture/unwind.h"
@@ -54,7 +55,22 @@ static struct {
 	size_t summary_len;         /* 0: none this time */
 	unsigned warnings;          /* mt_warn's kept warnings in this file */
 	int below_floor;            /* the last look found the disk below the floor */
-} W = {.full_next = 1};
+	int death;                  /* writing a death's final snapshot (a handler's) */
+	/* Where the file must be cut back to before anything else is
+	 * written to it (-1: nowhere): a snapshot whose write failed half
+	 * way because the descriptor stopped being our file (the program
+	 * closed it and took its number: platform/fdio.h) left its first
+	 * part in the file, and could not cut it then. */
+	long cut_at;
+} W = {.full_next = 1, .cut_at = -1};
+
+/* Cut the file back to off (where a failed write began); if the
+ * descriptor is not our file any more, when it is next opened. */
+static void
+cut_back(int fd, long off) {
+	if (off >= 0 && mt_fdio(fd, MT_IO_TRUNCATE, NULL, 0, off))
+		W.cut_at = off;
+}
 
 int
 mt_snapshot_init(char **argv, char **envp) {
@@ -90,7 +106,7 @@ header_now(struct mt_buf *b) {
 	b->len = 0;
 	b->overflow = 0;
 	if (err) {
-		mt_sys(SYS_ftruncate, fd, 0, 0, 0, 0, 0);
+		cut_back(fd, 0);
 		mt_zout_reset();
 		W.warnings = warned;
 		mt_header_json(b);
@@ -154,6 +170,13 @@ ensure_open(void) {
 	if (buffers())
 		return ENOMEM;
 	int err = mt_file_ensure(&fresh, &reopened);
+	if (!err && W.cut_at >= 0) {
+		/* the same file again (a fresh one has nothing to cut) */
+		long end = fresh ? -1 : mt_fdio(mt_file_fd(), MT_IO_SEEK_END, NULL, 0, 0);
+		if (end > W.cut_at && mt_fdio(mt_file_fd(), MT_IO_TRUNCATE, NULL, 0, W.cut_at))
+			return ESTALE; /* not cut: nothing more may follow it */
+		W.cut_at = -1;
+	}
 	if (err || !reopened)
 		return err;
 	W.full_next = 1; /* every call site again, and the maps */
@@ -275,7 +298,7 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 	/* the cadence's kinds of snapshot: smaps at most once a second */
 	int often = !dump && (!strcmp(reason, "step") || !strcmp(reason, "interval") ||
 			      !strcmp(reason, "every") || !strcmp(reason, "rise"));
-	mt_procstat_json(b, scr, nscr, often);
+	mt_procstat_json(b, scr, nscr, often, W.death && !dump);
 	mt_devices_json(b);
 	mt_marks_json(b);
 	totals(b);
@@ -374,7 +397,7 @@ write_locked(const char *reason, const char *lab, int final) {
 	 * fails the file is cut back to where this snapshot began, so it
 	 * never holds a broken line in its middle. */
 	int fd = mt_file_fd();
-	long off0 = mt_sys(SYS_lseek, fd, 0, 2 /* SEEK_END */, 0, 0, 0);
+	long off0 = mt_fdio(fd, MT_IO_SEEK_END, NULL, 0, 0);
 	W.lines.flush_fd = W.out.flush_fd = fd;
 	W.lines.flush_err = W.out.flush_err = 0;
 	unsigned warned = W.warnings;
@@ -396,16 +419,15 @@ write_locked(const char *reason, const char *lab, int final) {
 		 * leaves a snapshot without one (a reader decodes that
 		 * frame), never a summary without its snapshot.  Failing
 		 * here costs the summary only. */
-		long off1 = mt_sys(SYS_lseek, fd, 0, 2 /* SEEK_END */, 0, 0, 0);
-		if (mt_zout_skippable(fd, W.summary, W.summary_len) && off1 >= 0)
-			mt_sys(SYS_ftruncate, fd, off1, 0, 0, 0, 0);
+		long off1 = mt_fdio(fd, MT_IO_SEEK_END, NULL, 0, 0);
+		if (mt_zout_skippable(fd, W.summary, W.summary_len))
+			cut_back(fd, off1);
 	}
 	if (err) {
 		if (!W.write_warned++)
 			mt_warn("writing %s failed (errno %d); snapshots are dropped while it "
 				"fails (the next one written counts them)", mt_file_path(), err);
-		if (off0 >= 0)
-			mt_sys(SYS_ftruncate, fd, off0, 0, 0, 0, 0);
+		cut_back(fd, off0);
 		mt_zout_reset(); /* the next snapshot begins a frame of its own */
 		W.dropped_snaps++;
 	}
@@ -439,7 +461,7 @@ mt_snapshot_record(const char *line, size_t n) {
 		return -1;
 	}
 	int fd = mt_file_fd();
-	long off0 = mt_sys(SYS_lseek, fd, 0, 2 /* SEEK_END */, 0, 0, 0);
+	long off0 = mt_fdio(fd, MT_IO_SEEK_END, NULL, 0, 0);
 	struct mt_buf *b = &W.lines; /* empty between snapshots */
 	b->flush_fd = fd;
 	b->flush_err = 0;
@@ -449,8 +471,7 @@ mt_snapshot_record(const char *line, size_t n) {
 	if (!err && mt_cfg.compress)
 		err = mt_zout_end(fd);
 	if (err) {
-		if (off0 >= 0)
-			mt_sys(SYS_ftruncate, fd, off0, 0, 0, 0, 0);
+		cut_back(fd, off0);
 		mt_zout_reset();
 	}
 	b->flush_fd = 0;
@@ -487,6 +508,7 @@ mt_snapshot_final(const char *reason, uint64_t wait_ns) {
 		mt_unlock(&W.lock);
 		return 1;
 	}
+	W.death = 1; /* nothing that waits on a lock the dying thread may hold */
 	write_locked(reason, NULL, 1);
 	return 0;
 }

@@ -7,6 +7,7 @@
  */
 #include "platform/glue.h"
 #include "platform/buf.h"
+#include "platform/fdio.h"
 #include <string.h>
 #include <sys/mman.h>
 
@@ -331,6 +332,8 @@ mt_buf_printf(struct mt_buf *b, const char *fmt, ...) {
 
 int
 mt_write_all(int fd, const void *s, size_t n) {
+	if (mt_fdio_guarded(fd)) /* the shim's file: checked (fdio.h) */
+		return (int)-mt_fdio(fd, MT_IO_WRITE, s, n, 0);
 	const char *p = s;
 	while (n) {
 		long r = mt_sys(SYS_write, fd, p, n, 0, 0, 0);

@@ -3,6 +3,7 @@
  * so hooks can call the kernel without disturbing what the program sees.
  */
 #include "platform/glue.h"
+#include <sys/stat.h>
 #include <time.h>
 
 long
@@ -184,7 +185,15 @@ mt_fd_high_in(long fd, const struct mt_fdroom *r) {
 	long hi = mt_sys(SYS_fcntl, fd, 1030 /* F_DUPFD_CLOEXEC */, from, 0, 0, 0);
 	if (hi < 0)
 		return fd;
-	mt_sys(SYS_close, fd, 0, 0, 0, 0, 0);
+	/* the low one closed only while it is still the same file as the
+	 * high one: a program that closes descriptors it did not open may
+	 * have taken the number for a file of its own meanwhile (the two
+	 * calls are not one step: a window of a few hundred ns, once per
+	 * open of ours, is left) */
+	struct stat a, b;
+	if (!mt_sys(SYS_fstat, fd, &a, 0, 0, 0, 0) && !mt_sys(SYS_fstat, hi, &b, 0, 0, 0, 0) &&
+	    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		mt_sys(SYS_close, fd, 0, 0, 0, 0, 0);
 	return hi;
 }
 

@@ -28,7 +28,7 @@ for t in reader writers names; do
 	clang -g -O1 -std=c11 -D_GNU_SOURCE -DMT_FUZZ -DFUZZ_$(echo $t | tr a-z A-Z) \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		-Ianalysis -I. -o "$F/fuzz_$t" test/fuzz/fuzz_cmd.c $SRC \
-		-x c analysis/main.c -Dmain=memtally_main -Ishim shim/platform/config.c shim/platform/buf.c \
+		-x c analysis/main.c -Dmain=memtally_main -Ishim shim/platform/config.c shim/platform/buf.c shim/platform/fdio.c \
 		shim/platform/glue.c -ldw -lelf -lm -lprotobuf-c -lz -lzstd
 done
 # seeds: plain JSONL (the parser is what is fuzzed), and one compressed
