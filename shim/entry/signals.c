@@ -57,8 +57,15 @@
  *    holds (the loader's lock); then no snapshot;
  *  - the snapshot path calls no malloc, no stdio, nothing but raw system
  *    calls, the vDSO clocks and dl_iterate_phdr (whose loader lock is
- *    recursive: a thread interrupted inside dlopen's own list update is
- *    the one case left, a few instructions wide);
+ *    recursive); the allocator's figures (mallinfo2, jemalloc's mallctl),
+ *    which take the allocator's locks, are left out of a death's snapshot
+ *    ("omitted":"death"): glibc reports a double free from inside free()
+ *    with the arena locked, and the snapshot waited on itself for ever;
+ *  - the whole of it is bounded in time (MEMTALLY_DEATH_WAIT, bounded_final
+ *    below): what it may still wait on belongs to other threads (the
+ *    loader's lock held by a thread that itself waits on an arena lock
+ *    the dying thread holds; a hung filesystem), and past the bound the
+ *    process dies of its signal without the snapshot;
  *  - a vfork child (another pid in our memory) writes nothing.
  * A second signal of the set is blocked while the handler runs (the
  * first one decides how the process ends); a fault inside the handler
@@ -171,6 +178,60 @@ final_snapshot(const struct death *d, int fault) {
 	mt_self.guard--;
 }
 
+/* The bound on a death (MEMTALLY_DEATH_WAIT).  Nothing on the snapshot's
+ * path waits on a lock the dying thread holds (the allocator's figures
+ * are left out, the shim's own locks are not held: final_snapshot), but
+ * it may wait on another thread (the writer lock, up to 2 s; the
+ * loader's lock in dl_iterate_phdr, whose holder may itself wait on an
+ * arena lock the dying thread holds; a write to a hung filesystem).  So
+ * the thread arms a POSIX timer of its own (raw timer_create, a signal to
+ * this thread: no allocation, no lock) that sends it the death's own
+ * signal when the bound passes, and unblocks that one signal: taken
+ * during the snapshot (the timer's, or the same signal sent again), the
+ * handler finds the thread dying and dies at once, of that signal, as
+ * without us.  The other death signals stay blocked: the first decides.
+ * If no timer can be made (RLIMIT_SIGPENDING), the snapshot runs
+ * unbounded, as before. */
+static MT_TLS int dying;
+
+struct ksigevent { /* the kernel's struct sigevent, SIGEV_THREAD_ID */
+	uint64_t value;
+	int signo, notify, tid, pad[11];
+};
+#define MT_SIGEV_THREAD_ID 4
+
+static void
+bounded_final(const struct death *d, int fault) {
+	int tid = (int)mt_sys(SYS_gettid, 0, 0, 0, 0, 0, 0), timer = -1;
+	struct ksigevent ev;
+	memset(&ev, 0, sizeof ev);
+	ev.signo = d->sig;
+	ev.notify = MT_SIGEV_THREAD_ID;
+	ev.tid = tid;
+	dying = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (!mt_sys(SYS_timer_create, CLOCK_MONOTONIC, &ev, &timer, 0, 0, 0)) {
+		double w = mt_cfg.death_wait > 0 ? mt_cfg.death_wait : 10;
+		struct itimerspec its;
+		memset(&its, 0, sizeof its);
+		its.it_value.tv_sec = (time_t)w;
+		its.it_value.tv_nsec = (long)((w - (double)(time_t)w) * 1e9);
+		if (!its.it_value.tv_sec && its.it_value.tv_nsec < 1000)
+			its.it_value.tv_nsec = 1000;
+		mt_sys(SYS_timer_settime, timer, 0, &its, NULL, 0, 0);
+		uint64_t set = 1ull << (d->sig - 1);
+		mt_sys(SYS_rt_sigprocmask, SIG_UNBLOCK, &set, NULL, sizeof set, 0, 0);
+	} else {
+		timer = -1;
+	}
+	final_snapshot(d, fault);
+	if (timer >= 0) {
+		uint64_t set = 1ull << (d->sig - 1);
+		mt_sys(SYS_rt_sigprocmask, SIG_BLOCK, &set, NULL, sizeof set, 0, 0);
+		mt_sys(SYS_timer_delete, timer, 0, 0, 0, 0, 0);
+	}
+}
+
 /* The default action for sig, as without us: a fault the kernel raised
  * comes back by itself when the faulting instruction runs again under
  * SIG_DFL; any other is sent again to this thread and unblocked (the
@@ -211,7 +272,7 @@ deferred_death(void) {
 	if (!d)
 		return;
 	int saved = errno;
-	final_snapshot(d, 0);
+	bounded_final(d, 0);
 	die_by(d->sig, 0);
 	errno = saved;
 }
@@ -227,6 +288,14 @@ death(int sig, siginfo_t *si, void *uc) {
 	 * raise (si_code <= 0) is sent again.  Either is a fault for the
 	 * snapshot (faulthandler re-raises a real one with raise). */
 	int fault = d && d->fault && si && si->si_code > 0;
+	if (d && dying) {
+		/* taken during this thread's death: its bound passed (the
+		 * timer's signal), the same signal came again, or the snapshot
+		 * faulted: the process dies now, of this signal */
+		die_by(sig, fault);
+		errno = saved;
+		return;
+	}
 	if (d && !d->fault && mt_locks_held && __atomic_load_n(&mt_active, __ATOMIC_ACQUIRE)) {
 		/* a shim lock held here: the death waits for its release (the
 		 * first of the set taken decides; a second one meanwhile
@@ -240,7 +309,7 @@ death(int sig, siginfo_t *si, void *uc) {
 		return;
 	}
 	if (d)
-		final_snapshot(d, d->fault);
+		bounded_final(d, d->fault);
 	die_by(sig, fault);
 	errno = saved;
 }
@@ -319,6 +388,26 @@ mt_signal_postfork_child(void) {
 	__atomic_store_n(&owner, mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0), __ATOMIC_RELAXED);
 }
 
+/* What the kernel would keep of a program's action: glibc's sigaction
+ * adds SA_RESTORER and its restorer to every action it installs, and the
+ * kernel hands them back in the old action; an action the shim keeps for
+ * the program (not in the kernel) must read back the same.  The restorer
+ * is the one the kernel holds for any action glibc installed (ours). */
+#define MT_SA_RESTORER 0x04000000 /* the kernel's; glibc's headers keep it */
+static void
+as_kernel(int sig, struct sigaction *a) {
+	static void (*restorer)(void);
+	if (!restorer) {
+		struct sigaction k;
+		if (!real_sigaction(sig, NULL, &k) && (k.sa_flags & MT_SA_RESTORER))
+			restorer = k.sa_restorer;
+	}
+	if (restorer && !(a->sa_flags & MT_SA_RESTORER)) {
+		a->sa_flags |= MT_SA_RESTORER;
+		a->sa_restorer = restorer;
+	}
+}
+
 /* sigaction for a death signal. */
 static int
 death_action(int sig, const struct sigaction *act, struct sigaction *old) {
@@ -330,6 +419,7 @@ death_action(int sig, const struct sigaction *act, struct sigaction *old) {
 		if (real_sigaction(sig, NULL, &o))
 			return real_sigaction(sig, act, old);
 		prog[sig] = *act;
+		as_kernel(sig, &prog[sig]);
 		if (install_death(sig))
 			return real_sigaction(sig, act, old);
 		__atomic_store_n(&ours[sig], 1, __ATOMIC_RELEASE);
@@ -341,6 +431,7 @@ death_action(int sig, const struct sigaction *act, struct sigaction *old) {
 	if (act) {
 		if (act->sa_handler == SIG_DFL) { /* (sa_sigaction NULL: the same) */
 			prog[sig] = *act;
+			as_kernel(sig, &prog[sig]);
 		} else {
 			/* theirs replaces ours, in the kernel, as asked */
 			int r = real_sigaction(sig, act, NULL);
@@ -365,6 +456,7 @@ sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
 		*old = prog[sig];
 	if (act) {
 		prog[sig] = *act;
+		as_kernel(sig, &prog[sig]);
 		install();
 	}
 	return 0;

@@ -43,6 +43,7 @@
 	X(smaps, SMAPS, BOOL, "1", "", "", "read /proc/self/smaps_rollup (pss, uss, shared) in snapshots (in step, interval, every and rise snapshots at most once a second)") \
 	X(cgroup, CGROUP, BOOL, "1", "", "", "read the process's cgroup memory figures (v2, or v1's memory controller) in snapshots") \
 	X(preoom, PREOOM, FRAC, "0.95", "0", "1", "dump when cgroup usage reaches this fraction of its limit, checked every 100 ms (0 = off)") \
+	X(death_wait, DEATH_WAIT, SECS, "10", "0.05", "3600", "a death by signal (SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGABRT, SIGSEGV, SIGBUS): the longest its final snapshot may take; past it the process dies of its signal without it, whatever the snapshot was waiting for") \
 	X(follow, FOLLOW, BOOL, "1", "", "", "children are tracked too (0: fork children write nothing, exec'd children run without the shim)") \
 	X(verbose, VERBOSE, BOOL, "0", "", "", "print the effective configuration and output path to stderr") \
 	X(disk_floor, DISK_FLOOR, SIZE, "256M", "0", "1T", "snapshots are not written while the output filesystem's free space is below the larger of this and 5% of its size (said once, as a warning; writing resumes when space returns; 0 = no floor)") \
@@ -97,6 +98,7 @@ struct mt_config {
 	int smaps;           /* bool */
 	int cgroup;          /* bool */
 	double preoom;       /* fraction */
+	double death_wait;   /* seconds a death's final snapshot may take */
 	int follow;          /* bool */
 	int verbose;         /* bool */
 	int quiet;           /* bool */

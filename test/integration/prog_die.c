@@ -2,7 +2,8 @@
  * sees of its signal dispositions (so a run under the shim can be
  * compared with one without).
  *   prog_die SIG HOW [THREADS]
- *     SIG   term, int, hup, quit, abrt, segv, bus, abort (abort()), fault
+ *     SIG   term, int, hup, quit, abrt, segv, bus, usr1 (the snapshot
+ *           signal: own alone), abort (abort()), fault
  *           (a null store: SIGSEGV from the kernel), buserr (a store past
  *           a truncated file's end: SIGBUS from the kernel)
  *     HOW   self: the program sends it to itself (kill);
@@ -66,8 +67,11 @@ show(const char *when, int sig) {
 	int masked = 0;
 	for (int s = 1; s < 32; s++)
 		masked += sigismember(&q.sa_mask, s);
-	printf("%s: %s flags %#x mask %d\n", when, name_of(q.sa_handler),
-	       (unsigned)(q.sa_flags & ~0x04000000 /* SA_RESTORER, glibc's */), masked);
+	/* SA_RESTORER and the restorer are glibc's, as the kernel keeps them:
+	 * the same with and without the shim (issue 51: lost after SIG_DFL
+	 * was set under it) */
+	printf("%s: %s flags %#x mask %d restorer %s\n", when, name_of(q.sa_handler),
+	       (unsigned)q.sa_flags, masked, q.sa_restorer ? "set" : "none");
 }
 
 static void
@@ -82,7 +86,7 @@ parse(const char *s) {
 	static const struct { const char *n; int sig; } t[] = {
 		{"term", SIGTERM}, {"int", SIGINT},   {"hup", SIGHUP},   {"quit", SIGQUIT},
 		{"abrt", SIGABRT}, {"segv", SIGSEGV}, {"bus", SIGBUS},   {"abort", SIGABRT},
-		{"fault", SIGSEGV}, {"buserr", SIGBUS},
+		{"fault", SIGSEGV}, {"buserr", SIGBUS}, {"usr1", SIGUSR1},
 	};
 	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
 		if (!strcmp(s, t[i].n))

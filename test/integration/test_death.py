@@ -140,6 +140,11 @@ if mt.case('own'):
         a, b = compare('C %s own handler' % s, [PROG, s, 'own'], 'exit', want_status='exit 7')
         mt.check('sigaction\'s oldact: SIG_DFL' in b[1] and 'at start: SIG_DFL flags 0 mask 0' in b[1],
                  'C %s: the program sees SIG_DFL before its own handler (%r)' % (s, b[1]))
+    # the snapshot signal's handler, kept by the shim for the program:
+    # sigaction reads it back as the kernel would (SA_RESTORER, glibc's
+    # restorer: issue 51)
+    compare('C usr1 own handler (the snapshot signal)', [PROG, 'usr1', 'own'], 'exit',
+            want_status='exit 7')
     for s in ('term', 'int', 'quit'):
         compare('C %s own handler, then SIG_DFL again' % s, [PROG, s, 'reset'], REASON[s],
                 live=640000, want_status='killed by %d%s' % (SIGNUM[s], ', core' if s == 'quit' else ''),
