@@ -18,14 +18,16 @@
 static const unsigned char zstd_magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
 
 /* The file's kind from its first four bytes: 1 when known, 0 when too few
- * bytes are there yet (with wait), -1 on a read error. */
+ * bytes are there yet (with wait), -1 on a read error.  Fewer than four
+ * bytes that do not begin zstd's magic are plain already (a first line
+ * of three bytes, "{}\n", waited for a fourth for ever: top --once spun). */
 static int
 src_kind(struct src *s, int wait) {
 	unsigned char m[4];
 	ssize_t r = pread(s->fd, m, sizeof m, 0);
 	if (r < 0)
 		return -1;
-	if (r < 4 && wait)
+	if (r < 4 && wait && !memcmp(m, zstd_magic, (size_t)r))
 		return 0;
 	s->mode = r == 4 && !memcmp(m, zstd_magic, 4) ? 2 : 1;
 	if (s->mode == 2) {

@@ -444,11 +444,17 @@ refresh(struct view *v, struct opts *o, uint64_t until_ms) {
 		more = 0;
 		/* a compressed file's last bytes may be read and not yet decoded
 		 * into lines: poll until a poll takes no line and nothing is left
-		 * unread (a file cut to its first part had top judge only that) */
+		 * unread (a file cut to its first part had top judge only that),
+		 * or a poll takes no line and reads no byte: bytes that wait for
+		 * more (a file of three bytes that may begin zstd's magic) are
+		 * read at a later refresh, and --once ends (it spun for ever) */
 		for (size_t i = 0; i < v->n; i++) {
+			uint64_t size0, size1, left0 = follow_pending(v->p[i].w, &size0);
 			long got = follow_poll(v->p[i].w, READ_STEP);
+			uint64_t left = follow_pending(v->p[i].w, &size1);
 			v->p[i].lines += got;
-			more |= got > 0 || follow_pending(v->p[i].w, NULL) > 0;
+			/* bytes read so far: the size less what is left */
+			more |= got > 0 || (left > 0 && size1 - left > size0 - left0);
 		}
 		if (until_ms && now_ms() >= until_ms)
 			break;

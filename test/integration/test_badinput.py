@@ -253,6 +253,31 @@ for name, (data, msg) in bad45.items():
                  '%s (top --once): exit %d, stderr %r' % (name, r.returncode, r.stderr.strip()[:200]))
     except subprocess.TimeoutExpired:
         mt.check(False, '%s (top --once): ran past 60 s' % name)
+# Issue 51: a first line shorter than zstd's magic (four bytes) waited for
+# a fourth byte for ever, and top --once spun at full CPU (before: killed
+# by the watchdog); and three bytes that may begin the magic, which a
+# file being written may still become, end --once (a frame, no record).
+for name, data, msg in (('short3', b'{}\n', 'FILE:1: record without a "type"'),
+                        ('short2', b'7\n', 'FILE:1: a record must be a JSON object')):
+    p = os.path.join(OUT, 'memtally.%s.p1.jsonl' % name)
+    with open(p, 'wb') as f:
+        f.write(data)
+    for argv in (['top', '--once', p], ['report', p]):
+        try:
+            r = subprocess.run([MT] + argv, capture_output=True, text=True, timeout=20)
+            mt.check(r.returncode == 1 and msg.replace('FILE', p) in r.stderr,
+                     '%s (%s): refused with its line, exit %d, stderr %r'
+                     % (name, argv[0], r.returncode, r.stderr.strip()[-200:]))
+        except subprocess.TimeoutExpired:
+            mt.check(False, '%s (%s): spun past 20 s' % (name, argv[0]))
+p = os.path.join(OUT, 'memtally.zprefix.p1.jsonl.zst')
+with open(p, 'wb') as f:
+    f.write(b'\x28\xb5\x2f')
+try:
+    r = subprocess.run([MT, 'top', '--once', p], capture_output=True, text=True, timeout=20)
+    mt.check('no snapshot yet' in r.stdout, 'zprefix (top --once): one frame, exit %d' % r.returncode)
+except subprocess.TimeoutExpired:
+    mt.check(False, 'zprefix (top --once): spun past 20 s')
 stk_line = next(l for l in lines if b'"type":"stack"' in l and json.loads(l)['id'] == sid)
 case('stackagain', join(lines[:drop + 1] + [stk_line] + lines[drop + 1:]), 0, '')
 case('pyframeagain', join([lines[0], pyf, pyf, pys, pys, stk] + lines[1:]), 0, '')
