@@ -73,6 +73,27 @@ src_unzstd(struct src *s, char *dst, size_t cap) {
 	}
 }
 
+/* The file ended inside a frame: a zstd frame is a write cut short (the
+ * caller's truncated file), but a skippable frame whose length runs past
+ * the end is damage.  The shim writes its summaries (the only skippable
+ * frames it writes) with one write(2) and cuts a failed one off the
+ * file, so their length is damaged there, and the stream decoder would
+ * have skipped everything after it: said, with the frame's byte. */
+static void
+src_skippable_past_end(struct src *s) {
+	unsigned char h[8];
+	if (pread(s->fd, h, sizeof h, (off_t)s->frame_at) != (ssize_t)sizeof h)
+		return; /* a frame header cut short */
+	uint32_t m = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
+	uint32_t n = (uint32_t)h[4] | (uint32_t)h[5] << 8 | (uint32_t)h[6] << 16 | (uint32_t)h[7] << 24;
+	if ((m & 0xFFFFFFF0u) != 0x184D2A50u) /* ZSTD_MAGIC_SKIPPABLE_START */
+		return;
+	snprintf(s->damage, sizeof s->damage,
+		 "the skippable frame that begins at byte %llu says it holds %lu bytes, past the "
+		 "end of the file (byte %llu): a damaged length",
+		 (unsigned long long)s->frame_at, (unsigned long)n, (unsigned long long)s->raw);
+}
+
 ssize_t
 src_read(struct src *s, char *dst, size_t cap, int wait) {
 	if (s->damage[0])
@@ -82,8 +103,12 @@ src_read(struct src *s, char *dst, size_t cap, int wait) {
 		if (k <= 0)
 			return k;
 	}
-	if (s->mode == 2)
-		return src_unzstd(s, dst, cap);
+	if (s->mode == 2) {
+		ssize_t r = src_unzstd(s, dst, cap);
+		if (!r && !wait && s->in_frame && !s->damage[0])
+			src_skippable_past_end(s);
+		return r;
+	}
 	ssize_t r = read(s->fd, dst, cap);
 	if (r > 0)
 		s->raw += (uint64_t)r;

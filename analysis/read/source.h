@@ -25,7 +25,9 @@ struct src {
 
 /* Up to cap bytes of JSONL into dst; 0 when the file has no more now (or,
  * with wait, too few bytes yet to tell its kind, or damage: s->damage
- * says what and at which byte); -1 and errno on a read error. */
+ * says what and at which byte; without wait, a skippable frame whose
+ * length runs past the end of the file is damage); -1 and errno on a
+ * read error. */
 ssize_t src_read(struct src *s, char *dst, size_t cap, int wait);
 /* Whether the file ended inside a zstd frame (a write cut short). */
 int src_cut(const struct src *s);

@@ -132,10 +132,8 @@ fast_read(struct fast *x, const unsigned char *p, size_t size) {
 		uint32_t m = rd32(p + pos);
 		if ((m & 0xFFFFFFF0u) == ZSTD_MAGIC_SKIPPABLE_START) {
 			size_t n = rd32(p + pos + 4);
-			if (n > size - pos - 8) { /* cut short: as if not there */
-				x->cut = 1;
-				break;
-			}
+			if (n > size - pos - 8)
+				return -1; /* past the end: damage, said by the line reader */
 			if (m == MT_ZSTD_SUMMARY_MAGIC) {
 				if (!pending)
 					return -1; /* a summary of nothing */

@@ -502,7 +502,9 @@ cmd_top(struct opts *o) {
 	int width = live ? term_width() : 0;
 	uint64_t budget = (uint64_t)(o->interval * 700); /* ms of a refresh for reading */
 	refresh(&v, o, live ? now_ms() + budget : 0);
-	if (!live) {
+	if (!live) { /* the files as they are now: nothing waits for more */
+		for (size_t i = 0; i < v.n; i++)
+			v.p[i].lines += follow_last(v.p[i].w, READ_STEP);
 		struct sb s = {0};
 		frame(&s, &v, o, width);
 		show(&s, 0);
