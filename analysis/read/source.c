@@ -12,8 +12,14 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zstd_errors.h>
 
 #define SRC_IN (1u << 20)
+
+static uint32_t
+rd_le32(const unsigned char *p) {
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
 
 static const unsigned char zstd_magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
 
@@ -73,20 +79,30 @@ src_unzstd(struct src *s, char *dst, size_t cap) {
 	}
 }
 
+int
+summary_cut(uint32_t magic, const unsigned char *p, size_t have, uint64_t left) {
+	if (magic != MT_ZSTD_SUMMARY_MAGIC || left > have)
+		return 0;
+	size_t r = ZSTD_findFrameCompressedSize(p, have);
+	return ZSTD_isError(r) && ZSTD_getErrorCode(r) == ZSTD_error_srcSize_wrong;
+}
+
 /* The file ended inside a frame: a zstd frame is a write cut short (the
- * caller's truncated file), but a skippable frame whose length runs past
- * the end is damage.  The shim writes its summaries (the only skippable
- * frames it writes) with one write(2) and cuts a failed one off the
- * file, so their length is damaged there, and the stream decoder would
- * have skipped everything after it: said, with the frame's byte. */
+ * caller's truncated file), and so is a summary whose frame is cut (a
+ * process killed inside its write); but a skippable frame whose length
+ * runs past the end otherwise (a whole summary and more bytes, or not a
+ * summary: the shim writes no other) is a damaged length, and the stream
+ * decoder skipped everything after it: said, with the frame's byte. */
 static void
 src_skippable_past_end(struct src *s) {
-	unsigned char h[8];
-	if (pread(s->fd, h, sizeof h, (off_t)s->frame_at) != (ssize_t)sizeof h)
-		return; /* a frame header cut short */
-	uint32_t m = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
-	uint32_t n = (uint32_t)h[4] | (uint32_t)h[5] << 8 | (uint32_t)h[6] << 16 | (uint32_t)h[7] << 24;
-	if ((m & 0xFFFFFFF0u) != 0x184D2A50u) /* ZSTD_MAGIC_SKIPPABLE_START */
+	enum { LOOK = 8 + MT_SUMMARY_FRAME_MAX };
+	unsigned char *h = xmalloc(LOOK);
+	ssize_t got = pread(s->fd, h, LOOK, (off_t)s->frame_at);
+	uint32_t m = got >= 8 ? rd_le32(h) : 0, n = got >= 8 ? rd_le32(h + 4) : 0;
+	int cut = got < 8 || (m & 0xFFFFFFF0u) != 0x184D2A50u /* ZSTD_MAGIC_SKIPPABLE_START */ ||
+		  summary_cut(m, h + 8, (size_t)got - 8, s->raw - s->frame_at - 8);
+	free(h);
+	if (cut) /* a frame header cut short, a zstd frame cut, a summary cut */
 		return;
 	snprintf(s->damage, sizeof s->damage,
 		 "the skippable frame that begins at byte %llu says it holds %lu bytes, past the "

@@ -131,9 +131,14 @@ fast_read(struct fast *x, const unsigned char *p, size_t size) {
 		}
 		uint32_t m = rd32(p + pos);
 		if ((m & 0xFFFFFFF0u) == ZSTD_MAGIC_SKIPPABLE_START) {
-			size_t n = rd32(p + pos + 4);
-			if (n > size - pos - 8)
-				return -1; /* past the end: damage, said by the line reader */
+			size_t n = rd32(p + pos + 4), left = size - pos - 8;
+			if (n > left) { /* past the end: a summary cut short, or damage
+					 * (said by the line reader) */
+				if (!summary_cut(m, p + pos + 8, left, left))
+					return -1;
+				x->cut = 1;
+				break;
+			}
 			if (m == MT_ZSTD_SUMMARY_MAGIC) {
 				if (!pending)
 					return -1; /* a summary of nothing */
