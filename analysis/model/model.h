@@ -283,6 +283,10 @@ const struct snap *pick_snapshot(const struct mfile *f, long seq, int kind);
 struct follow;
 struct follow *follow_open(const char *path);
 long follow_poll(struct follow *w, size_t budget);
+/* The rest of the file read as a whole file is (top --once): to its end
+ * now, nothing left waiting (a last line without its newline is a write
+ * cut short; a skippable frame past the end, damage). */
+long follow_last(struct follow *w, size_t budget);
 struct mfile *follow_file(struct follow *w);
 /* Bytes written to the file and not read yet (*size: its size). */
 uint64_t follow_pending(struct follow *w, uint64_t *size);

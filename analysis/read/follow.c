@@ -46,9 +46,9 @@ follow_file(struct follow *w) {
 
 /* At most `budget` bytes are read a call, so one huge file does not hold
  * up a refresh for long. */
-long
-follow_poll(struct follow *w, size_t budget) {
-	long n = lines_read(&w->l, budget, 1);
+static long
+poll_as(struct follow *w, size_t budget, int wait) {
+	long n = lines_read(&w->l, budget, wait);
 	while (w->f.nsnaps > FOLLOW_SNAPS) {
 		mfile_thin(&w->f, 120000);
 		w->l.c.rows_ref = 0; /* indexes moved (snaprec.c's repeated rows) */
@@ -59,6 +59,19 @@ follow_poll(struct follow *w, size_t budget) {
 		w->f.damaged = w->f.truncated = 1;
 		warnx("%s; not followed further", w->l.damage);
 	}
+	return n;
+}
+
+long
+follow_poll(struct follow *w, size_t budget) {
+	return poll_as(w, budget, 1);
+}
+
+long
+follow_last(struct follow *w, size_t budget) {
+	long n = 0;
+	while (!w->l.eof && !w->l.damage[0])
+		n += poll_as(w, budget, 0);
 	return n;
 }
 

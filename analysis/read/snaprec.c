@@ -1,8 +1,10 @@
 /* snaprec.c — the parsers of the records that hold figures: snapshot
  * (totals, process figures, marks, call sites), and an OOM dump's oom,
  * segment and trace records.  Sizes, counts and times must be whole
- * numbers and not negative (live figures may be: a racy sum of
- * per-thread shares); times are bounded (reader.h) so that what is
+ * numbers and not negative, a kind's and a device's live bytes too (one
+ * counter each in the shim: a negative one was printed as "-118 MiB");
+ * a call site's live figures and a kind's live count may be (racy sums
+ * of per-thread shares).  Times are bounded (reader.h) so that what is
  * computed from them fits. */
 #include "read/reader.h"
 #include "base/util.h"
@@ -15,7 +17,7 @@
 static void
 totals(struct ctx *c, struct jv *o, struct totals *t) {
 	t->present = 1;
-	t->live_bytes = opt_i64(c, o, MT_F_LIVE_BYTES, 0);
+	t->live_bytes = opt_count(c, o, MT_F_LIVE_BYTES, 0, INT64_MAX);
 	t->live_count = opt_i64(c, o, MT_F_LIVE_COUNT, 0);
 	t->allocs = opt_count(c, o, MT_F_ALLOCS, 0, INT64_MAX);
 	t->alloc_bytes = opt_count(c, o, MT_F_ALLOC_BYTES, 0, INT64_MAX);
@@ -68,7 +70,7 @@ proc_figures(struct ctx *c, struct jv *o, struct snap *s) {
 		for (struct jv *x = json_child(c->d, devs); x; x = json_next(c->d, x)) {
 			int64_t d = device_ordinal(c, x);
 			if (d >= 0 && d < MAX_DEVS) {
-				s->dev_live[d] = opt_i64(c, x, MT_F_LIVE_BYTES, 0);
+				s->dev_live[d] = opt_count(c, x, MT_F_LIVE_BYTES, 0, INT64_MAX);
 				s->dev_peak[d] = opt_count(c, x, MT_F_PEAK_BYTES, -1, INT64_MAX);
 			}
 			devtorch(c, s, x, d);

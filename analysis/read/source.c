@@ -12,20 +12,28 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zstd_errors.h>
 
 #define SRC_IN (1u << 20)
+
+static uint32_t
+rd_le32(const unsigned char *p) {
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
 
 static const unsigned char zstd_magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
 
 /* The file's kind from its first four bytes: 1 when known, 0 when too few
- * bytes are there yet (with wait), -1 on a read error. */
+ * bytes are there yet (with wait), -1 on a read error.  Fewer than four
+ * bytes that do not begin zstd's magic are plain already (a first line
+ * of three bytes, "{}\n", waited for a fourth for ever: top --once spun). */
 static int
 src_kind(struct src *s, int wait) {
 	unsigned char m[4];
 	ssize_t r = pread(s->fd, m, sizeof m, 0);
 	if (r < 0)
 		return -1;
-	if (r < 4 && wait)
+	if (r < 4 && wait && !memcmp(m, zstd_magic, (size_t)r))
 		return 0;
 	s->mode = r == 4 && !memcmp(m, zstd_magic, 4) ? 2 : 1;
 	if (s->mode == 2) {
@@ -71,6 +79,37 @@ src_unzstd(struct src *s, char *dst, size_t cap) {
 	}
 }
 
+int
+summary_cut(uint32_t magic, const unsigned char *p, size_t have, uint64_t left) {
+	if (magic != MT_ZSTD_SUMMARY_MAGIC || left > have)
+		return 0;
+	size_t r = ZSTD_findFrameCompressedSize(p, have);
+	return ZSTD_isError(r) && ZSTD_getErrorCode(r) == ZSTD_error_srcSize_wrong;
+}
+
+/* The file ended inside a frame: a zstd frame is a write cut short (the
+ * caller's truncated file), and so is a summary whose frame is cut (a
+ * process killed inside its write); but a skippable frame whose length
+ * runs past the end otherwise (a whole summary and more bytes, or not a
+ * summary: the shim writes no other) is a damaged length, and the stream
+ * decoder skipped everything after it: said, with the frame's byte. */
+static void
+src_skippable_past_end(struct src *s) {
+	enum { LOOK = 8 + MT_SUMMARY_FRAME_MAX };
+	unsigned char *h = xmalloc(LOOK);
+	ssize_t got = pread(s->fd, h, LOOK, (off_t)s->frame_at);
+	uint32_t m = got >= 8 ? rd_le32(h) : 0, n = got >= 8 ? rd_le32(h + 4) : 0;
+	int cut = got < 8 || (m & 0xFFFFFFF0u) != 0x184D2A50u /* ZSTD_MAGIC_SKIPPABLE_START */ ||
+		  summary_cut(m, h + 8, (size_t)got - 8, s->raw - s->frame_at - 8);
+	free(h);
+	if (cut) /* a frame header cut short, a zstd frame cut, a summary cut */
+		return;
+	snprintf(s->damage, sizeof s->damage,
+		 "the skippable frame that begins at byte %llu says it holds %lu bytes, past the "
+		 "end of the file (byte %llu): a damaged length",
+		 (unsigned long long)s->frame_at, (unsigned long)n, (unsigned long long)s->raw);
+}
+
 ssize_t
 src_read(struct src *s, char *dst, size_t cap, int wait) {
 	if (s->damage[0])
@@ -80,8 +119,12 @@ src_read(struct src *s, char *dst, size_t cap, int wait) {
 		if (k <= 0)
 			return k;
 	}
-	if (s->mode == 2)
-		return src_unzstd(s, dst, cap);
+	if (s->mode == 2) {
+		ssize_t r = src_unzstd(s, dst, cap);
+		if (!r && !wait && s->in_frame && !s->damage[0])
+			src_skippable_past_end(s);
+		return r;
+	}
 	ssize_t r = read(s->fd, dst, cap);
 	if (r > 0)
 		s->raw += (uint64_t)r;

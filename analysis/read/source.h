@@ -25,8 +25,20 @@ struct src {
 
 /* Up to cap bytes of JSONL into dst; 0 when the file has no more now (or,
  * with wait, too few bytes yet to tell its kind, or damage: s->damage
- * says what and at which byte); -1 and errno on a read error. */
+ * says what and at which byte; without wait, a skippable frame whose
+ * length runs past the end of the file is damage); -1 and errno on a
+ * read error. */
 ssize_t src_read(struct src *s, char *dst, size_t cap, int wait);
+/* A summary's skippable frame is at most this long after its 8-byte
+ * header: the shim's summary line is at most 16 KiB, and its zstd frame
+ * (a compressed block, or a raw one when that is smaller) holds it. */
+#define MT_SUMMARY_FRAME_MAX (32u << 10)
+/* Whether a skippable frame of this magic whose length runs past the end
+ * of the file is a summary cut short (a process killed inside its write:
+ * the file's normal end): the have bytes after its header, the left
+ * bytes to the end of the file, are the start of one zstd frame.  Else
+ * the length is damaged (a whole summary and more, or not a summary). */
+int summary_cut(uint32_t magic, const unsigned char *p, size_t have, uint64_t left);
 /* Whether the file ended inside a zstd frame (a write cut short). */
 int src_cut(const struct src *s);
 void src_close(struct src *s);

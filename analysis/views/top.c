@@ -444,11 +444,17 @@ refresh(struct view *v, struct opts *o, uint64_t until_ms) {
 		more = 0;
 		/* a compressed file's last bytes may be read and not yet decoded
 		 * into lines: poll until a poll takes no line and nothing is left
-		 * unread (a file cut to its first part had top judge only that) */
+		 * unread (a file cut to its first part had top judge only that),
+		 * or a poll takes no line and reads no byte: bytes that wait for
+		 * more (a file of three bytes that may begin zstd's magic) are
+		 * read at a later refresh, and --once ends (it spun for ever) */
 		for (size_t i = 0; i < v->n; i++) {
+			uint64_t size0, size1, left0 = follow_pending(v->p[i].w, &size0);
 			long got = follow_poll(v->p[i].w, READ_STEP);
+			uint64_t left = follow_pending(v->p[i].w, &size1);
 			v->p[i].lines += got;
-			more |= got > 0 || follow_pending(v->p[i].w, NULL) > 0;
+			/* bytes read so far: the size less what is left */
+			more |= got > 0 || (left > 0 && size1 - left > size0 - left0);
 		}
 		if (until_ms && now_ms() >= until_ms)
 			break;
@@ -496,7 +502,9 @@ cmd_top(struct opts *o) {
 	int width = live ? term_width() : 0;
 	uint64_t budget = (uint64_t)(o->interval * 700); /* ms of a refresh for reading */
 	refresh(&v, o, live ? now_ms() + budget : 0);
-	if (!live) {
+	if (!live) { /* the files as they are now: nothing waits for more */
+		for (size_t i = 0; i < v.n; i++)
+			v.p[i].lines += follow_last(v.p[i].w, READ_STEP);
 		struct sb s = {0};
 		frame(&s, &v, o, width);
 		show(&s, 0);

@@ -16,13 +16,14 @@ hook when it is not preloaded already -- and then, per test:
 and at the end a short report: the tests with the highest peaks, host and
 device.  Limits: bytes (an int or "123"), or a number and a unit: B, KB,
 MB, GB, TB (powers of 1000), KiB, MiB, GiB, TiB or K, M, G, T (powers of
-1024); a bad value is a usage error naming the marker.  Files go to
+1024); a bad value (negative, infinite) is a usage error naming the marker.  Files go to
 --memtally-out (ini memtally_out; default memtally-out), one a process, for
 `memtally report` afterwards.  doc/python.md."""
 import dis
 import gc
 import glob
 import json
+import math
 import os
 import re
 import subprocess
@@ -40,17 +41,25 @@ _REEXEC = 'PYTEST_MEMTALLY_REEXEC'  # not MEMTALLY_*: the shim checks those
 
 
 def parse_size(value, where):
-    """Bytes from 24, "24 MB", "1.5 GiB"; pytest.UsageError naming where."""
+    """Bytes from 24, "24 MB", "1.5 GiB"; pytest.UsageError naming where.
+    A size is finite: float("inf") (or digits past a float's range) is a
+    usage error too (int() of it raised OverflowError: an INTERNALERROR);
+    no limit is the marker's argument left out."""
     if isinstance(value, bool):
         value = None
+    got = None
     if isinstance(value, (int, float)) and value >= 0:
-        return int(value)
-    m = re.fullmatch(r'\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*', str(value))
-    if not m or m.group(2).lower() not in _UNITS:
+        got = float(value) if isinstance(value, float) else value
+    else:
+        m = re.fullmatch(r'\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*', str(value))
+        if m and m.group(2).lower() in _UNITS:
+            got = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    if got is None or (isinstance(got, float) and not math.isfinite(got)):
         raise pytest.UsageError(
             '%s: %r is not a size (bytes, or a number with B, KB, MB, GB, TB, KiB, MiB, '
-            'GiB, TiB, K, M, G or T: "24 MB", "1.5 GiB")' % (where, value))
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+            'GiB, TiB, K, M, G or T: "24 MB", "1.5 GiB"; leave the argument out for no '
+            'limit)' % (where, value))
+    return int(got)
 
 
 def human(n):

@@ -201,11 +201,19 @@ mt.check(r.returncode == 1 and re.search(r'^  test_x.py:5 ', r.stdout, re.M) and
          glob.glob(os.path.join(ini, 'out', 'memtally.*')),
          'the ini option memtally = true runs under the shim, its memtally_out relative to the '
          'ini\'s folder (%s)' % r.stdout[-600:])
+# float("inf") (issue 51) and digits past a float's range were an
+# INTERNALERROR (int() of an infinite float: OverflowError), exit 3
 for bad, marker in (('peak="24 parsecs"', 'memtally_limit(peak=...)'),
                     ('cuda="-1"', 'memtally_limit(cuda=...)'),
-                    ('pk="1 MB"', 'memtally_limit: takes peak= and cuda=')):
+                    ('pk="1 MB"', 'memtally_limit: takes peak= and cuda='),
+                    ('peak=float("inf")', 'memtally_limit(peak=...)'),
+                    ('cuda="%s GB"' % ('9' * 400), 'memtally_limit(cuda=...)'),
+                    ('leaks:max_per_call=float("inf")', 'memtally_leaks(max_per_call=...)')):
+    mark = 'memtally_limit'
+    if bad.startswith('leaks:'):
+        mark, bad = 'memtally_leaks', bad[len('leaks:'):]
     with open(os.path.join(ini, 'test_x.py'), 'w') as f:
-        f.write('import pytest\n\n@pytest.mark.memtally_limit(%s)\ndef test_a():\n    pass\n' % bad)
+        f.write('import pytest\n\n@pytest.mark.%s(%s)\ndef test_a():\n    pass\n' % (mark, bad))
     r = run([vpy, '-m', 'pytest', '-p', 'no:cacheprovider', 'test_x.py'], cwd=ini)
     mt.check(r.returncode == 4 and 'test_x.py::test_a: %s' % marker in r.stdout,
              'a bad marker (%s) is a usage error naming it (%s)' % (bad, r.stdout[-300:]))
