@@ -49,6 +49,15 @@ _t_installed = 0.0
 stats = {'skipped': 0, 'searches': 0, 'seconds': 0.0, 'max_seconds': 0.0, 'objects': 0, 'records': 0}
 
 
+def _ours(e):
+    """steps.py's ours(e): the search's own failure (reported, searching
+    stops), or an exception that must propagate unchanged: a signal
+    handler's, any BaseException that is not an Exception (doc/python.md
+    "Exceptions")."""
+    st = sys.modules.get('_memtally.steps')
+    return st.ours(e) if st is not None else isinstance(e, Exception)
+
+
 def _warn(msg):
     """As steps.py's say() says it (the file, not stderr)."""
     try:
@@ -164,9 +173,9 @@ def check(step, final):
                 _written.add(s)
         found = None
         stats['objects'] += visited
-    except KeyboardInterrupt:
-        raise
-    except BaseException as e:
+    except Exception as e:
+        if not _ours(e):
+            raise
         _off = True
         _warn('the "why is it still alive" search failed (%s: %s); it is off from now on'
               % (type(e).__name__, e))
