@@ -219,8 +219,10 @@ class _MemtallyTorchFinder(object):
         try:
             if not _memtally_watch_spec(spec, self):
                 _memtally_wrap_loader(spec, loader, self)
-        except Exception:
-            pass  # torch loads unhooked
+        except Exception as e:
+            if not _memtally_ours(e):
+                raise
+            # torch loads unhooked
         return spec
 
     def done(self, module):
@@ -250,8 +252,9 @@ def _memtally_watch_spec(spec, finder):
             self.__class__ = base
             del self.__dict__['_memtally_initializing']
             self._initializing = False
-        except Exception:
-            pass
+        except Exception as e:
+            if not _memtally_ours(e):
+                raise
         mod = _sys.modules.get(self.name)
         if mod is not None and getattr(mod, '__spec__', None) is self:
             finder.done(mod)  # imported; on an exception torch is not in sys.modules
@@ -276,19 +279,32 @@ def _memtally_wrap_loader(spec, loader, finder):
         finder.done(module)
     try:
         loader.exec_module = exec_module
+    except Exception as e:
+        if not _memtally_ours(e):
+            raise
+        # a loader that takes no attribute: torch loads unhooked
+
+
+def _memtally_ours(e):
+    """_memtally/steps.py's ours(e): whether e is the hook's own failure
+    (reported, dropped) or must propagate unchanged (doc/python.md
+    "Exceptions": never a BaseException that is not an Exception, nor an
+    exception of the program's code: a signal handler's, ...).  steps.py
+    is loaded on this failure path only."""
+    try:
+        return _memtally_load('steps').ours(e)
     except Exception:
-        pass  # a loader that takes no attribute: torch loads unhooked
+        return isinstance(e, Exception)
 
 
 def _memtally_on_torch(torch):
-    """_memtally/steps.py's on_torch.  Nothing it raises reaches the
-    program, SystemExit included (a KeyboardInterrupt is the user's, not
-    ours: it passes)."""
+    """_memtally/steps.py's on_torch.  What it raises of its own is a
+    warning; anything else propagates unchanged (_memtally_ours)."""
     try:
         _memtally_load('steps').on_torch(torch)
-    except KeyboardInterrupt:
-        raise
-    except BaseException as e:
+    except Exception as e:
+        if not _memtally_ours(e):
+            raise
         _memtally_warn('the PyTorch hook failed (%s: %s); steps are not marked'
                        % (type(e).__name__, e))
 
@@ -309,9 +325,9 @@ def _memtally_start():
             _memtally_on_torch(torch)  # the shadowed sitecustomize imported it
         elif not any(type(f).__name__ == '_MemtallyTorchFinder' for f in _sys.meta_path):
             _sys.meta_path.insert(0, _MemtallyTorchFinder())
-    except KeyboardInterrupt:
-        raise
-    except BaseException as e:
+    except Exception as e:
+        if not _memtally_ours(e):
+            raise
         _memtally_warn('the Python start-up hook failed (%s: %s); steps are not marked'
                        % (type(e).__name__, e))
 

@@ -17,6 +17,9 @@ torch 1.13, CPU):
  - issue 45: a memtally.py (a command line requiring --logfile), a
    memtally_cuda.py raising SystemExit(6) beside a torch script: the same
    exit status and output as without memtally, steps marked;
+ - issue 51: a SIGALRM handler's exception and a SIGTERM handler's
+   sys.exit(3) landing in the hook's code (a step's snapshot and search)
+   reach the program as without memtally (same exit status and output);
  - MEMTALLY_TORCH=0: no marks, no hook in the workers.
 test_torch_children.py has the hook in spawned workers and torchrun ranks."""
 import json, os, re, subprocess, sys
@@ -151,6 +154,69 @@ if mt.case('shadow'):
                   '%s beside train.py %s: as without memtally (exit %d)' % (' and '.join(files), argv, plain.returncode))
             t, _ = trainer(d, [train] + argv)
             mt.eq(last_step(t), 5, '%s beside it %s: the hook still marks the 5 steps' % (' and '.join(files), argv))
+
+# issue 51, 3: a signal handler's exception that lands while the hook's
+# code runs (the step 2's snapshot and "why is it still alive" search,
+# made long by the program's 400,000 lists) propagates unchanged: a
+# SIGALRM deadline reaches the program's except, a SIGTERM handler's
+# sys.exit(3) ends the program with 3; as without memtally
+SIGNALS = r'''
+import os, signal, sys, threading, time, torch
+torch.manual_seed(0)
+torch.set_num_threads(1)
+mode = sys.argv[1]
+model = torch.nn.Linear(16, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+data = [[i] for i in range(400000)]
+
+
+class Deadline(Exception):
+    pass
+
+
+def on_alarm(signum, frame):
+    raise Deadline()
+
+
+def on_term(signum, frame):
+    sys.exit(3)
+
+
+signal.signal(signal.SIGALRM, on_alarm)
+signal.signal(signal.SIGTERM, on_term)
+for i in range(4):
+    print('step', i + 1, flush=True)
+    if i == 1:  # 0.2 s into the second step
+        if mode == 'term':
+            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        else:
+            signal.setitimer(signal.ITIMER_REAL, 0.2)
+    try:
+        opt.zero_grad()
+        model(torch.randn(8, 16)).sum().backward()
+        opt.step()
+        t = time.monotonic()
+        while i == 1 and time.monotonic() - t < 3:
+            pass
+        if i == 1:
+            print('missed', flush=True)
+    except Deadline:
+        print('deadline', flush=True)
+print('done', len(data))
+'''
+
+if mt.case('signals'):
+    path = os.path.join(OUT, 'signals.py')
+    with open(path, 'w') as f:
+        f.write(SIGNALS)
+    for mode in ('alarm', 'term'):
+        plain = subprocess.run([PY, path, mode], env=env0, capture_output=True, text=True, timeout=280)
+        r, d = under('signals-' + mode, [PY, path, mode])
+        want = 'deadline' if mode == 'alarm' else 'exit 3'
+        mt.check(('deadline' in plain.stdout.split() if mode == 'alarm' else plain.returncode == 3),
+                 '%s: without memtally, %s (%d: %s)' % (mode, want, plain.returncode, plain.stdout.split()))
+        mt.eq((r.returncode, r.stdout, warnings(r.stderr)), (plain.returncode, plain.stdout, []),
+              '%s: the same exit status and output as without memtally, no warning' % mode)
 
 if mt.case('off'):
     r, d = under('off', [PY, script, '30', 'one'], dict(env0, MEMTALLY_TORCH='0'))

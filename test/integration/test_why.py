@@ -13,7 +13,10 @@ it.  The shim's C API (memtally_owner, memtally_site_live,
 memtally_record) answers from ctypes under LD_PRELOAD.  The fixed variants (nothing
 kept) write no "kept" record and no suspect has `kept_by`.  A Python
 process without torch is unaffected (no record, same output).  The file's
-kept records are well formed (doc/FORMAT.md)."""
+kept records are well formed (doc/FORMAT.md).  Issue 51: the search runs
+none of the program's code (a saved_tensors_hooks unpack hook is not
+called, a local's __del__ runs when it would without memtally) and keeps
+its time and memory bounds whatever the program holds."""
 import json, os, re, subprocess, sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
@@ -274,6 +277,119 @@ print(json.dumps({'owned': owned, 'stack': stack, 'inner': inner, 'live': [r_liv
 if mt.case('fixed'):
     for shape in ('graph', 'cache', 'classattr'):
         fixed_case('fixed-' + shape, script(shape, True))
+
+# issue 51, 4: the search never runs the program's code and keeps its
+# bounds.  Each program is run with and without memtally: the same exit
+# status and output.
+# - unpack: a graph whose tensors were saved under the program's
+#   saved_tensors_hooks is kept (the search reaches its grad_fn): the
+#   program's unpack hook is called as often as without memtally (never)
+UNPACK = HEAD + '''calls = [0]
+
+
+def pack(t):
+    return t
+
+
+def unpack(t):
+    calls[0] += 1
+    return t
+
+
+history = []
+for i in range(12):
+    x = torch.randn(128, 256)
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        history.append(model(x).sum())
+    step(x)
+print('unpack calls', calls[0])
+'''
+# - fdel: a local of a running function is rebound each step; its old
+#   object's __del__ runs then, not later (3.11's f_locals kept it)
+FDEL = HEAD + '''
+
+class Noisy:
+    def __init__(self, i):
+        self.i = i
+
+    def __del__(self):
+        print('del', self.i)
+
+
+def train():
+    for i in range(10):
+        obj = Noisy(i)
+        print('step', i + 1)
+        step(torch.randn(128, 256))
+    return obj.i
+
+
+print('last', train())
+'''
+# - budget: a million-item list, a dict of 300,000 entries and a chain
+#   300,000 deep in scope: each search keeps its budget (1 s: returns
+#   within 10) and its memory (the peak grows by less than 150 MB)
+BUDGET = HEAD + '''import json, resource, sys
+
+
+class Node:
+    def __init__(self, nxt):
+        self.nxt = nxt
+
+
+items = [[i] for i in range(1000000)]
+table = {i: (i,) for i in range(300000)}
+head = None
+for i in range(300000):
+    head = Node(head)
+
+
+def rss_kb():
+    with open('/proc/self/status') as f:
+        return [int(l.split()[1]) for l in f if l.startswith('VmRSS:')][0]
+
+
+before = rss_kb()
+for i in range(9):
+    step(torch.randn(128, 256))
+grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+why = sys.modules.get('_memtally.why')
+st = why.stats if why else {}
+print(json.dumps({'searches': st.get('searches'), 'max_seconds': st.get('max_seconds'),
+                  'grew_mb': grew / 1024.0}))
+'''
+
+
+def same_as_plain(name, src, want=None):
+    r, d, path, _ = run(name, src)
+    plain = subprocess.run([PY, path], env=env0, capture_output=True, text=True, timeout=280)
+    mt.eq((r.returncode, r.stdout), (plain.returncode, plain.stdout),
+          '%s: the same exit status and output as without memtally (%s)' % (name, r.stderr[-300:]))
+    if want:
+        mt.check(want in plain.stdout, '%s: the program says %r (%s)' % (name, want, plain.stdout[-200:]))
+    mt.eq([l for l in r.stderr.splitlines() if l.startswith('memtally:') and 'new file' not in l],
+          [], '%s: no memtally: warning' % name)
+    return r, d
+
+
+if mt.case('unpack'):
+    r, d = same_as_plain('unpack', UNPACK, 'unpack calls 0')
+
+if mt.case('fdel'):
+    same_as_plain('fdel', FDEL, 'del 3\nstep 5')
+
+if mt.case('budget'):
+    r, d, path, _ = run('budget', BUDGET)
+    mt.eq(r.returncode, 0, 'budget: exit code (%s)' % r.stderr[-300:])
+    try:
+        got = json.loads(r.stdout.splitlines()[-1])
+    except (ValueError, IndexError):
+        got = {}
+    mt.check((got.get('searches') or 0) >= 1, 'budget: a search ran at a step (%s)' % got)
+    mt.check(got.get('max_seconds') is not None and got['max_seconds'] < 10,
+             'budget: each search returned within 10 s of its 1 s budget (%s)' % got.get('max_seconds'))
+    mt.check(got.get('grew_mb') is not None and got['grew_mb'] < 150,
+             'budget: the peak grew by less than 150 MB (%s)' % got.get('grew_mb'))
 
 if mt.case('notorch'):
     src = 'import sys\nkept = []\nfor i in range(2000):\n    kept.append(bytes(4096))\nprint(len(kept))\n'

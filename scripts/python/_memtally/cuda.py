@@ -43,11 +43,21 @@ def _warn(key, msg):
         _warned.add(key)
         try:
             sys.modules['_memtally.steps'].say(msg)
-        except Exception:
+        except Exception as e:
+            if not _ours(e):
+                raise
             try:
                 sys.stderr.write('memtally: %s\n' % msg)
-            except Exception:
-                pass
+            except Exception as e2:
+                if not _ours(e2):
+                    raise
+
+
+def _ours(e):
+    """steps.py's ours(e): the hook's own failure, or an exception that
+    must propagate unchanged (doc/python.md "Exceptions")."""
+    st = sys.modules.get('_memtally.steps')
+    return st.ours(e) if st is not None else isinstance(e, Exception)
 
 
 def _load_steps():
@@ -110,9 +120,9 @@ def install(torch):
             steps = _load_steps()
         # before the mark: the step's snapshot carries this step's figures
         getattr(steps, 'before_step', steps.on_step)(on_step)
-    except KeyboardInterrupt:
-        raise
-    except BaseException as e:
+    except Exception as e:
+        if not _ours(e):
+            raise
         _warn('on_step', 'no step hook (%s)' % e)
     try:
         cuda = torch.cuda
@@ -120,9 +130,9 @@ def install(torch):
             _setup()
         elif hasattr(cuda, '_lazy_call'):
             cuda._lazy_call(_on_cuda_init)
-    except KeyboardInterrupt:
-        raise
-    except BaseException as e:
+    except Exception as e:
+        if not _ours(e):
+            raise
         _warn('install', 'cannot watch for CUDA initialisation (%s)' % e)
     return True
 
@@ -132,9 +142,9 @@ def _on_cuda_init():
     # program's CUDA initialisation, so none leaves
     try:
         _setup()
-    except KeyboardInterrupt:
-        raise
-    except BaseException as e:
+    except Exception as e:
+        if not _ours(e):
+            raise
         _warn('setup', 'PyTorch memory history not set up (%s)' % e)
 
 
@@ -167,9 +177,9 @@ def _setup():
                 except TypeError:  # a 2.0 build without record_context_cpp
                     hist(True, record_context=True, trace_alloc_max_entries=_history_n,
                          trace_alloc_record_context=True)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as e:
+        except Exception as e:
+            if not _ours(e):
+                raise
             _warn('history', 'PyTorch memory history not switched on (%s)' % e)
     attach = getattr(torch._C, '_cuda_attach_out_of_memory_observer', None)
     if attach is None:
@@ -197,9 +207,9 @@ def on_step(step):
                 continue
             _shim[0](d, float(step), s['allocated_bytes']['all']['current'], res,
                      s['active_bytes']['all']['current'], s['inactive_split_bytes']['all']['current'])
-    except KeyboardInterrupt:
-        raise
-    except BaseException as e:
+    except Exception as e:
+        if not _ours(e):
+            raise
         _warn('step', 'caching-allocator figures not recorded (%s)' % e)
 
 
@@ -222,9 +232,9 @@ def _on_oom(device, alloc, device_allocated, device_free):
                         'free': int(device_free), 'torch': _torch.__version__,
                         'history': _history_n})
         _dumps += 1
-    except KeyboardInterrupt:
-        raise
-    except BaseException as e:
+    except Exception as e:
+        if not _ours(e):
+            raise
         _warn('oom', 'torch\'s snapshot at the OOM not written (%s)' % e)
 
 

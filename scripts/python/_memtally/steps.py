@@ -21,9 +21,12 @@ Callbacks registered with on_step(fn) run after each step mark, the hook's
 or the program's.
 
 Nothing here changes what the program computes, initialises CUDA or raises
-into the program (of any kind, SystemExit included; a KeyboardInterrupt is
-the user's and passes): a failure is one warning (say(): into the file,
-not the program's stderr) and is dropped.  Modules of this package are loaded by their path (load()), never
+into the program: a failure of the hook's own code is one warning (say():
+into the file, not the program's stderr) and is dropped.  What is not
+the hook's own passes unchanged (ours(), doc/python.md "Exceptions"):
+KeyboardInterrupt, SystemExit and every BaseException that is not an
+Exception, and an Exception raised by the program's code (a signal
+handler's, a trace function's, any frame of the program's own files).  Modules of this package are loaded by their path (load()), never
 by a name a module of the program's could take.  Importing this module only
 defines what is below."""
 import os
@@ -41,11 +44,104 @@ _mark = None        # memtally_mark, through ctypes, once torch is imported
 _lock = None
 
 
+_TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # sitecustomize.py's
+_LIBS = tuple(sorted({os.path.join(p, '') for p in (sys.prefix, sys.base_prefix, sys.exec_prefix) if p}))
+
+
+def _code_of(h):
+    """The code object a callable runs first, when it is a function, a
+    bound method or a functools.partial of one (read through their C
+    attributes: no code of the program's runs), else None."""
+    for _ in range(4):
+        t = type(h)
+        if t is _FUNCTION:
+            return h.__code__
+        if t is _METHOD:
+            h = h.__func__
+        elif t is _PARTIAL:
+            h = h.func
+        else:
+            return None
+    return None
+
+
+_FUNCTION = type(_code_of)
+_METHOD = type(_code_of.__get__(0))  # a bound method
+import _functools  # built in: found before sys.path, never the program's
+_PARTIAL = _functools.partial
+
+
+def _foreign_codes():
+    """The code of the program's signal handlers (every signal's Python
+    handler now) and of this thread's trace and profile functions."""
+    codes = set()
+    try:
+        import _signal  # built in: found before sys.path, never the program's
+        for s in _signal.valid_signals():
+            try:
+                c = _code_of(_signal.getsignal(s))
+            except (ValueError, OSError):
+                continue
+            if c is not None:
+                codes.add(id(c))
+    except Exception:
+        pass
+    for h in (sys.gettrace(), sys.getprofile()):
+        c = _code_of(h)
+        if c is not None:
+            codes.add(id(c))
+    return codes
+
+
+def _programs_file(fn):
+    """A frame's file that is the program's own code: not memtally's hook,
+    not Python's library (its prefixes, site-packages, dist-packages,
+    frozen modules)."""
+    if type(fn) is not str:
+        return False
+    if fn.startswith(_TOP + os.sep) or fn.startswith('<frozen ') or fn.startswith(_LIBS):
+        return False
+    return 'site-packages' + os.sep not in fn and 'dist-packages' + os.sep not in fn
+
+
+def ours(e, callback=False):
+    """Whether e, caught by the hook's code, is the hook's own failure (to
+    be reported and dropped) or must propagate unchanged (the caller
+    re-raises it with a bare `raise`).  The rule (doc/python.md
+    "Exceptions"): only an Exception can be ours (KeyboardInterrupt,
+    SystemExit, GeneratorExit and any other BaseException always
+    propagate); an Exception is not ours when a frame it passed through,
+    from the catching frame to the raise, is the program's: the code of a
+    Python signal handler installed now (any signal), of this thread's
+    trace or profile function, or, unless callback (the program's own
+    on_step callbacks, whose exceptions are reported), of a file of the
+    program's (outside memtally's hook and Python's library folders).
+    Never raises."""
+    try:
+        if not isinstance(e, Exception):
+            return False
+        tb = e.__traceback__
+        codes = None
+        while tb is not None:
+            c = tb.tb_frame.f_code
+            if not callback and _programs_file(c.co_filename):
+                return False
+            if codes is None:
+                codes = _foreign_codes()
+            if id(c) in codes:
+                return False
+            tb = tb.tb_next
+        return True
+    except Exception:
+        return True
+
+
 def say(msg):
     """A warning said as the shim says its own (the C API's memtally_warn:
     a record in the file, which `memtally run` prints at the end; on
     stderr the process's first only, none under MEMTALLY_QUIET=1); without
-    the shim, one stderr line unless MEMTALLY_QUIET=1.  Never raises."""
+    the shim, one stderr line unless MEMTALLY_QUIET=1.  Raises only what
+    is not its own (ours())."""
     try:
         import ctypes
         f = ctypes.CDLL(None).memtally_warn
@@ -53,14 +149,16 @@ def say(msg):
         f.restype = ctypes.c_int
         if f(msg.encode('utf-8', 'replace')) == 0:
             return
-    except Exception:
-        pass
+    except Exception as e:
+        if not ours(e):
+            raise
     try:
         if os.environ.get('MEMTALLY_QUIET', '0').strip().lower() not in ('1', 'true', 'yes', 'on'):
             sys.stderr.write('memtally: %s\n' % msg)
             sys.stderr.flush()
-    except Exception:
-        pass
+    except Exception as e:
+        if not ours(e):
+            raise
 
 
 def _warn(key, msg):
@@ -135,22 +233,22 @@ def on_torch(torch):
         import threading
         _lock = threading.Lock()
         _state['method'] = _install_steps(torch)
-    except KeyboardInterrupt:
-        raise
-    except BaseException as e:
+    except Exception as e:
+        if not ours(e):
+            raise
         _warn('steps', 'cannot hook optimizer steps in torch %s (%s: %s); steps are not marked'
               % (getattr(torch, '__version__', '?'), type(e).__name__, e))
     try:
         load('cuda').install(torch)
-    except KeyboardInterrupt:
-        raise
-    except BaseException as e:
+    except Exception as e:
+        if not ours(e):
+            raise
         _warn('cuda', '_memtally.cuda: %s: %s' % (type(e).__name__, e))
     try:
         _state['why'] = bool(load('why').install(torch, sys.modules[__name__]))
-    except KeyboardInterrupt:
-        raise
-    except BaseException as e:
+    except Exception as e:
+        if not ours(e):
+            raise
         _warn('why', '_memtally.why: %s: %s' % (type(e).__name__, e))
 
 
@@ -211,9 +309,9 @@ def _stepped(optimizer, caller):
         # goes to the shim first
         _run_callbacks(n, _before)
         _mark(b'step', float(n))
-    except KeyboardInterrupt:
-        raise
-    except BaseException as e:
+    except Exception as e:
+        if not ours(e):
+            raise
         _warn('stepped', 'marking an optimizer step failed (%s: %s)' % (type(e).__name__, e))
         return
     _run_callbacks(n)
@@ -224,6 +322,10 @@ def _run_callbacks(step, fns=None):
         try:
             fn(step)
         except Exception as e:
+            # the callback is the program's: its exceptions are reported,
+            # but not a signal handler's landing in it (ours(), callback)
+            if not ours(e, callback=True):
+                raise
             if id(fn) not in _bad_callbacks:
                 _bad_callbacks.add(id(fn))
                 _warn(('callback', id(fn)), 'step callback %s failed at step %s (%s: %s); '
