@@ -20,9 +20,10 @@ APART = 'apart'
 # Each level: its folders; each folder: (name, steps) or (name, APART, files).
 # A step is a file (its path under the folder, no .c) or a tuple of files.
 SHIM = [
-    # syscalls and atomics, the loader; formatting into fixed buffers, and
-    # the CUDA driver's entry points and their lookups; the options
-    [('platform', [('glue', 'dl'), 'fdio', ('buf', 'cudaroutes'), 'config'])],
+    # syscalls and atomics, the loader; checked writes to the shim's file;
+    # formatting into fixed buffers, the CUDA driver's entry points and
+    # their lookups, and each thread's tables' memory; the options
+    [('platform', [('glue', 'dl'), 'fdio', ('buf', 'cudaroutes', 'tmem'), 'config'])],
     # the tables and the small shared states (state/sites.h has the table;
     # ptrmem is the pointer table's memory, under ptrtab)
     [('state', ['solo', 'ptrmem', ('stacks', 'totals', 'ptrtab', 'events', 'trigger', 'marks',

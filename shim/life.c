@@ -21,6 +21,7 @@
 #include "platform/buf.h"
 #include "capture/charge.h"
 #include "platform/config.h"
+#include "platform/tmem.h"
 #include "entry/cuda.h"
 #include "entry/exec.h"
 #include "state/devices.h"
@@ -70,6 +71,7 @@ static int init_python(void) { mt_py_init(); return 0; }
 static void loader_parent(void) { mt_loader_postfork(0); }
 static void loader_child(int follow) { (void)follow; mt_loader_postfork(1); }
 static void signals_child(int follow) { (void)follow; mt_signal_postfork_child(); }
+static void tmem_child(int follow) { (void)follow; mt_tmem_postfork_child(); }
 
 static const struct module {
 	const char *name;
@@ -95,6 +97,8 @@ static const struct module {
 	{"procstat", init_procstat, NULL, NULL, NULL},
 	{"cuda", init_cuda, NULL, NULL, NULL},
 	{"signals", NULL, NULL, NULL, signals_child},
+	/* last, so first in the child: its one thread keeps its tables */
+	{"tmem", NULL, NULL, NULL, tmem_child},
 };
 #define NMODULES (sizeof modules / sizeof modules[0])
 

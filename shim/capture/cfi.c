@@ -23,6 +23,7 @@
 #include "capture/cfi.h"
 #include "capture/cfitab.h"
 #include "capture/ehframe.h"
+#include "platform/tmem.h"
 #include <dlfcn.h>
 #include <string.h>
 
@@ -57,8 +58,6 @@ compute(uintptr_t target) {
  * torch` runs (870 k allocations, 72 k distinct return addresses) missed
  * it often enough that its import took ~3% longer. */
 #define L1_BITS 10
-static MT_TLS struct entry l1[1u << L1_BITS];
-static MT_TLS uint64_t l1_gen;
 
 /* A miss in the thread's cache: the shared table, else the CFI. */
 static MT_NOINLINE uint64_t
@@ -79,19 +78,6 @@ rule_of(struct entry *cache, uintptr_t pc, int inner, uint64_t g) {
 	if (MT_LIKELY(c->key == pc))
 		return c->rule;
 	return rule_miss(pc, inner, g, c);
-}
-
-/* The thread's cache, emptied first when the generation moved (a dlclose
- * since: forget them all); the walk keeps the address returned, so that
- * it works out the TLS address once. */
-static inline __attribute__((always_inline)) struct entry *
-l1_fresh(uint64_t full) {
-	struct entry *cache = l1;
-	if (MT_UNLIKELY(l1_gen != full)) {
-		memset(l1, 0, sizeof l1);
-		l1_gen = full;
-	}
-	return cache;
 }
 
 int
@@ -149,8 +135,43 @@ struct memo {
 	 * rbp a step read decides anything) */
 	uint8_t rbp_cfa[MEMO_N];
 };
-static MT_TLS struct memo memos[2];
-static MT_TLS unsigned memo_cur;
+
+/* ---- the thread's tables ------------------------------------------------
+ * cfi.h's part (the recall's) first, then the walker's: its cache of
+ * rules and its last two walks.  One block of the shim's own memory a
+ * thread (platform/tmem.h: 40 KiB of address space, its pages touched as
+ * used), made when the thread's stack mapping is first found
+ * (mt_cfi_recall_clear) and taken again by a later thread once this one
+ * has ended. */
+struct cfi_thread {
+	struct mt_cfi_thread rc;
+	uint64_t l1_gen;
+	unsigned memo_cur;
+	struct entry l1[1u << L1_BITS];
+	struct memo memos[2];
+};
+MT_TLS struct mt_cfi_thread *mt_cfi_me;
+static struct mt_tpool pool = MT_TPOOL(sizeof(struct cfi_thread));
+
+/* The calling thread's tables, made if it has none; NULL: no memory. */
+static inline struct cfi_thread *
+mine(void) {
+	struct mt_cfi_thread *t = mt_cfi_me;
+	if (MT_UNLIKELY(!t))
+		mt_cfi_me = t = mt_tmem_claim(&pool);
+	return (struct cfi_thread *)t;
+}
+
+/* The thread's cache, emptied first when the generation moved (a dlclose
+ * since: forget them all). */
+static inline __attribute__((always_inline)) struct entry *
+l1_fresh(struct cfi_thread *t, uint64_t full) {
+	if (MT_UNLIKELY(t->l1_gen != full)) {
+		memset(t->l1, 0, sizeof t->l1);
+		t->l1_gen = full;
+	}
+	return t->l1;
+}
 
 /* Frame k of the walk being recorded (past MEMO_N: not kept). */
 static inline void
@@ -228,17 +249,18 @@ follow(const struct memo *old, int on, struct memo *rec, uintptr_t *pcs, uintptr
 /* A frame the walker cannot step: the capture goes to libunwind, and the
  * next walk finds no last walk to take frames from.  -1. */
 static inline __attribute__((always_inline)) int
-hand_over(struct memo *rec) {
+hand_over(struct cfi_thread *t, struct memo *rec) {
 	mt_add(&handed, 1);
 	rec->n = 0;
-	memo_cur ^= 1;
+	t->memo_cur ^= 1;
 	return -1;
 }
 
 MT_NOINLINE int
 mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t stop_hi,
 	    uintptr_t from) {
-	if (!ready || max <= 0)
+	struct cfi_thread *t;
+	if (!ready || max <= 0 || !(t = mine()))
 		return -1;
 	uintptr_t pc, sp, bp;
 	int n = 0, inner = 1;
@@ -257,9 +279,9 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 	 * grown below where it was last looked up: its bottom is not a bound). */
 	uintptr_t lo = sp;
 	uint64_t full = __atomic_load_n(&mt_cfi_gen, __ATOMIC_ACQUIRE), g = full & MT_CFI_GEN_MASK;
-	struct entry *cache = l1_fresh(full);
-	const struct memo *old = &memos[memo_cur];
-	struct memo *rec = &memos[memo_cur ^ 1];
+	struct entry *cache = l1_fresh(t, full);
+	const struct memo *old = &t->memos[t->memo_cur];
+	struct memo *rec = &t->memos[t->memo_cur ^ 1];
 	int on = old->gen == full && old->hi == hi ? old->n : 0; /* else: forgotten */
 	int k = 0, j = 0, final = 1, max0 = max;
 	rec->endat = 0;
@@ -287,7 +309,7 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 		if (R_KIND(r) != STEP) {
 			if (R_KIND(r) == OUTERMOST)
 				break;
-			return hand_over(rec);
+			return hand_over(t, rec);
 		}
 		uintptr_t cfa = (R_CFA_RBP(r) ? bp : sp) + (uintptr_t)R_CFA_OFF(r);
 		/* inside the stack, above this frame, 8-aligned: else stop */
@@ -324,30 +346,33 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 	rec->max = max0;
 	rec->whole = from && k <= MEMO_N;
 	rec->at_max = !final;
-	memo_cur ^= 1;
+	t->memo_cur ^= 1;
 	return n;
 }
 
 /* ---- recall (cfi.h) ---------------------------------------------------
- * The tables: each thread's own, direct-mapped by the start; read and
- * written only by its own thread with the re-entry guard held (a signal
- * handler's allocation meanwhile is not captured), so no atomics. */
-MT_TLS struct mt_recall mt_recalls[MT_RC_SETS][2];
-MT_TLS struct mt_rset mt_rsets[MT_RC_SETS];
-
-void
+ * The tables: each thread's own (mt_cfi_me), direct-mapped by the start;
+ * read and written only by its own thread with the re-entry guard held
+ * (a signal handler's allocation meanwhile is not captured), so no
+ * atomics. */
+int
 mt_cfi_recall_clear(void) {
+	struct mt_cfi_thread *t = mt_cfi_me;
+	if (!t) /* new: nothing kept */
+		return (mt_cfi_me = mt_tmem_claim(&pool)) != NULL;
 	for (int s = 0; s < MT_RC_SETS; s++)
-		mt_recalls[s][0].pc = mt_recalls[s][1].pc = 0;
+		t->recalls[s][0].pc = t->recalls[s][1].pc = 0;
+	return 1;
 }
 
 /* Whether set s keeps now: at once while its keeps are recalled, else
  * after a gap of offers that doubles to 64 (cfi.h mt_rset). */
 static inline int
-keep_now(unsigned s) {
-	struct mt_rset *set = &mt_rsets[s];
-	if (mt_recalls[s][0].used | mt_recalls[s][1].used) {
-		mt_recalls[s][0].used = mt_recalls[s][1].used = 0;
+keep_now(struct mt_cfi_thread *t, unsigned s) {
+	struct mt_rset *set = &t->rsets[s];
+	struct mt_recall *r = t->recalls[s];
+	if (r[0].used | r[1].used) {
+		r[0].used = r[1].used = 0;
 		set->gap = set->skip = 0;
 		return 1;
 	}
@@ -362,23 +387,28 @@ keep_now(unsigned s) {
 
 void
 mt_cfi_keep(uint64_t tag, uint32_t id) {
-	const struct memo *m = &memos[memo_cur]; /* the last walk */
+	struct cfi_thread *ct = (struct cfi_thread *)mt_cfi_me;
+	if (!ct) /* no walk made */
+		return;
+	struct mt_cfi_thread *t = &ct->rc;
+	const struct memo *m = &ct->memos[ct->memo_cur]; /* the last walk */
 	if (!m->whole || m->n <= 0)
 		return;
 	const struct mframe *f = m->f;
 	uintptr_t sp = f[0].sp;
 	unsigned s = mt_recall_set(f[0].pc, sp);
-	struct mt_rset *set = &mt_rsets[s];
-	if (!keep_now(s))
+	struct mt_rset *set = &t->rsets[s];
+	if (!keep_now(t, s))
 		return;
 	/* the way that holds this start (its words changed), else kept the
 	 * second time a start misses in this set while it is one of the last
 	 * two offered, in the way not used last: a start seen once (a program
 	 * allocating from more places than the table holds, in no order)
 	 * costs a look, not a keep (~10 instructions a frame) */
-	int w = mt_recalls[s][0].pc == f[0].pc && mt_recalls[s][0].sp == sp   ? 0
-		: mt_recalls[s][1].pc == f[0].pc && mt_recalls[s][1].sp == sp ? 1
-									 : -1;
+	struct mt_recall *ways = t->recalls[s];
+	int w = ways[0].pc == f[0].pc && ways[0].sp == sp   ? 0
+		: ways[1].pc == f[0].pc && ways[1].sp == sp ? 1
+							   : -1;
 	if (w < 0) {
 		if ((set->cand_pc[0] != f[0].pc || set->cand_sp[0] != sp) &&
 		    (set->cand_pc[1] != f[0].pc || set->cand_sp[1] != sp)) {
@@ -390,7 +420,7 @@ mt_cfi_keep(uint64_t tag, uint32_t id) {
 		w = set->mru ^ 1;
 	}
 	set->mru = w;
-	struct mt_recall *r = &mt_recalls[s][w];
+	struct mt_recall *r = &ways[w];
 	int nw = 0;
 	r->pc = 0; /* no match while it is rewritten, nor if it cannot be kept */
 	/* live[k]: frame k's rbp decides where the walk goes (its rule's CFA

@@ -75,8 +75,17 @@ struct mt_rset {
 	 * stacks (15 M frames' words) for 63 k recalls. */
 	uint8_t gap, skip;
 };
-extern MT_TLS struct mt_recall mt_recalls[MT_RC_SETS][2];
-extern MT_TLS struct mt_rset mt_rsets[MT_RC_SETS];
+/* The calling thread's tables (platform/tmem.h: a block of the shim's
+ * own memory, not TLS): the recall's, then the walker's (cfi.c), reached
+ * through one TLS pointer.  Read and written only by the thread itself,
+ * with the re-entry guard held, so no atomics.  NULL until the thread's
+ * stack mapping is first found (mt_cfi_recall_clear makes them): the
+ * recall runs only inside that mapping, so it reads them untested. */
+struct mt_cfi_thread {
+	struct mt_rset rsets[MT_RC_SETS];
+	struct mt_recall recalls[MT_RC_SETS][2];
+};
+extern MT_TLS struct mt_cfi_thread *mt_cfi_me;
 
 static inline unsigned
 mt_recall_set(uintptr_t pc, uintptr_t sp) {
@@ -114,18 +123,22 @@ mt_cfi_recall(uintptr_t from, uint64_t tag, uint32_t *id) {
 	uintptr_t pc = ((const uintptr_t *)from)[1], sp = from + 16,
 		  bp = ((const uintptr_t *)from)[0];
 	unsigned s = mt_recall_set(pc, sp);
-	struct mt_rset *set = &mt_rsets[s];
+	struct mt_cfi_thread *t = mt_cfi_me;
+	struct mt_rset *set = &t->rsets[s];
 	int w = set->mru;
-	if (mt_recall_way(&mt_recalls[s][w], pc, sp, bp, tag, id))
+	if (mt_recall_way(&t->recalls[s][w], pc, sp, bp, tag, id))
 		return 1;
-	if (!mt_recall_way(&mt_recalls[s][w ^ 1], pc, sp, bp, tag, id))
+	if (!mt_recall_way(&t->recalls[s][w ^ 1], pc, sp, bp, tag, id))
 		return 0;
 	set->mru = w ^ 1;
 	return 1;
 }
-/* The calling thread's stack mapping was found again (its top may have
- * moved): what it kept goes.  Never allocates. */
-void mt_cfi_recall_clear(void);
+/* The calling thread's stack mapping was found (again: its top may have
+ * moved): what it kept goes; its tables (mt_cfi_me) are made first if it
+ * has none.  0 when they cannot be (no memory): the caller then takes
+ * the stack as not known, so that no recall runs without them.
+ * Async-signal-safe. */
+int mt_cfi_recall_clear(void);
 /* Keep id (with tag) as what the calling thread's last walk, one from a
  * caller recorded whole, ends as.  Only right after that walk. */
 void mt_cfi_keep(uint64_t tag, uint32_t id);

@@ -34,6 +34,7 @@
 #include "capture/pyint.h"
 #include "capture/python.h"
 #include "platform/config.h"
+#include "platform/tmem.h"
 #include "state/map64.h"
 #include <string.h>
 
@@ -179,10 +180,10 @@ struct walk {
  * full walk, compared): a loop body's lines took turns missing it, and a
  * miss takes py_lock and two map lookups a frame. */
 #define PCACHE 64
-static MT_TLS struct pcache {
+struct pcache {
 	uint64_t hash, epoch;
 	uint32_t id;
-} pcache[PCACHE];
+};
 
 /* This thread's last walk and the stack it gave (last_id 0: none), valid
  * while epoch is last_epoch.  A capture first checks whether the thread's
@@ -193,9 +194,17 @@ static MT_TLS struct pcache {
  * Under `import torch`, 870 k of the 1.1 M allocations are made by the
  * C++ initializers dlopen runs, under one Python stack of 13 frames: the
  * walk and hash were ~45 instructions a frame, the check is ~12. */
-static MT_TLS struct walk last_walk;
-static MT_TLS uint32_t last_id;
-static MT_TLS uint64_t last_epoch;
+/* The thread's tables: a block of the shim's own memory
+ * (platform/tmem.h; 3 KiB), not TLS, made at its first capture, reached
+ * through one TLS pointer. */
+struct py_thread {
+	struct walk last_walk;
+	uint32_t last_id;
+	uint64_t last_epoch;
+	struct pcache pcache[PCACHE];
+};
+static MT_TLS struct py_thread *me;
+static struct mt_tpool pool = MT_TPOOL(sizeof(struct py_thread));
 
 /* A frame's instruction word as read (the int lasti, or the pointer) and
  * whether it carries its own entry mark, for the walk's two loops. */
@@ -408,19 +417,22 @@ mt_py_capture(void) {
 		return 0;
 	if (mt_pyi.L.finalizing ? rd(mt_pyi.L.finalizing) != 0 : mt_pyi.is_finalizing())
 		return 0;
-	struct walk *w = &last_walk; /* the TLS address once */
+	struct py_thread *t = me;
+	if (MT_UNLIKELY(!t) && !(t = me = mt_tmem_claim(&pool)))
+		return 0; /* no memory for its tables */
+	struct walk *w = &t->last_walk;
 	uint64_t ep = __atomic_load_n(&epoch, __ATOMIC_ACQUIRE);
-	if (last_id && last_epoch == ep && walk((uintptr_t)ts, w, 1))
-		return last_id;
-	last_id = 0; /* w is rewritten below */
+	if (t->last_id && t->last_epoch == ep && walk((uintptr_t)ts, w, 1))
+		return t->last_id;
+	t->last_id = 0; /* w is rewritten below */
 	if (!walk((uintptr_t)ts, w, 0))
 		return 0;
 	ep = __atomic_load_n(&epoch, __ATOMIC_ACQUIRE);
 	uint64_t h = w->hash;
-	struct pcache *c = &pcache[(h >> 20) & (PCACHE - 1)];
+	struct pcache *c = &t->pcache[(h >> 20) & (PCACHE - 1)];
 	if (c->id && c->hash == h && c->epoch == ep) {
-		last_epoch = ep;
-		return last_id = c->id;
+		t->last_epoch = ep;
+		return t->last_id = c->id;
 	}
 	mt_lock(&py_lock);
 	uint32_t id = stack_id(w);
@@ -433,8 +445,8 @@ mt_py_capture(void) {
 	c->hash = h;
 	c->id = id;
 	c->epoch = ep;
-	last_epoch = ep;
-	return last_id = id;
+	t->last_epoch = ep;
+	return t->last_id = id;
 }
 
 /* PyCode_Type.tp_dealloc: forget the serial of a dying code object before

@@ -43,7 +43,8 @@ int mt_unwind(uintptr_t *pcs, int max, int how, uintptr_t stop_lo, uintptr_t sto
 #ifdef MT_CFI_CHECK
 int mt_unwind_recall(uintptr_t hook, int how, uint64_t tag, uint32_t *id);
 #else
-/* the calling thread's stack mapping (unwind.c), as last found */
+/* the calling thread's stack mapping (unwind.c), as last found; once
+ * found, the walker's tables are there (cfi.h mt_cfi_me: made first) */
 extern MT_TLS uintptr_t mt_stk_lo, mt_stk_hi;
 static inline int
 mt_unwind_recall(uintptr_t hook, int how, uint64_t tag, uint32_t *id) {

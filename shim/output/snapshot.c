@@ -18,6 +18,7 @@
 #include "output/header.h"
 #include "platform/buf.h"
 #include "platform/config.h"
+#include "platform/tmem.h"
 #include "state/maptab.h"
 #include "state/ptrtab.h"
 #include "capture/charge.h"
@@ -326,7 +327,9 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 	uint64_t pystacks = 0, pyframes = 0, pyretired = 0, pydropped = 0, pybytes = 0;
 	mt_py_stats(&pystacks, &pyframes, &pyretired, &pydropped, &pybytes);
 	uint64_t stack_mem, site_mem, sites_mem = mt_sites_memory(&stack_mem, &site_mem);
-	uint64_t walk_mem = mt_unwind_memory(); /* the walker's rules: with the stacks */
+	/* the walker's rules, and each thread's caches of rules, walks and
+	 * stack ids (platform/tmem.h): with the stacks */
+	uint64_t walk_mem = mt_unwind_memory() + mt_tmem_bytes();
 	stack_mem += walk_mem;
 	sites_mem += walk_mem;
 	uint64_t live_mem = mt_ptrtab_memory() + mt_maptab_memory();

@@ -18,8 +18,9 @@
  *   platform/  this header (syscalls, mappings, atomics, locks, clocks), dl
  *              (the loader, the real dlsym), buf (formatting into fixed
  *              buffers, warnings), cudaroutes (the CUDA driver's entry
- *              points and their lookups), config (the options).  Calls no
- *              other layer.
+ *              points and their lookups), tmem (each thread's tables, in
+ *              memory of the shim's own, not TLS), config (the options).
+ *              Calls no other layer.
  *   state/     what the shim knows: stack ids, call-site figures, live
  *              blocks and mappings, events, requests (sites.h has the table).
  *   capture/   from an allocation to a call site: stack walkers, Python

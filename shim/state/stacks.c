@@ -28,6 +28,7 @@
 #include "platform/glue.h"
 #include "state/stacks.h"
 #include "state/chunks.h"
+#include "platform/tmem.h"
 #include <string.h>
 #include <sys/mman.h>
 
@@ -53,14 +54,14 @@ static MT_TLS uint32_t last_stack;
  * depth-1 run, each an L1 miss behind the pointer table's), and the index
  * trusts the same hash for a stack's shared outer frames (same()).  Two
  * stacks meeting in one entry with one hash: 2^-63 a lookup.  8 KiB a
- * thread; ids are never reused (a fork child keeps its parent's stacks),
- * so an entry never goes stale. */
+ * thread (in its tables: below); ids are never reused (a fork child
+ * keeps its parent's stacks), so an entry never goes stale, and a table
+ * a thread that ended held serves the next as well as a zeroed one. */
 #define TCACHE 512
 struct tentry {
 	uint64_t hash; /* 0: empty (a stack's hash is odd) */
 	uint64_t id;
 };
-static MT_TLS struct tentry tcache[TCACHE];
 
 struct index {
 	uint64_t mask;    /* slots - 1 */
@@ -251,6 +252,32 @@ grow_index(void) {
 static uint32_t intern_new(const uintptr_t *pcs, int n, int key, uint32_t py,
 			   uint64_t h, struct tentry *tc);
 
+/* One frame (MEMTALLY_DEPTH=1, or a stack that is one frame): each
+ * thread's ids by the frame itself, direct-mapped, checked in full (no
+ * hash to compute, a leaf call: ~15 instructions where the general path
+ * took ~80).  Ids are never reused: an entry never goes stale. */
+#define PC1 128
+struct pc1 {
+	uintptr_t pc; /* 0: empty (no return address is 0) */
+	uint32_t py, key, id;
+};
+
+/* The thread's tables: a block of the shim's own memory (platform/tmem.h;
+ * 12 KiB), not TLS, made at its first interning, reached through one TLS
+ * pointer. */
+struct stacks_thread {
+	struct tentry tcache[TCACHE];
+	struct pc1 pc1[PC1];
+};
+static MT_TLS struct stacks_thread *me;
+static struct mt_tpool pool = MT_TPOOL(sizeof(struct stacks_thread));
+
+/* NULL: no memory (the caller goes without the thread's caches) */
+static MT_NOINLINE struct stacks_thread *
+mine_make(void) {
+	return me = mt_tmem_claim(&pool);
+}
+
 uint32_t
 mt_stack_intern(const uintptr_t *pcs, int n, int key, uint32_t py) {
 	if (n <= 0 && !py)
@@ -258,7 +285,10 @@ mt_stack_intern(const uintptr_t *pcs, int n, int key, uint32_t py) {
 	if (n < 0)
 		n = 0;
 	uint64_t h = hash_frames(pcs, n, key, py);
-	struct tentry *tc = &tcache[(h >> 20) & (TCACHE - 1)];
+	struct stacks_thread *t = me;
+	struct tentry none = {0, 0}, *tc = &none; /* no tables: a cache of one, here */
+	if (MT_LIKELY(t) || (t = mine_make()))
+		tc = &t->tcache[(h >> 20) & (TCACHE - 1)];
 	if (tc->hash == h)
 		return last_stack = (uint32_t)tc->id;
 	uint32_t id = probe(mt_load(&cur_index), h, pcs, n, key, py, NULL);
@@ -270,27 +300,23 @@ mt_stack_intern(const uintptr_t *pcs, int n, int key, uint32_t py) {
 	return intern_new(pcs, n, key, py, h, tc);
 }
 
-/* One frame (MEMTALLY_DEPTH=1, or a stack that is one frame): each
- * thread's ids by the frame itself, direct-mapped, checked in full (no
- * hash to compute, a leaf call: ~15 instructions where the general path
- * took ~80).  Ids are never reused: an entry never goes stale. */
-#define PC1 128
-static MT_TLS struct pc1 {
-	uintptr_t pc; /* 0: empty (no return address is 0) */
-	uint32_t py, key, id;
-} pc1[PC1];
-
+/* mt_stack_intern1's miss (c NULL: the thread has no tables yet). */
 static MT_NOINLINE uint32_t
 pc1_miss(uintptr_t pc, int key, uint32_t py, struct pc1 *c) {
-	uint32_t id = mt_stack_intern(&pc, 1, key, py);
-	if (id >= MT_NKINDS)
+	uint32_t id = mt_stack_intern(&pc, 1, key, py); /* makes the tables */
+	if (!c && me)
+		c = &me->pc1[(pc ^ pc >> 9) & (PC1 - 1)];
+	if (c && id >= MT_NKINDS)
 		*c = (struct pc1){pc, py, (uint32_t)key, id};
 	return id;
 }
 
 uint32_t
 mt_stack_intern1(uintptr_t pc, int key, uint32_t py) {
-	struct pc1 *c = &pc1[(pc ^ pc >> 9) & (PC1 - 1)];
+	struct stacks_thread *t = me;
+	if (MT_UNLIKELY(!t))
+		return pc1_miss(pc, key, py, NULL);
+	struct pc1 *c = &t->pc1[(pc ^ pc >> 9) & (PC1 - 1)];
 	if (MT_LIKELY(c->pc == pc && c->py == py && c->key == (uint32_t)key))
 		return c->id;
 	return pc1_miss(pc, key, py, c); /* out of line: the hit saves no registers */
