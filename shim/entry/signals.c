@@ -61,6 +61,9 @@
  *    which take the allocator's locks, are left out of a death's snapshot
  *    ("omitted":"death"): glibc reports a double free from inside free()
  *    with the arena locked, and the snapshot waited on itself for ever;
+ *    and no thread reads them while it holds the writer lock (they are
+ *    read before it is taken: output/procstat.h), so the writer lock's
+ *    holder never waits on an arena lock the dying thread holds;
  *  - the whole of it is bounded in time (MEMTALLY_DEATH_WAIT, bounded_final
  *    below): what it may still wait on belongs to other threads (the
  *    loader's lock held by a thread that itself waits on an arena lock

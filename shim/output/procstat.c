@@ -328,54 +328,68 @@ cgroup_json(struct mt_buf *b, char *buf, size_t cap) {
 	mt_buf_puts(b, "}},");
 }
 
-static void
-allocator_json(struct mt_buf *b, int death) {
-	int first = 1;
-	if (death && (je_mallctl || glibc_mallinfo2)) {
-		/* mallinfo2 takes every arena's lock, mallctl jemalloc's: the
-		 * thread a death interrupted may hold one (glibc reports a
-		 * double free from inside free, with the arena locked), and
-		 * would wait on itself for ever */
-		mt_buf_puts(b, MT_KEY(MT_F_ALLOCATOR) "{" MT_KEY(MT_F_NAME));
-		mt_buf_puts(b, je_mallctl ? "\"jemalloc\"," : "\"glibc\",");
-		mt_buf_puts(b, MT_KEY(MT_F_OMITTED) "\"death\"},");
-	} else if (je_mallctl) {
+void
+mt_procstat_allocator(struct mt_allocfig *f) {
+	memset(f, 0, sizeof *f);
+	if (je_mallctl) {
 		uint64_t epoch = 1;
 		size_t sz = sizeof epoch;
 		je_mallctl("epoch", &epoch, &sz, &epoch, sz); /* refresh stats */
-		mt_buf_puts(b, MT_KEY(MT_F_ALLOCATOR) "{" MT_KEY(MT_F_NAME) "\"jemalloc\"");
-		first = 0;
-		static const char *const keys[][2] = {{"stats.allocated", MT_F_ALLOCATED_BYTES},
-			{"stats.active", MT_F_ACTIVE_BYTES}, {"stats.resident", MT_F_RESIDENT_BYTES},
-			{"stats.mapped", MT_F_MAPPED_BYTES}, {"stats.retained", MT_F_RETAINED_BYTES},
-			{"stats.metadata", MT_F_METADATA_BYTES}};
+		static const char *const keys[] = {"stats.allocated", "stats.active", "stats.resident",
+						   "stats.mapped", "stats.retained", "stats.metadata"};
+		f->state = MT_AF_JEMALLOC;
 		for (int i = 0; i < 6; i++) {
 			size_t v = 0, vs = sizeof v;
-			if (!je_mallctl(keys[i][0], &v, &vs, NULL, 0))
-				kv(b, &first, keys[i][1], v);
+			if (!je_mallctl(keys[i], &v, &vs, NULL, 0)) {
+				f->v[i] = v;
+				f->have |= 1u << i;
+			}
 		}
-		mt_buf_puts(b, "},");
 	} else if (glibc_mallinfo2) {
-		/* mallinfo2 walks glibc's arenas under their locks: called from
-		 * the writer thread, a hook's snapshot or an OOM dump, never
-		 * holding ours, never from a death's handler (above). */
+		/* takes every arena's lock: the caller holds none of ours */
 		struct mallinfo2 m = glibc_mallinfo2();
-		mt_buf_printf(b, MT_KEY(MT_F_ALLOCATOR) "{" MT_KEY(MT_F_NAME) "\"glibc\"," MT_KEY(MT_F_ARENA_BYTES) "%lu,"
-				 MT_KEY(MT_F_ORDBLKS) "%lu," MT_KEY(MT_F_HBLKHD_BYTES) "%lu," MT_KEY(MT_F_UORDBLKS_BYTES) "%lu,"
-				 MT_KEY(MT_F_FORDBLKS_BYTES) "%lu," MT_KEY(MT_F_KEEPCOST_BYTES) "%lu},",
-			      (unsigned long)m.arena, (unsigned long)m.ordblks,
-			      (unsigned long)m.hblkhd, (unsigned long)m.uordblks,
-			      (unsigned long)m.fordblks, (unsigned long)m.keepcost);
+		f->state = MT_AF_GLIBC;
+		f->v[0] = m.arena;
+		f->v[1] = m.ordblks;
+		f->v[2] = m.hblkhd;
+		f->v[3] = m.uordblks;
+		f->v[4] = m.fordblks;
+		f->v[5] = m.keepcost;
+		f->have = 63;
 	}
-	(void)first;
+}
+
+static void
+allocator_json(struct mt_buf *b, const struct mt_allocfig *f) {
+	static const char *const je[] = {MT_F_ALLOCATED_BYTES, MT_F_ACTIVE_BYTES, MT_F_RESIDENT_BYTES,
+					 MT_F_MAPPED_BYTES, MT_F_RETAINED_BYTES, MT_F_METADATA_BYTES};
+	static const char *const gl[] = {MT_F_ARENA_BYTES, MT_F_ORDBLKS, MT_F_HBLKHD_BYTES,
+					 MT_F_UORDBLKS_BYTES, MT_F_FORDBLKS_BYTES, MT_F_KEEPCOST_BYTES};
+	if (!f || f->state == MT_AF_NONE)
+		return;
+	int first = 0;
+	mt_buf_puts(b, MT_KEY(MT_F_ALLOCATOR) "{" MT_KEY(MT_F_NAME));
+	if (f->state == MT_AF_DEATH) {
+		/* not read in a death's handler: the dying thread may hold
+		 * the allocator's locks (mt_procstat_allocator) */
+		mt_buf_puts(b, je_mallctl ? "\"jemalloc\"," : "\"glibc\",");
+		mt_buf_puts(b, MT_KEY(MT_F_OMITTED) "\"death\"},");
+		return;
+	}
+	mt_buf_puts(b, f->state == MT_AF_JEMALLOC ? "\"jemalloc\"" : "\"glibc\"");
+	for (int i = 0; i < 6; i++)
+		if (f->have & (1u << i))
+			kv(b, &first, (f->state == MT_AF_JEMALLOC ? je : gl)[i], f->v[i]);
+	mt_buf_puts(b, "},");
 }
 
 void
-mt_procstat_json(struct mt_buf *b, char *scratch, size_t n, int often, int death) {
+mt_procstat_json(struct mt_buf *b, char *scratch, size_t n, int often,
+		 const struct mt_allocfig *af) {
 	proc_json(b, scratch, n, often);
 	if (mt_cfg.cgroup)
 		cgroup_json(b, scratch, n);
-	allocator_json(b, death);
+	allocator_json(b, af);
 }
 
 /* The hex mask after "<key>:" in /proc/self/status text, or 0. */

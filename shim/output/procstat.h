@@ -15,15 +15,27 @@
 struct mt_buf;
 /* Find the cgroup and the allocator (constructor).  Never allocates. */
 void mt_procstat_init(void);
+/* The allocator's own figures (glibc's mallinfo2, or jemalloc's mallctl
+ * stats), read before a snapshot takes the writer lock: reading them takes
+ * the allocator's locks, and a thread that waits for one while it holds
+ * the writer lock can hold up a dying thread's final snapshot (the dying
+ * thread may hold that very arena lock: a double free found inside
+ * free()).  Never read in a death's handler (state MT_AF_DEATH). */
+enum { MT_AF_NONE, MT_AF_GLIBC, MT_AF_JEMALLOC, MT_AF_DEATH };
+struct mt_allocfig {
+	int state;
+	uint64_t v[6]; /* the six figures of FORMAT.md, in its order */
+	unsigned have; /* bit i: v[i] read (jemalloc's may fail one by one) */
+};
+/* Read them now; call holding no shim lock.  Never allocates. */
+void mt_procstat_allocator(struct mt_allocfig *f);
 /* Append `"proc":{...},"cgroup":{...},"allocator":{...},` (absent files are
  * absent fields).  scratch: >= 64 KiB.  Never allocates.  often: a
  * snapshot of the cadence's kind (step, interval, every, rise), whose
- * smaps_rollup figures come at most once a second.  death: the final
- * snapshot of a death by signal, written by the thread the signal
- * interrupted, which may hold the allocator's locks (a double free found
- * inside free(), a SIGTERM taken inside malloc): the allocator's figures,
- * which take those locks, are left out (`"omitted":"death"`). */
-void mt_procstat_json(struct mt_buf *b, char *scratch, size_t n, int often, int death);
+ * smaps_rollup figures come at most once a second.  af: the allocator's
+ * figures as read (MT_AF_DEATH: left out, `"omitted":"death"`). */
+void mt_procstat_json(struct mt_buf *b, char *scratch, size_t n, int often,
+		      const struct mt_allocfig *af);
 /* cgroup memory usage and limit in bytes; 0 when known, -1 when there is no
  * cgroup memory limit.  Never allocates. */
 int mt_cgroup_usage(uint64_t *current, uint64_t *max, char *scratch, size_t n);

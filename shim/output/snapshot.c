@@ -56,7 +56,6 @@ static struct {
 	size_t summary_len;         /* 0: none this time */
 	unsigned warnings;          /* mt_warn's kept warnings in this file */
 	int below_floor;            /* the last look found the disk below the floor */
-	int death;                  /* writing a death's final snapshot (a handler's) */
 	/* Where the file must be cut back to before anything else is
 	 * written to it (-1: nowhere): a snapshot whose write failed half
 	 * way because the descriptor stopped being our file (the program
@@ -284,7 +283,7 @@ totals(struct mt_buf *b) {
  * site, none of the main file's state touched). */
 static void
 snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
-		const char *lab, int dump, char *scr, size_t nscr) {
+		const char *lab, int dump, char *scr, size_t nscr, const struct mt_allocfig *af) {
 	mt_buf_printf(b, "{" MT_KEY(MT_F_TYPE) "\"" MT_R_SNAPSHOT "\"," MT_KEY(MT_F_SEQ) "%lu," MT_KEY(MT_F_REASON) "\"%s\",",
 		      (unsigned long)sq, reason);
 	if (lab) {
@@ -299,7 +298,7 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 	/* the cadence's kinds of snapshot: smaps at most once a second */
 	int often = !dump && (!strcmp(reason, "step") || !strcmp(reason, "interval") ||
 			      !strcmp(reason, "every") || !strcmp(reason, "rise"));
-	mt_procstat_json(b, scr, nscr, often, W.death && !dump);
+	mt_procstat_json(b, scr, nscr, often, af);
 	mt_devices_json(b);
 	mt_marks_json(b);
 	totals(b);
@@ -375,7 +374,7 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
  * process's last (the exit snapshot, or one written as a signal kills
  * it): later writes are refused, so nothing follows it in the file. */
 static void
-write_locked(const char *reason, const char *lab, int final) {
+write_locked(const char *reason, const char *lab, int final, const struct mt_allocfig *af) {
 	if (W.closed) {
 		mt_unlock(&W.lock);
 		return;
@@ -412,7 +411,7 @@ write_locked(const char *reason, const char *lab, int final) {
 	b->len = 0;
 	b->overflow = 0;
 	if (!err) {
-		snapshot_record(b, W.seq++, reason, lab, 0, W.scratch, sizeof W.scratch);
+		snapshot_record(b, W.seq++, reason, lab, 0, W.scratch, sizeof W.scratch, af);
 		err = mt_buf_flush(b);
 	}
 	if (!err && mt_cfg.compress) /* one frame a snapshot */
@@ -490,8 +489,13 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	 * it leaves no file. */
 	if (!mt_cfg.host && !mt_devices_used())
 		return;
+	/* the allocator's figures first, holding no lock of ours: taking its
+	 * locks while holding the writer's could hold up a death's final
+	 * snapshot whose thread holds one of them (procstat.h) */
+	struct mt_allocfig af;
+	mt_procstat_allocator(&af);
 	mt_lock(&W.lock);
-	write_locked(reason, lab, !strcmp(reason, "exit"));
+	write_locked(reason, lab, !strcmp(reason, "exit"), &af);
 }
 
 int
@@ -511,8 +515,10 @@ mt_snapshot_final(const char *reason, uint64_t wait_ns) {
 		mt_unlock(&W.lock);
 		return 1;
 	}
-	W.death = 1; /* nothing that waits on a lock the dying thread may hold */
-	write_locked(reason, NULL, 1);
+	/* nothing that waits on a lock the dying thread may hold: the
+	 * allocator's figures are left out */
+	struct mt_allocfig af = {.state = MT_AF_DEATH};
+	write_locked(reason, NULL, 1, &af);
 	return 0;
 }
 
@@ -572,7 +578,9 @@ mt_snapshot_dump(int dfd, struct mt_buf *b, const char *reason,
 	mt_py_emit_all(b);
 	mt_callsites_stacks_all(b);
 	body(b, arg);
-	snapshot_record(b, 0, reason, NULL, 1, scr, nscr);
+	struct mt_allocfig af; /* under the dump's lock, not the writer's */
+	mt_procstat_allocator(&af);
+	snapshot_record(b, 0, reason, NULL, 1, scr, nscr, &af);
 	(void)dfd;
 	return mt_buf_flush(b);
 }
