@@ -14,6 +14,7 @@
  */
 #include "platform/glue.h"
 #include "output/zout.h"
+#include <string.h>
 #include "platform/buf.h"
 #define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
@@ -104,7 +105,7 @@ mt_zout_skippable(int fd, const void *src, size_t n) {
 	if (!cctx || in_frame)
 		return EIO;
 	ZSTD_inBuffer in = {src, n, 0};
-	ZSTD_outBuffer out = {obuf, OUT_BYTES, 0};
+	ZSTD_outBuffer out = {obuf + 8, OUT_BYTES - 8, 0}; /* after its header */
 	size_t left = ZSTD_compressStream2(cctx, &out, &in, ZSTD_e_end);
 	if (ZSTD_isError(left) || left) {
 		ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);
@@ -114,8 +115,8 @@ mt_zout_skippable(int fd, const void *src, size_t n) {
 	unsigned char h[8] = {(unsigned char)m, (unsigned char)(m >> 8), (unsigned char)(m >> 16),
 			      (unsigned char)(m >> 24), (unsigned char)z, (unsigned char)(z >> 8),
 			      (unsigned char)(z >> 16), (unsigned char)(z >> 24)};
-	int err = mt_write_all(fd, h, sizeof h);
-	return err ? err : mt_write_all(fd, obuf, out.pos);
+	memcpy(obuf, h, sizeof h);
+	return mt_write_all(fd, obuf, out.pos + 8); /* one write: one checked operation */
 }
 
 void

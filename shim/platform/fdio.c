@@ -14,6 +14,11 @@ static struct {
 	uint64_t dev, ino;
 } G = {-1, 0, 0};
 static uint64_t isolated;
+/* The file's end as our own writes left it (-1: unknown): the shim is the
+ * file's only writer (O_APPEND; a fork child or an exec'd image writes a
+ * file of its own), so a seek to the end after a write we made needs no
+ * operation, and no child. */
+static long known_end = -1;
 /* the child's stack: one caller at a time (fdio.h) */
 #define CHILD_STACK (16 << 10)
 static char *child_stack;
@@ -22,6 +27,7 @@ void
 mt_fdio_guard(int fd, uint64_t dev, uint64_t ino) {
 	G.dev = dev;
 	G.ino = ino;
+	known_end = -1;
 	__atomic_store_n(&G.fd, fd, __ATOMIC_RELEASE);
 }
 
@@ -92,11 +98,29 @@ reachable(int fd) {
 	return (uint64_t)fd < l.cur;
 }
 
+static long isolated_op(struct job *j);
+
 long
 mt_fdio(int fd, int op, const void *p, size_t n, long off) {
 	struct job j = {fd, op, p, n, off, G.dev, G.ino, -ESTALE};
 	if (!mt_fdio_guarded(fd) || !G.ino)
 		return run(&j, 0); /* not the file (a dump's) */
+	if (op == MT_IO_SEEK_END && known_end >= 0)
+		return known_end;
+	long r = isolated_op(&j);
+	if (op == MT_IO_SEEK_END)
+		known_end = r >= 0 ? r : -1;
+	else if (op == MT_IO_TRUNCATE)
+		known_end = r == 0 ? off : -1;
+	else
+		known_end = r == 0 && known_end >= 0 ? known_end + (long)n : -1;
+	return r;
+}
+
+static long
+isolated_op(struct job *j0) {
+	struct job j = *j0;
+	int fd = j.fd;
 	if (!reachable(fd))
 		return run(&j, 1);
 	if (!child_stack) {
