@@ -24,6 +24,10 @@
  *    at once.  A copy of the program's table held for the moment of a
  *    write can delay, by that moment, the end-of-file a reader sees when
  *    the program closes a pipe's last writer meanwhile.
+ * Cost: a child per operation, about 50 us on the machine this was
+ * written on with few descriptors open, growing with the number open (the
+ * table is copied: about 1 ms at 10,000); a compressed snapshot makes two
+ * operations (the seek is known from our own writes: known_end).
  * A check that fails (the descriptor is not our file any more) returns
  * -ESTALE and writes nothing: the caller drops that snapshot, counted,
  * and opens the file again for the next.  Never allocates;
