@@ -205,6 +205,36 @@ def eq(got, want, what):
 def done():
     sys.exit(1 if failures else 0)
 
+def full():
+    """Whether to run a slow matrix whole: MT_FULL=1 (`make check` sets
+    it); `make test` runs its fast subset, which keeps every property."""
+    return os.environ.get('MT_FULL') == '1'
+
+def slack(seconds):
+    """A test's own time limit, scaled as run.sh scales its watchdog: by the
+    load on the machine's CPUs (both cores busy: twice the time), up to 4
+    times."""
+    try:
+        load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:
+        load = 1
+    return seconds * min(4.0, max(1.0, load))
+
+_ports = set()
+
+def free_port():
+    """A TCP port nothing listens on, from the kernel's ephemeral range (a
+    port derived from the pid can be another test's, as tests run two at a
+    time), never the same twice in one process."""
+    import socket
+    while True:
+        with socket.socket() as sk:
+            sk.bind(('127.0.0.1', 0))
+            port = sk.getsockname()[1]
+        if port not in _ports and port + 1 not in _ports and port - 1 not in _ports:
+            _ports.add(port)
+            return port
+
 def case(name):
     """Whether to run the case called name: MEMTALLY_CASE=name (run.sh's
     MEMTALLY_TEST=file:case sets it) runs that case alone; unset, all."""
