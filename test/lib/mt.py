@@ -235,8 +235,30 @@ def free_port():
             _ports.add(port)
             return port
 
+_cases = []  # (name, wall, cpu) at each case's start, for the closing line
+
+def _clock():
+    import resource, time
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.monotonic(), me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+def _case_times():
+    """The log's last line: each case's seconds, wall and CPU (where the
+    suite's time goes; a case runs from its mt.case() to the next one)."""
+    if not _cases:
+        return
+    marks = _cases + [('', ) + _clock()]
+    print('  cases (wall/cpu s): ' + ', '.join('%s %.0f/%.0f' % (a[0], b[1] - a[1], b[2] - a[2])
+                                               for a, b in zip(marks, marks[1:])))
+
 def case(name):
     """Whether to run the case called name: MEMTALLY_CASE=name (run.sh's
     MEMTALLY_TEST=file:case sets it) runs that case alone; unset, all."""
     want = os.environ.get('MEMTALLY_CASE', '')
-    return not want or want == name
+    run = not want or want == name
+    if run:
+        if not _cases:
+            import atexit
+            atexit.register(_case_times)
+        _cases.append((name, ) + _clock())
+    return run
