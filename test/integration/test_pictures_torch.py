@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if not CHROME:
     mt.check(False, 'chromium is not installed (scripts/setup-deps.sh installs it)')
     mt.done()
-if subprocess.run(['/usr/bin/python3', '-c', 'import torch'], capture_output=True).returncode:
+if subprocess.run(['/usr/bin/python3', '-c', mt.FIND_TORCH], capture_output=True).returncode:
     mt.check(False, 'python3-torch is not installed (scripts/setup-deps.sh installs it)')
     mt.done()
 

@@ -13,7 +13,7 @@ script = os.path.join(HERE, 'torch_steps.py')
 PY = '/usr/bin/python3'
 env0 = {k: v for k, v in os.environ.items() if not k.startswith('MEMTALLY_') and k != 'PYTHONPATH'}
 try:
-    subprocess.run([PY, '-c', 'import torch'], check=True, capture_output=True)
+    subprocess.run([PY, '-c', mt.FIND_TORCH], check=True, capture_output=True)
 except subprocess.CalledProcessError:
     print('  FAIL python3-torch is not installed (scripts/setup-deps.sh installs it)')
     sys.exit(1)

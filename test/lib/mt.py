@@ -205,6 +205,10 @@ def eq(got, want, what):
 def done():
     sys.exit(1 if failures else 0)
 
+# What a test runs to learn whether python3-torch is there: finding the
+# module, not importing it (2 s of CPU each time).
+FIND_TORCH = 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torch") is None)'
+
 def full():
     """Whether to run a slow matrix whole: MT_FULL=1 (`make check` sets
     it); `make test` runs its fast subset, which keeps every property."""
