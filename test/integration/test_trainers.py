@@ -42,7 +42,6 @@ FAST = [
     (600, 'module', 'cache', 'exit', 300),
     (80, 'ddp', 'cache', 'exit', 0),
     (40, 'function', 'none', 'more', 0),
-    (120, 'module', 'none', 'term', 0),
 ]
 
 
