@@ -67,7 +67,12 @@ for t in test/integration/test_*.sh; do
 	[ -e "$t" ] || continue
 	n=${t##*/}; add "${n%.sh}" bash "$t"
 done
-declare -A last=()
+# (a fresh tree: the slow ones as a run of 2026-12 took them, alone)
+declare -A last=([test_pictures_torch]=300 [test_answers_torch]=255 [test_trainers]=237
+	[test_why]=183 [test_torch_steps]=178 [test_bench_smoke]=141 [test_cuts]=136
+	[test_pyframes]=118 [test_userline]=104 [test_torch_children]=86 [test_readme]=61
+	[test_torch_leak]=56 [test_programs]=53 [test_pictures]=45 [test_cfi_programs]=42
+	[test_formats]=41 [test_dlsym]=40 [test_torch]=34 [test_stress]=33 [test_damage]=32)
 if [ -r "$times_file" ]; then
 	while read -r n s; do [ -n "$n" ] && last[$n]=$s; done <"$times_file"
 fi
