@@ -2,14 +2,15 @@
 # test/check.sh — `make check`: the stricter gate CI runs after `make test`.
 # Each stage counts once; the last line is "N passed, N failed".
 #   1. the strict build (-Werror, -Wmissing-prototypes, -Wshadow, ...)
-#   2. the whole suite on that build (the layer check included)
+#   2. the whole suite on that build (the layer check included), with the
+#      slow matrices whole (MT_FULL=1: `make test` runs a fast subset of
+#      each; the trainer shapes of test_trainers among them)
 #   3. the analysis, bad-input, MPI, CUDA, OOM, Python-frames, golden and formats
 #      tests with the command built with ASan and UBSan
 #   4. every analysis command under valgrind memcheck
 #   5. the shim's tables from 4 threads under ThreadSanitizer
 #   6. libFuzzer on the command's reader and writers (FUZZ_SECONDS each)
 #   7. the HTML page's script parses (node --check), where node exists
-#   8. the whole matrix of trainer shapes (test_trainers, MEMTALLY_TRAINERS=all)
 set -u
 cd "$(dirname "$0")/.."
 STRICT=${STRICT:-"-Werror -Wmissing-prototypes -Wstrict-prototypes -Wshadow"}
@@ -41,13 +42,12 @@ js() {
 	node --check analysis/export/page/report.js
 }
 stage strict-build strict_build
-stage suite bash test/run.sh
+stage suite env MT_FULL=1 bash test/run.sh
 stage asan-ubsan asan_tests
 stage valgrind bash test/valgrind.sh
 stage tsan tsan
 stage fuzz bash test/fuzz/run.sh
 stage page-script js
-stage trainers env MEMTALLY_TRAINERS=all MEMTALLY_TEST=test_trainers MEMTALLY_TEST_TIMEOUT=1200 bash test/run.sh
 [ ${#failed[@]} -gt 0 ] && echo "check failed: ${failed[*]}"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

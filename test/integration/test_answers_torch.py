@@ -49,7 +49,7 @@ if mt.case('ddp'):
     # Debian's torchrun 1.13 under Python 3.11 needs --redirects 1 --tee 1
     # (its own argument handling fails before starting workers otherwise)
     r = sh(MT, 'run', '--out', d, '--', 'torchrun', '--nproc_per_node', '2', '--redirects', '1', '--tee', '1',
-           '--master_port', str(29900 + os.getpid() % 90), os.path.join(HERE, 'torch_ddp.py'), '1', timeout=600)
+           '--master_port', str(mt.free_port()), os.path.join(HERE, 'torch_ddp.py'), '1', timeout=600)
     mt.eq(r.returncode, 0, 'ddp: exit code (%s)' % r.stderr[-300:])
     rj = json.loads(sh(MT, 'ranks', '--json', d).stdout)
     mt.eq(rj['outliers'], [1], 'ddp ranks: the leaking rank 1, and only it, with no options')

@@ -63,7 +63,7 @@ if shutil.which('sqlite3'):
     sql = ('create table t(a,b); with recursive c(x) as (select 1 union all select x+1 from c where x<20000) '
            'insert into t select x, hex(randomblob(20)) from c; create index i on t(b); select count(*) from t;\n')
     checked('sqlite3', ['sqlite3'], 1000, stdin=sql)
-if subprocess.run(['/usr/bin/python3', '-c', 'import torch'], capture_output=True).returncode == 0:
+if subprocess.run(['/usr/bin/python3', '-c', mt.FIND_TORCH], capture_output=True).returncode == 0:
     checked('import-torch', ['/usr/bin/python3', '-c', 'import torch'], 200000)
 else:
     print('  (no torch: the import check is skipped)')

@@ -12,7 +12,7 @@
 - folded stacks (`memtally flame --folded`), in the line format
   flamegraph.pl reads: totals equal to report's, the same frames as the
   SVG."""
-import collections, json, os, re, shutil, socket, subprocess, sys, time, urllib.request
+import collections, json, os, re, shutil, signal, socket, subprocess, sys, time, urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
 
@@ -176,9 +176,12 @@ if mt.case('pprof'):
     s.bind(('127.0.0.1', 0))
     port = s.getsockname()[1]
     s.close()
+    # `go tool pprof` runs the pprof tool as its child: killing go alone
+    # left that server running after the suite (issue 51); its own process
+    # group is killed whole
     srv = subprocess.Popen([GO, 'tool', 'pprof', '-no_browser', '-http', '127.0.0.1:%d' % port,
                             os.path.join(OUT, 'C_program.pb.gz')], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+                           stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         page = ''
         for _ in range(100):
@@ -196,7 +199,7 @@ if mt.case('pprof'):
                  'pprof -http serves the profile (top names leak_history, cache_put); Chromium\'s '
                  'screenshot of its flame graph: %s' % shot)
     finally:
-        srv.kill()
+        os.killpg(srv.pid, signal.SIGKILL)
         srv.wait()
 
 # --- memtally functions: inclusive and self, per function ---

@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if not CHROME:
     mt.check(False, 'chromium is not installed (scripts/setup-deps.sh installs it)')
     mt.done()
-if subprocess.run(['/usr/bin/python3', '-c', 'import torch'], capture_output=True).returncode:
+if subprocess.run(['/usr/bin/python3', '-c', mt.FIND_TORCH], capture_output=True).returncode:
     mt.check(False, 'python3-torch is not installed (scripts/setup-deps.sh installs it)')
     mt.done()
 
@@ -99,7 +99,7 @@ if mt.case('ddp'):
     d = os.path.join(OUT, 'ddp')
     r = subprocess.run([MT, 'run', '--out', d, '--interval', '0.2', '--sample', '256K', '--',
                         'torchrun', '--nproc_per_node', '2', '--redirects', '1', '--tee', '1',
-                        '--master_port', str(29500 + os.getpid() % 400), os.path.join(HERE, 'torch_ddp.py'), '1'],
+                        '--master_port', str(mt.free_port()), os.path.join(HERE, 'torch_ddp.py'), '1'],
                        capture_output=True, text=True, timeout=300)
     mt.eq(r.returncode, 0, 'torchrun job: exit code%s' % (' (%s)' % r.stderr[-300:] if r.returncode else ''))
     pg = os.path.join(OUT, 'ddp.html')

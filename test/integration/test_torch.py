@@ -14,7 +14,7 @@ B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
 MT = os.environ.get('MT_MEMTALLY') or os.path.join(B, 'memtally')
 script = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'torch_train.py')
 try:
-    subprocess.run(['/usr/bin/python3', '-c', 'import torch'], check=True, capture_output=True)
+    subprocess.run(['/usr/bin/python3', '-c', mt.FIND_TORCH], check=True, capture_output=True)
 except subprocess.CalledProcessError:
     print('  FAIL python3-torch is not installed (scripts/setup-deps.sh installs it)')
     sys.exit(1)
@@ -45,7 +45,7 @@ script2 = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'torch_ddp.py
 # --redirects 1 --tee 1 works around it (stdout to a log file and the console).
 r = subprocess.run([MT, 'run', '--out', ddp, '--interval', '0.2', '--sample', '256K', '--',
                     'torchrun', '--nproc_per_node', '2', '--redirects', '1', '--tee', '1',
-                    '--master_port', str(29500 + os.getpid() % 400), script2, '1'],
+                    '--master_port', str(mt.free_port()), script2, '1'],
                    capture_output=True, text=True, timeout=300)
 mt.eq(r.returncode, 0, 'memtally run -- torchrun --nproc_per_node 2: exit code (%s)' % r.stderr[-300:])
 mt.check('ddp done' in r.stdout, 'the job ran to its end')

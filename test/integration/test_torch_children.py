@@ -13,7 +13,7 @@ script = os.path.join(HERE, 'torch_steps.py')
 PY = '/usr/bin/python3'
 env0 = {k: v for k, v in os.environ.items() if not k.startswith('MEMTALLY_') and k != 'PYTHONPATH'}
 try:
-    subprocess.run([PY, '-c', 'import torch'], check=True, capture_output=True)
+    subprocess.run([PY, '-c', mt.FIND_TORCH], check=True, capture_output=True)
 except subprocess.CalledProcessError:
     print('  FAIL python3-torch is not installed (scripts/setup-deps.sh installs it)')
     sys.exit(1)
@@ -56,7 +56,7 @@ if mt.case('spawn'):
 
 if mt.case('torchrun'):
     r, d = under('ddp', ['torchrun', '--nproc_per_node', '2', '--redirects', '1', '--tee', '1',
-                         '--master_port', str(29900 + os.getpid() % 90), os.path.join(HERE, 'torch_ddp.py'), '-1'])
+                         '--master_port', str(mt.free_port()), os.path.join(HERE, 'torch_ddp.py'), '-1'])
     mt.eq(r.returncode, 0, 'torchrun, 2 ranks: exit code (%s)' % r.stderr[-300:])
     ranks = {f.header['rank']: last_step(f) for f in mt.files(d) if f.header.get('rank') is not None}
     mt.eq(ranks, {0: 400, 1: 400}, 'each rank\'s file counts its 400 steps')

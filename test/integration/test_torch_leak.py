@@ -18,7 +18,7 @@ MT = os.environ.get('MT_MEMTALLY') or os.path.join(B, 'memtally')
 script = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'torch_train.py')
 fwd = [i + 1 for i, l in enumerate(open(script)) if 'model(x)' in l][0]
 try:
-    subprocess.run(['/usr/bin/python3', '-c', 'import torch'], check=True, capture_output=True)
+    subprocess.run(['/usr/bin/python3', '-c', mt.FIND_TORCH], check=True, capture_output=True)
 except subprocess.CalledProcessError:
     print('  FAIL python3-torch is not installed (scripts/setup-deps.sh installs it)')
     sys.exit(1)

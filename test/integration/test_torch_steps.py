@@ -33,7 +33,7 @@ script = os.path.join(HERE, 'torch_steps.py')
 PY = '/usr/bin/python3'
 env0 = {k: v for k, v in os.environ.items() if not k.startswith('MEMTALLY_') and k != 'PYTHONPATH'}
 try:
-    subprocess.run([PY, '-c', 'import torch'], check=True, capture_output=True)
+    subprocess.run([PY, '-c', mt.FIND_TORCH], check=True, capture_output=True)
 except subprocess.CalledProcessError:
     print('  FAIL python3-torch is not installed (scripts/setup-deps.sh installs it)')
     sys.exit(1)
@@ -131,7 +131,9 @@ if mt.case('shadow'):
     # memtally_cuda.py raising SystemExit(6) beside a torch script (and a
     # memtally_torch.py raising SystemExit(7)): with and without memtally
     # run, the same exit status and output; the hook still marks the steps
-    for files in (('memtally.py',), ('memtally_cuda.py',), ('memtally.py', 'memtally_cuda.py', 'memtally_torch.py')):
+    # (`make test`: the three together; MT_FULL=1 each alone too)
+    sets = (('memtally.py',), ('memtally_cuda.py',)) if mt.full() else ()
+    for files in sets + (('memtally.py', 'memtally_cuda.py', 'memtally_torch.py'),):
         app = os.path.join(OUT, 'app-' + '-'.join(f[:-3] for f in files))
         os.makedirs(app, exist_ok=True)
         src = {'memtally.py': 'import argparse\np = argparse.ArgumentParser()\n'

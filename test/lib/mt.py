@@ -205,8 +205,64 @@ def eq(got, want, what):
 def done():
     sys.exit(1 if failures else 0)
 
+# What a test runs to learn whether python3-torch is there: finding the
+# module, not importing it (2 s of CPU each time).
+FIND_TORCH = 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torch") is None)'
+
+def full():
+    """Whether to run a slow matrix whole: MT_FULL=1 (`make check` sets
+    it); `make test` runs its fast subset, which keeps every property."""
+    return os.environ.get('MT_FULL') == '1'
+
+def slack(seconds):
+    """A test's own time limit, scaled as run.sh scales its watchdog: by the
+    load on the machine's CPUs (both cores busy: twice the time), up to 4
+    times."""
+    try:
+        load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:
+        load = 1
+    return seconds * min(4.0, max(1.0, load))
+
+_ports = set()
+
+def free_port():
+    """A TCP port nothing listens on, from the kernel's ephemeral range (a
+    port derived from the pid can be another test's, as tests run two at a
+    time), never the same twice in one process."""
+    import socket
+    while True:
+        with socket.socket() as sk:
+            sk.bind(('127.0.0.1', 0))
+            port = sk.getsockname()[1]
+        if port not in _ports and port + 1 not in _ports and port - 1 not in _ports:
+            _ports.add(port)
+            return port
+
+_cases = []  # (name, wall, cpu) at each case's start, for the closing line
+
+def _clock():
+    import resource, time
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.monotonic(), me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+def _case_times():
+    """The log's last line: each case's seconds, wall and CPU (where the
+    suite's time goes; a case runs from its mt.case() to the next one)."""
+    if not _cases:
+        return
+    marks = _cases + [('', ) + _clock()]
+    print('  cases (wall/cpu s): ' + ', '.join('%s %.0f/%.0f' % (a[0], b[1] - a[1], b[2] - a[2])
+                                               for a, b in zip(marks, marks[1:])))
+
 def case(name):
     """Whether to run the case called name: MEMTALLY_CASE=name (run.sh's
     MEMTALLY_TEST=file:case sets it) runs that case alone; unset, all."""
     want = os.environ.get('MEMTALLY_CASE', '')
-    return not want or want == name
+    run = not want or want == name
+    if run:
+        if not _cases:
+            import atexit
+            atexit.register(_case_times)
+        _cases.append((name, ) + _clock())
+    return run
