@@ -3,7 +3,7 @@ as it would without the shim, and leaves its final snapshot whenever one
 could be written.
 
 Each death is drawn at random (a fixed seed, printed, so a failure can be
-replayed with MEMTALLY_DEATH_SEED): a C program whose threads malloc,
+replayed with MT_DEATH_SEED): a C program whose threads malloc,
 realloc, free (tcache, arena and mmap sizes), write through stdio and
 dlopen/dlclose a library, or a Python program whose threads allocate, or a
 PyTorch training loop; killed from outside by SIGTERM, SIGINT, SIGHUP or
@@ -23,7 +23,8 @@ And the bound: a process whose final snapshot can never be written (a
 thread holds the loader's lock for ever) dies of its SIGTERM within
 MEMTALLY_DEATH_WAIT, its file ending at its previous snapshot.
 
-MEMTALLY_DEATHS sets the number of deaths (default 40, make check's 400)."""
+MT_DEATHS sets the number of deaths (default 40; MT_FULL=1, make check's
+suite, 400)."""
 import os, random, signal, subprocess, sys, tempfile, time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
@@ -34,12 +35,12 @@ PROG = os.path.join(B, 'test', 'prog_deaths')
 LIB = os.path.join(B, 'test', 'lib_alloc.so')
 PYPROG = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'py', 'py_deaths.py')
 PY = '/usr/bin/python3'
-N = int(os.environ.get('MEMTALLY_DEATHS', '40'))
-SEED = int(os.environ.get('MEMTALLY_DEATH_SEED', '51'))
+N = int(os.environ.get('MT_DEATHS') or (400 if mt.full() else 40))
+SEED = int(os.environ.get('MT_DEATH_SEED', '51'))
 # a death that hangs is caught here, long before run.sh's watchdog: the
 # slowest honest one (PyTorch's import under the shim on a loaded
 # machine) takes a few seconds
-HANG = 90
+HANG = mt.slack(90)
 REASON = {signal.SIGTERM: 'signal-term', signal.SIGINT: 'signal-int', signal.SIGHUP: 'signal-hup',
           signal.SIGQUIT: 'signal-quit', signal.SIGABRT: 'signal-abrt', signal.SIGSEGV: 'signal-segv'}
 count = [0]

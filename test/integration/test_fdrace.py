@@ -23,7 +23,7 @@ import mt
 B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
 SHIM = os.path.join(B, 'libmemtally.so')
 PROG = os.path.join(B, 'test', 'prog_fdrace')
-ROUNDS = os.environ.get('MEMTALLY_FDRACE_ROUNDS', '150')
+ROUNDS = os.environ.get('MT_FDRACE_ROUNDS', '150')
 n = [0]
 
 
