@@ -141,10 +141,14 @@ launch() { # index
 		# setsid execs the test in this pid (a background child is no group
 		# leader), so $! is its session; the mark on the test alone (not on
 		# the watchdog's sleeps)
+		# env --default-signal: a background job of a shell without job
+		# control starts with SIGINT and SIGQUIT ignored (POSIX), which
+		# every program a test runs would inherit (test_death's SIGINT
+		# from outside then never ended its program)
 		if [ "$jobs" -gt 1 ]; then
-			MT_SUITE=$run_id/$name setsid "$@" >"$out/log" 2>&1 </dev/null &
+			MT_SUITE=$run_id/$name setsid env --default-signal=INT,QUIT "$@" >"$out/log" 2>&1 </dev/null &
 		else
-			MT_SUITE=$run_id/$name setsid "$@" >"$out/log" 2>&1 &
+			MT_SUITE=$run_id/$name setsid env --default-signal=INT,QUIT "$@" >"$out/log" 2>&1 &
 		fi
 		tp=$!
 		echo "$tp" >"$out/.sid"
