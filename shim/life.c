@@ -21,6 +21,7 @@
 #include "platform/buf.h"
 #include "capture/charge.h"
 #include "platform/config.h"
+#include "platform/fdio.h"
 #include "platform/tmem.h"
 #include "entry/cuda.h"
 #include "entry/exec.h"
@@ -287,6 +288,8 @@ mt_init(int argc, char **argv, char **envp) {
 	mt_self.guard++;
 	mt_clock_start();
 	mt_config_init(envp);
+	if (mt_cfg.valgrind)
+		mt_fdio_no_child();
 	if (!mt_cfg.follow)
 		scrub_preload(envp);
 	if (!mt_cfg.host && !mt_cfg.cuda) {

@@ -369,6 +369,9 @@ mt_config_init(char **envp) {
 	mt_cfg.rank = env_long(envp, rank);
 	mt_cfg.local_rank = env_long(envp, local);
 	mt_cfg.world_size = env_long(envp, world);
+	for (char **e = envp; e && *e; e++)
+		if (!strncmp(*e, "LD_PRELOAD=", 11) && strstr(*e, "/vgpreload_"))
+			mt_cfg.valgrind = 1;
 	/* MEMTALLY_QUIET first: it decides where the others' warnings go */
 	for (char **e = envp; e && *e; e++)
 		if (!strncmp(*e, "MEMTALLY_QUIET=", 15))

@@ -111,6 +111,8 @@ struct mt_config {
 	long rank;           /* RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, SLURM_PROCID */
 	long local_rank;     /* LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID */
 	long world_size;     /* WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS */
+	int valgrind;        /* LD_PRELOAD holds valgrind's vgpreload: its clone takes
+			      * threads and forks only (platform/fdio.h) */
 };
 
 extern struct mt_config mt_cfg;

@@ -22,6 +22,12 @@ static long known_end = -1;
 /* the child's stack: one caller at a time (fdio.h) */
 #define CHILD_STACK (16 << 10)
 static char *child_stack;
+static int no_child;
+
+void
+mt_fdio_no_child(void) {
+	no_child = 1;
+}
 
 void
 mt_fdio_guard(int fd, uint64_t dev, uint64_t ino) {
@@ -121,7 +127,7 @@ static long
 isolated_op(struct job *j0) {
 	struct job j = *j0;
 	int fd = j.fd;
-	if (!reachable(fd))
+	if (no_child || !reachable(fd))
 		return run(&j, 1);
 	if (!child_stack) {
 		child_stack = mt_sys_mmap(CHILD_STACK);

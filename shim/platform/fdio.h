@@ -47,6 +47,11 @@ enum { MT_IO_WRITE, MT_IO_SEEK_END, MT_IO_TRUNCATE };
  * SEEK_END (the offset, or -errno), TRUNCATE to off (0 or -errno);
  * -ESTALE when fd is not the file any more. */
 long mt_fdio(int fd, int op, const void *p, size_t n, long off);
+/* No child: checked operations only (the check and the write are then
+ * two steps).  Under valgrind, whose clone takes threads and forks alone
+ * and ends the process on clone(CLONE_VM) (life.c, from the option
+ * table's look at LD_PRELOAD). */
+void mt_fdio_no_child(void);
 /* How many operations ran in a child (the isolated path): tests, bench. */
 uint64_t mt_fdio_isolated(void);
 
