@@ -35,7 +35,7 @@ SHIM = [
     # the file, /proc and cgroup figures, the header and maps records and
     # the call sites' (neither calls the other), the snapshot record, dumps,
     # the writer thread
-    [('output', [('file', 'zout'), 'procstat', ('header', 'callsites'), 'snapshot', 'oom',
+    [('output', [('file', 'zout'), 'procstat', ('header', 'callsites', 'prom'), 'snapshot', 'oom',
                  'writer'])],
     # the exported entry points: never call each other
     [('entry', APART, ['interpose', 'signals', 'api', 'cuda', 'exec', 'identity'])],
