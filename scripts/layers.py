@@ -57,7 +57,7 @@ ANALYSIS = [
      ('cmd', ['cmd'])],
     # the commands: views print, exports write files; a view never calls
     # another view or an export, nor an export a view
-    [('views', APART, ['diff', 'functions', 'leaks', 'oom', 'ranks', 'report', 'top']),
+    [('views', APART, ['diff', 'functions', 'leaks', 'metrics', 'oom', 'ranks', 'report', 'top']),
      ('export', [('proto/profile.pb-c', 'html_page', 'pickle', 'html_join', 'html_timeline',
                   'html_tables'), 'flame',
                  ('torch', 'pprof', 'html')])],

@@ -59,6 +59,7 @@ struct snap {
 	struct markval marks[MAX_MARKS]; /* latest mark values at this snapshot */
 	int nmarks;
 	int64_t dropped_stacks, dropped_live, shim_bytes;
+	int64_t dropped_snaps; /* snapshots the file could not take, so far */
 	int64_t coalesced;     /* snapshot requests merged into others so far */
 	int64_t reserved_bytes; /* PROT_NONE address space (in no kind) */
 	int line;              /* line number in the file */
@@ -169,6 +170,7 @@ struct mfile {
 	int version;
 	int64_t pid, ppid, rank, local_rank, world_size; /* -1 when null */
 	char *host, *exe, *argv;   /* argv joined with spaces */
+	char *job;                 /* the header's job, or NULL */
 	int64_t start_wall_ns, sample_bytes;
 	struct module *mods;       /* every module ever listed */
 	size_t nmods, cap_mods;

@@ -83,6 +83,7 @@ proc_figures(struct ctx *c, struct jv *o, struct snap *s) {
 	struct jv *sh = json_get(c->d, o, MT_F_SHIM);
 	s->dropped_stacks = opt_count(c, sh, MT_F_DROPPED_STACKS, 0, INT64_MAX);
 	s->dropped_live = opt_count(c, sh, MT_F_DROPPED_LIVE, 0, INT64_MAX);
+	s->dropped_snaps = opt_count(c, sh, MT_F_DROPPED_SNAPSHOTS, 0, INT64_MAX);
 	s->shim_bytes = opt_count(c, sh, MT_F_MEMORY_BYTES, 0, INT64_MAX);
 	s->coalesced = opt_count(c, sh, MT_F_COALESCED, 0, INT64_MAX);
 	s->reserved_bytes = opt_count(c, o, MT_F_MMAP_RESERVED_BYTES, 0, INT64_MAX);

@@ -75,12 +75,9 @@ static void
 make_labels(long pid) {
 	struct mt_buf b;
 	mt_buf_fixed(&b, P.labels, sizeof P.labels - 1);
-	struct {
-		char f[6][65];
-	} uts;
+	/* the host as the memtally file names it (dots as '_'), so that
+	 * `memtally metrics` gives the same label */
 	const char *host = mt_file_host();
-	if (mt_sys(SYS_uname, &uts, 0, 0, 0, 0, 0) == 0 && uts.f[1][0])
-		host = uts.f[1];
 	mt_buf_puts(&b, "job=");
 	label_value(&b, mt_cfg.job);
 	if (mt_cfg.rank >= 0)

@@ -189,4 +189,46 @@ if mt.case('run'):
     mt.check(all(value(parse(open(f).read()), 'memtally_running') == 0.0 for f in got),
              'each says running 0 at exit')
 
+if mt.case('metrics'):
+    # memtally metrics: the same exposition from the files, after the
+    # fact; from the last snapshot, or --at peak
+    out, prom = os.path.join(OUT, 'metrics'), os.path.join(OUT, 'metrics.prom.d')
+    ps = [subprocess.Popen([PROG, '1.5', '256'], env=env(out, prom, RANK=str(r), JOB='m55',
+                           INTERVAL='0.2'), stdout=subprocess.PIPE, text=True) for r in (0, 1)]
+    mt.eq([p.wait(timeout=120) for p in ps], [0, 0], 'two ranks ran')
+    r = subprocess.run([MEMTALLY, 'metrics', out], capture_output=True, text=True, timeout=120)
+    mt.eq(r.returncode, 0, 'memtally metrics ran')
+    mt.check(promtool_check(r.stdout, 'metrics'), 'promtool check metrics: memtally metrics output')
+    got = parse(r.stdout)
+    live = {}
+    for f in proms(prom):
+        live.update(parse(open(f).read()))
+    skip = ('memtally_rss_bytes', 'memtally_cgroup_usage_bytes', 'memtally_line_live_bytes')
+    want = {k: v for k, v in live.items() if k[0] not in skip}
+    same = {k: v for k, v in got.items() if k[0] not in skip}
+    diff = sorted(set(same.items()) ^ set(want.items()))
+    mt.check(same == want and len(same) >= 18, '%d series but rss, cgroup usage (read apart) and '
+             'lines: the shim\'s own (differ: %r)' % (len(same), diff[:4]))
+    mt.check(all(value(got, n, rank=r) is not None for n in skip[:1] for r in (0, 1)), 'rss of each rank')
+    wh = sorted(dict(ls)['where'] for (n, ls), v in got.items()
+                if n == 'memtally_line_live_bytes' and ('rank', '1') in ls)
+    mt.check(any(w.startswith('leak_tick (prog_promleak.c:') for w in wh),
+             'rank 1\'s lines named func (file:line): %r' % wh)
+    mt.check(not any(w.startswith('leak_tick') for (n, ls), v in got.items()
+                     if n == 'memtally_line_live_bytes' and ('rank', '0') in ls
+                     for w in [dict(ls)['where']]), 'rank 0 has no leak_tick line')
+    lk = [v for (n, ls), v in got.items() if n == 'memtally_line_live_bytes' and ('rank', '1') in ls
+          and dict(ls)['where'].startswith('leak_tick')]
+    mt.eq(lk, [15 * 256 * 1024.0], 'the leak\'s bytes at the last snapshot (15 ticks)')
+    pk = subprocess.run([MEMTALLY, 'metrics', '--at', 'peak', out], capture_output=True, text=True,
+                        timeout=120)
+    mt.check(promtool_check(pk.stdout, 'peak'), 'promtool check metrics: --at peak')
+    gp = parse(pk.stdout)
+    for f in mt.files(out):
+        rk = f.header['rank']
+        top = max(s['heap']['live_bytes'] + s.get('mmap', {}).get('live_bytes', 0) for s in f.snapshots)
+        mt.eq(value(gp, 'memtally_heap_live_bytes', rank=rk), float(top), 'rank %d --at peak: heap live at its peak' % rk)
+    bad = subprocess.run([MEMTALLY, 'metrics', '--at', 'middle', out], capture_output=True, text=True)
+    mt.eq(bad.returncode, 2, '--at middle: usage error')
+
 mt.done()
