@@ -1,0 +1,188 @@
+"""The real parts (issue 55): node_exporter's textfile collector and
+Prometheus (Debian's prometheus-node-exporter and prometheus), started by
+this test on free loopback ports (127.0.0.1 only), a 1 s scrape, the
+rules of scripts/prometheus/memtally-rules.yml with their windows cut to
+seconds; a two-rank job under `memtally run --prometheus DIR` (a shell
+launcher starting prog_promleak with RANK=0 and RANK=1; rank 1 leaks).
+Through Prometheus' HTTP API: each rank's memtally_heap_live_bytes equals
+the figure of the snapshot memtally_last_snapshot_seq names in that
+rank's file, at every moment asked; rank 1's series rises and rank 0's
+does not; the alert expression (and ALERTS) holds for rank 1 only;
+promtool check metrics passes on every .prom file, and the collector
+reports no scrape error.  Every process it starts is in a process group
+of its own, killed at the end whatever happens; the test is bounded in
+time (DEADLINE)."""
+import json, os, re, signal, socket, subprocess, sys, time, urllib.parse, urllib.request
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
+import mt
+
+B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+MEMTALLY = os.path.join(B, 'memtally')
+PROG = os.path.join(B, 'test', 'prog_promleak')
+RULES = os.path.join(ROOT, 'scripts', 'prometheus', 'memtally-rules.yml')
+DEADLINE = time.time() + 200
+RUN_SECS = 24
+
+def free_port():
+    s = socket.socket()
+    s.bind(('127.0.0.1', 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+procs = []
+
+def start(args, log, **kw):
+    f = open(log, 'w')
+    p = subprocess.Popen(args, stdout=f, stderr=subprocess.STDOUT, start_new_session=True, **kw)
+    procs.append(p)
+    return p
+
+def kill_all():
+    for p in procs:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+def get(url, timeout=5):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.read().decode()
+
+def wait_url(url, what, secs=30):
+    t0 = time.time()
+    while time.time() - t0 < secs and time.time() < DEADLINE:
+        try:
+            get(url, 2)
+            return True
+        except Exception:
+            time.sleep(0.2)
+    print('  %s did not answer at %s' % (what, url))
+    return False
+
+def query(prom, expr, at=None):
+    q = {'query': expr}
+    if at is not None:
+        q['time'] = '%.3f' % at
+    r = json.loads(get('http://127.0.0.1:%d/api/v1/query?%s' % (prom, urllib.parse.urlencode(q))))
+    assert r['status'] == 'success', r
+    return r['data']['result']
+
+def by_rank(res):
+    return {x['metric'].get('rank'): float(x['value'][1]) for x in res if 'rank' in x['metric']}
+
+if not all(subprocess.run(['sh', '-c', 'command -v ' + c], capture_output=True).returncode == 0
+           for c in ('prometheus', 'prometheus-node-exporter', 'promtool')):
+    mt.check(False, 'prometheus, prometheus-node-exporter and promtool installed (scripts/setup-deps.sh)')
+    mt.done()
+
+tf = os.path.join(OUT, 'textfile')
+os.makedirs(tf, exist_ok=True)
+out = os.path.join(OUT, 'run')
+try:
+    ne, pr = free_port(), free_port()
+    start(['prometheus-node-exporter', '--web.listen-address=127.0.0.1:%d' % ne,
+           '--collector.disable-defaults', '--collector.textfile',
+           '--collector.textfile.directory=' + tf], os.path.join(OUT, 'node_exporter.log'))
+    # the shipped rules, their windows cut to seconds
+    rules = open(RULES).read().replace('[15m]', '[20s]')
+    rules = re.sub(r'for: \d+m', 'for: 0s', rules)
+    with open(os.path.join(OUT, 'rules.yml'), 'w') as f:
+        f.write(rules)
+    with open(os.path.join(OUT, 'prometheus.yml'), 'w') as f:
+        f.write('global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n'
+                'rule_files: [%s]\n'
+                'scrape_configs:\n  - job_name: memtally\n    honor_labels: true\n'
+                '    static_configs:\n      - targets: ["127.0.0.1:%d"]\n'
+                % (os.path.join(OUT, 'rules.yml'), ne))
+    start(['prometheus', '--config.file=' + os.path.join(OUT, 'prometheus.yml'),
+           '--storage.tsdb.path=' + os.path.join(OUT, 'tsdb'),
+           '--web.listen-address=127.0.0.1:%d' % pr, '--log.level=warn'],
+          os.path.join(OUT, 'prometheus.log'))
+    up = wait_url('http://127.0.0.1:%d/metrics' % ne, 'node_exporter') and \
+        wait_url('http://127.0.0.1:%d/-/ready' % pr, 'prometheus', 60)
+    mt.check(up, 'node_exporter and prometheus answer on 127.0.0.1')
+    if not up:
+        raise SystemExit
+    # the job: a launcher shell and two ranks, rank 1 leaking 512 KiB a tick
+    env = dict(os.environ, MEMTALLY_JOB='it55')
+    job = start([MEMTALLY, 'run', '--out', out, '--prometheus', tf, '--interval', '0.25',
+                 '--set', 'PROMETHEUS_INTERVAL=0.5', '--', '/bin/sh', '-c',
+                 'RANK=0 LOCAL_RANK=0 %s %d 512 & RANK=1 LOCAL_RANK=1 %s %d 512 & wait'
+                 % (PROG, RUN_SECS, PROG, RUN_SECS)], os.path.join(OUT, 'job.log'), env=env)
+    t_start = time.time()
+    pairs = {'0': [], '1': []}  # (seq, heap live) as Prometheus answers
+    alert_ranks, expr_ranks, firing = [], [], []
+    # the alert's own expression, as the rules file has it
+    expr = re.search(r'- alert: MemtallyRankHeapGrowing\s+expr: \|\n(.*?)\n\s+for:', rules,
+                     re.S).group(1)
+    while job.poll() is None and time.time() < DEADLINE:
+        time.sleep(1)
+        now = time.time() - 1  # a moment Prometheus has scraped
+        heap = by_rank(query(pr, 'memtally_heap_live_bytes{job="it55"}', now))
+        seq = by_rank(query(pr, 'memtally_last_snapshot_seq{job="it55"}', now))
+        run = by_rank(query(pr, 'memtally_running{job="it55"}', now))
+        for r in ('0', '1'):
+            if r in heap and r in seq and run.get(r) == 1:
+                pairs[r].append((int(seq[r]), heap[r]))
+        if time.time() - t_start > 8 and run.get('0') == 1 and run.get('1') == 1:
+            expr_ranks.append(sorted(by_rank(query(pr, expr))))
+            firing.append(sorted(by_rank(query(pr, 'ALERTS{alertname="MemtallyRankHeapGrowing",'
+                                                   'alertstate="firing"}'))))
+    if job.poll() is None:
+        mt.check(False, 'the job ended within the deadline')
+        raise SystemExit
+    mt.eq(job.returncode, 0, 'the job (memtally run, sh, two ranks) ran')
+    time.sleep(2.5)  # the exit files scraped
+    fs = {str(f.header['rank']): f for f in mt.files(out) if f.header['rank'] is not None}
+    mt.eq(sorted(fs), ['0', '1'], 'a memtally file for each rank')
+    # each moment asked: the figure of the snapshot it names, in that rank's file
+    for r in ('0', '1'):
+        snaps = {s['seq']: s for s in fs[r].snapshots} if r in fs else {}
+        bad = [(q, v, snaps.get(q, {}).get('heap', {}).get('live_bytes')) for q, v in pairs[r]
+               if snaps.get(q, {}).get('heap', {}).get('live_bytes') != v]
+        mt.check(len(set(pairs[r])) >= 8 and not bad,
+                 'rank %s: heap live bytes in Prometheus = its snapshot file\'s at %d moments '
+                 '(%d distinct snapshots; wrong: %r)' % (r, len(pairs[r]), len(set(pairs[r])), bad[:3]))
+    # the series over the run
+    rng = 'http://127.0.0.1:%d/api/v1/query_range?%s' % (pr, urllib.parse.urlencode({
+        'query': 'memtally_heap_live_bytes{job="it55"} and on (job, rank, host, pid) memtally_running == 1',
+        'start': '%.3f' % t_start, 'end': '%.3f' % time.time(), 'step': '1'}))
+    series = {x['metric'].get('rank'): [float(v) for t, v in x['values']]
+              for x in json.loads(get(rng))['data']['result'] if 'rank' in x['metric']}
+    s1, s0 = series.get('1', []), series.get('0', [])
+    mt.check(len(s1) >= 10 and all(b >= a for a, b in zip(s1, s1[1:])) and s1[-1] - s1[0] > 50 << 20,
+             'rank 1\'s series rises (%d points, %.1f to %.1f MiB)' % (len(s1), (s1 or [0])[0] / 2**20,
+                                                                       (s1 or [0])[-1] / 2**20))
+    mt.check(len(s0) >= 10 and max(s0) - min(s0) < 1 << 20,
+             'rank 0\'s does not (%d points, range %d bytes)' % (len(s0), max(s0) - min(s0) if s0 else -1))
+    mt.check(['1'] in expr_ranks and all(x in ([], ['1']) for x in expr_ranks),
+             'the alert expression holds for rank 1 only (%r)' % expr_ranks)
+    mt.check(['1'] in firing and all(x in ([], ['1']) for x in firing),
+             'MemtallyRankHeapGrowing fires for rank 1 only (%r)' % firing)
+    # the exit files: kept, running 0
+    end = by_rank(query(pr, 'memtally_running{job="it55"}'))
+    mt.eq(end, {'0': 0.0, '1': 0.0}, 'after the job: each rank\'s file says running 0')
+    files = [os.path.join(tf, n) for n in os.listdir(tf) if n.endswith('.prom')]
+    ok = all(subprocess.run(['promtool', 'check', 'metrics'], stdin=open(p), capture_output=True)
+             .returncode == 0 for p in files)
+    mt.check(len(files) == 3 and ok, 'promtool check metrics: each of the %d .prom files (sh and two ranks)'
+             % len(files))
+    ne_metrics = get('http://127.0.0.1:%d/metrics' % ne)
+    mt.check('node_textfile_scrape_error 0' in ne_metrics, 'node_exporter: no textfile scrape error')
+finally:
+    kill_all()
+    left = []
+    for p in procs:  # each group empty: the ranks and the shell too
+        try:
+            os.killpg(p.pid, 0)
+            left.append(p.pid)
+        except ProcessLookupError:
+            pass
+    mt.eq(left, [], 'nothing it started outlives it (no process left in its groups)')
+mt.done()
