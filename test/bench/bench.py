@@ -32,7 +32,8 @@ def build():
                     os.path.join(TMP, 'unwindbench'), os.path.join(ROOT, 'test/bench/unwindbench.c'),
                     os.path.join(ROOT, 'shim/capture/unwind.c'), os.path.join(ROOT, 'shim/capture/cfi.c'),
                     os.path.join(ROOT, 'shim/capture/cfitab.c'), os.path.join(ROOT, 'shim/capture/ehframe.c'),
-                    os.path.join(ROOT, 'shim/platform/glue.c'), '-lunwind', '-ldl'],
+                    os.path.join(ROOT, 'shim/platform/glue.c'), os.path.join(ROOT, 'shim/platform/tmem.c'),
+                    '-lunwind', '-ldl'],
                    check=True)
     subprocess.run(['gcc', '-O1', '-g', '-fno-omit-frame-pointer', '-o', os.path.join(TMP, 'sitesbench'),
                     os.path.join(ROOT, 'test/bench/sitesbench.c'), '-ldl'], check=True)

@@ -1,234 +1,188 @@
-"""MEMTALLY_PROMETHEUS (issue 55): each process keeps an exposition file for
-node_exporter's textfile collector, written whole (a temporary name, then
-renamed), its figures those of a snapshot in its memtally file, at most
-every MEMTALLY_PROMETHEUS_INTERVAL, with memtally_running 0 in the file
-its last snapshot leaves (exit, or a death by signal).  promtool check
-metrics passes on every version of every file seen.
-Cases: file (the shim's file, live and at exit), death, worker (a fork
-child of Python is role "worker"), top (the bound on series)."""
-import glob, os, re, signal, subprocess, sys, time
+"""The real parts (issue 55): node_exporter's textfile collector and
+Prometheus (Debian's prometheus-node-exporter and prometheus), started by
+this test on free loopback ports (127.0.0.1 only), a 1 s scrape, the
+rules of scripts/prometheus/memtally-rules.yml with their windows cut to
+seconds; a two-rank job under `memtally run --prometheus DIR` (a shell
+launcher starting prog_promleak with RANK=0 and RANK=1; rank 1 leaks).
+Through Prometheus' HTTP API: each rank's memtally_heap_live_bytes equals
+the figure of the snapshot memtally_last_snapshot_seq names in that
+rank's file, at every moment asked; rank 1's series rises and rank 0's
+does not; the alert expression (and ALERTS) holds for rank 1 only;
+promtool check metrics passes on every .prom file, and the collector
+reports no scrape error.  Every process it starts is in a process group
+of its own, killed at the end whatever happens; the test is bounded in
+time (DEADLINE)."""
+import json, os, re, signal, socket, subprocess, sys, time, urllib.parse, urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
 
 B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
-SHIM = os.path.join(B, 'libmemtally.so')
-PROG = os.path.join(B, 'test', 'prog_promleak')
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 MEMTALLY = os.path.join(B, 'memtally')
+PROG = os.path.join(B, 'test', 'prog_promleak')
+RULES = os.path.join(ROOT, 'scripts', 'prometheus', 'memtally-rules.yml')
+DEADLINE = time.time() + 200
+RUN_SECS = 24
 
-LINE = re.compile(r'^([a-z_]+)\{([^}]*)\} (\S+)$')
+def free_port():
+    s = socket.socket()
+    s.bind(('127.0.0.1', 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
 
-def parse(text):
-    """{(name, frozenset(labels)): value} of an exposition; asserts every
-    line is a comment or a sample."""
-    out = {}
-    for l in text.splitlines():
-        if l.startswith('#'):
-            continue
-        m = LINE.match(l)
-        assert m, 'not a sample: %r' % l
-        labels = dict(re.findall(r'([a-z_]+)="((?:[^"\\]|\\.)*)"', m.group(2)))
-        out[(m.group(1), frozenset(labels.items()))] = float(m.group(3))
-    return out
+procs = []
 
-def value(samples, name, **want):
-    got = [v for (n, ls), v in samples.items() if n == name and
-           all((k, str(x)) in ls for k, x in want.items())]
-    return got[0] if len(got) == 1 else None
+def start(args, log, **kw):
+    f = open(log, 'w')
+    p = subprocess.Popen(args, stdout=f, stderr=subprocess.STDOUT, start_new_session=True, **kw)
+    procs.append(p)
+    return p
 
-def labels_of(samples, name):
-    for (n, ls), v in samples.items():
-        if n == name:
-            return dict(ls)
-    return None
+def kill_all():
+    for p in procs:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
 
-def promtool_check(text, what):
-    r = subprocess.run(['promtool', 'check', 'metrics'], input=text, capture_output=True,
-                       text=True, timeout=60)
-    if r.returncode != 0:
-        print(r.stdout + r.stderr)
-    return r.returncode == 0
+def get(url, timeout=5):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.read().decode()
 
-def env(out, prom, **vars):
-    e = dict(os.environ, LD_PRELOAD=SHIM, MEMTALLY_OUT=out, MEMTALLY_PROMETHEUS=prom)
-    e.update({k if k in ('RANK', 'LOCAL_RANK') else 'MEMTALLY_' + k: v for k, v in vars.items()})
-    return e
-
-def proms(d):
-    return sorted(glob.glob(os.path.join(d, '*.prom')))
-
-if mt.case('file'):
-    out, prom = os.path.join(OUT, 'file'), os.path.join(OUT, 'file.prom.d')
-    p = subprocess.Popen([PROG, '4', '512'], env=env(out, prom, RANK='1', LOCAL_RANK='1',
-                         JOB='job "55"', INTERVAL='0.2', PROMETHEUS_INTERVAL='0.5'),
-                         stdout=subprocess.PIPE, text=True)
-    seen, names, bad = {}, set(), []
-    while p.poll() is None:
-        for f in os.listdir(prom) if os.path.isdir(prom) else []:
-            names.add(f)
-        for f in proms(prom):
-            try:
-                t = open(f).read()
-            except FileNotFoundError:
-                continue
-            if not t.endswith('\n') or 'memtally_running' not in t:
-                bad.append(t)
-            if t not in seen.values():
-                seen[len(seen)] = t
-        time.sleep(0.02)
-    mt.eq(p.returncode, 0, 'the program ran')
-    mt.eq(bad, [], 'every read of the file found it whole')
-    mt.check(all(n.endswith('.prom') or (n.startswith('.') and n.endswith('.prom.tmp'))
-                 for n in names), 'only the file and its hidden temporary name: %r' % sorted(names))
-    files = proms(prom)
-    mt.eq(len(files), 1, 'one .prom file for one process')
-    fs = mt.files(out)
-    mt.eq(len(fs), 1, 'one memtally file')
-    f = fs[0]
-    pid = f.header['pid']
-    mt.check(files and files[0].endswith('_%d.prom' % pid), 'named memtally_<host>_<pid>.prom')
-    last = open(files[0]).read()
-    s = parse(last)
-    mt.check(promtool_check(last, 'exit'), 'promtool check metrics: the exit file')
-    mt.check(all(promtool_check(t, 'live') for t in seen.values()),
-             'promtool check metrics: each of the %d versions seen while it ran' % len(seen))
-    fin = f.final()
-    mt.eq(fin['reason'], 'exit', 'the last snapshot is the exit')
-    mt.eq(value(s, 'memtally_running'), 0.0, 'memtally_running 0 in the exit file')
-    mt.eq(value(s, 'memtally_last_snapshot_seq'), float(fin['seq']), 'figures of the exit snapshot')
-    mt.eq(value(s, 'memtally_heap_live_bytes'), float(fin['heap']['live_bytes']),
-          'heap live bytes: the exit snapshot\'s')
-    mt.eq(value(s, 'memtally_heap_peak_bytes'), float(fin['heap']['peak_bytes']),
-          'heap peak bytes: the exit snapshot\'s')
-    mt.check(abs(value(s, 'memtally_last_snapshot_timestamp_seconds') - fin['wall_ns'] / 1e9) < 1e-5,
-             'timestamp: the exit snapshot\'s wall time')
-    mt.eq(value(s, 'memtally_snapshots_total'), float(len(f.snapshots)), 'snapshots_total')
-    mt.eq(value(s, 'memtally_dropped_snapshots_total'), 0.0, 'dropped_snapshots_total')
-    mt.eq(value(s, 'memtally_step'), 39.0, 'the step mark')
-    mt.check((value(s, 'memtally_rss_bytes') or 0) > 4 << 20, 'rss')
-    ls = labels_of(s, 'memtally_heap_live_bytes') or {}
-    mt.eq((ls.get('job'), ls.get('rank'), ls.get('local_rank'), ls.get('pid'), ls.get('role')),
-          ('job \\"55\\"', '1', '1', str(pid), 'main'), 'labels (the job\'s quotes escaped)')
-    mt.check(ls.get('host'), 'host label')
-    for t in ['# TYPE memtally_snapshots_total counter', '# TYPE memtally_heap_live_bytes gauge',
-              '# HELP memtally_running ']:
-        mt.check(t in last, 'has %r' % t)
-    lines = [(ls, v) for (n, ls), v in s.items() if n == 'memtally_line_live_bytes']
-    mt.check(1 <= len(lines) <= 5, '%d line series (default MEMTALLY_PROMETHEUS_TOP 5)' % len(lines))
-    top = max(v for ls, v in lines) if lines else 0
-    mt.check(top >= 39 * 512 * 1024, 'the leaking site leads the line series (%d)' % top)
-    # every version seen while it ran: a snapshot of the file, its figures
-    by_seq = {x['seq']: x for x in f.snapshots}
-    live = [parse(t) for t in seen.values()]
-    live = [x for x in live if value(x, 'memtally_running') == 1.0]
-    mt.check(len(live) >= 3, '%d versions while running' % len(live))
-    ok = all(value(x, 'memtally_heap_live_bytes') ==
-             by_seq.get(int(value(x, 'memtally_last_snapshot_seq')), {}).get('heap', {}).get('live_bytes')
-             for x in live)
-    mt.check(ok, 'each running version: heap live bytes of the snapshot it names')
-    seqs = sorted(int(value(x, 'memtally_last_snapshot_seq')) for x in live)
-    mt.check(len(f.snapshots) > 2 * len(set(seqs)),
-             'at most every PROMETHEUS_INTERVAL: %d written of %d snapshots' % (len(set(seqs)), len(f.snapshots)))
-    hs = [value(x, 'memtally_heap_live_bytes') for x in sorted(live, key=lambda x: value(x, 'memtally_last_snapshot_seq'))]
-    mt.check(hs == sorted(hs) and hs[-1] > hs[0], 'the leaking rank\'s heap rises: %r' % hs)
-
-if mt.case('death'):
-    out, prom = os.path.join(OUT, 'death'), os.path.join(OUT, 'death.prom.d')
-    p = subprocess.Popen([PROG, '30', '64'], env=env(out, prom, RANK='0', INTERVAL='0.2',
-                         PROMETHEUS_INTERVAL='0.2'), stdout=subprocess.PIPE, text=True)
+def wait_url(url, what, secs=30):
     t0 = time.time()
-    while not proms(prom) and time.time() - t0 < 20:
-        time.sleep(0.05)
-    time.sleep(0.5)
-    p.send_signal(signal.SIGTERM)
-    p.wait(timeout=30)
-    mt.eq(p.returncode, -signal.SIGTERM, 'dies of SIGTERM as without the shim')
-    fs = mt.files(out)
-    s = parse(open(proms(prom)[0]).read()) if proms(prom) else {}
-    mt.eq(value(s, 'memtally_running'), 0.0, 'a death\'s final snapshot writes running 0')
-    mt.eq(value(s, 'memtally_last_snapshot_seq'), float(fs[0].final()['seq']) if fs else None,
-          'of the final snapshot')
+    while time.time() - t0 < secs and time.time() < DEADLINE:
+        try:
+            get(url, 2)
+            return True
+        except Exception:
+            time.sleep(0.2)
+    print('  %s did not answer at %s' % (what, url))
+    return False
 
-if mt.case('worker'):
-    out, prom = os.path.join(OUT, 'worker'), os.path.join(OUT, 'worker.prom.d')
-    code = ('import os, time\n'
-            'x = [bytearray(1000) for i in range(1000)]\n'
-            'pid = os.fork()\n'
-            'if pid == 0:\n'
-            '    y = [bytearray(1000) for i in range(1000)]\n'
-            '    os._exit(0)\n'
-            'os.waitpid(pid, 0)\n')
-    r = subprocess.run(['/usr/bin/python3', '-c', code], env=env(out, prom, RANK='0'),
-                       capture_output=True, text=True, timeout=120)
-    mt.eq(r.returncode, 0, 'python ran')
-    roles = sorted(labels_of(parse(open(f).read()), 'memtally_running').get('role') for f in proms(prom))
-    mt.eq(roles, ['main', 'worker'], 'the parent is main, its fork child a worker')
+def query(prom, expr, at=None):
+    q = {'query': expr}
+    if at is not None:
+        q['time'] = '%.3f' % at
+    r = json.loads(get('http://127.0.0.1:%d/api/v1/query?%s' % (prom, urllib.parse.urlencode(q))))
+    assert r['status'] == 'success', r
+    return r['data']['result']
 
-if mt.case('top'):
-    out, prom = os.path.join(OUT, 'top'), os.path.join(OUT, 'top.prom.d')
-    for top, want in (('2', 2), ('0', 0), ('11', 5)):  # 11: out of range, the default kept
-        r = subprocess.run(['/usr/bin/python3', '-c',
-                            'x = [[bytearray(100 + i) for j in range(10)] for i in range(3000)]\n'
-                            + '\n'.join('y%d = bytearray(%d)' % (i, 1000 + i) for i in range(50))],
-                           env=env(out + top, prom + top, PROMETHEUS_TOP=top, QUIET='1'),
-                           capture_output=True, text=True, timeout=120)
-        s = parse(open(proms(prom + top)[0]).read())
-        n = sum(1 for (name, ls) in s if name == 'memtally_line_live_bytes')
-        mt.eq(n, want, 'PROMETHEUS_TOP=%s: line series' % top)
-        mt.check(len(s) <= 14 + 10, 'series bounded (%d)' % len(s))
+def by_rank(res):
+    return {x['metric'].get('rank'): float(x['value'][1]) for x in res if 'rank' in x['metric']}
 
-if mt.case('run'):
-    # memtally run --prometheus: a relative DIR made absolute (the program chdirs)
-    d = os.path.join(OUT, 'run')
-    os.makedirs(d, exist_ok=True)
-    r = subprocess.run([MEMTALLY, 'run', '--out', 'o', '--prometheus', 'p/q', '--', '/bin/sh', '-c',
-                        'cd / && ' + PROG + ' 0.3 8'], cwd=d, capture_output=True, text=True,
-                       timeout=120)
-    mt.eq(r.returncode, 0, 'memtally run --prometheus ran')
-    got = proms(os.path.join(d, 'p', 'q'))
-    mt.check(len(got) >= 1, 'memtally run --prometheus p/q: the files in p/q (%d)' % len(got))
-    mt.check(all(value(parse(open(f).read()), 'memtally_running') == 0.0 for f in got),
-             'each says running 0 at exit')
+if not all(subprocess.run(['sh', '-c', 'command -v ' + c], capture_output=True).returncode == 0
+           for c in ('prometheus', 'prometheus-node-exporter', 'promtool')):
+    mt.check(False, 'prometheus, prometheus-node-exporter and promtool installed (scripts/setup-deps.sh)')
+    mt.done()
 
-if mt.case('metrics'):
-    # memtally metrics: the same exposition from the files, after the
-    # fact; from the last snapshot, or --at peak
-    out, prom = os.path.join(OUT, 'metrics'), os.path.join(OUT, 'metrics.prom.d')
-    ps = [subprocess.Popen([PROG, '1.5', '256'], env=env(out, prom, RANK=str(r), JOB='m55',
-                           INTERVAL='0.2'), stdout=subprocess.PIPE, text=True) for r in (0, 1)]
-    mt.eq([p.wait(timeout=120) for p in ps], [0, 0], 'two ranks ran')
-    r = subprocess.run([MEMTALLY, 'metrics', out], capture_output=True, text=True, timeout=120)
-    mt.eq(r.returncode, 0, 'memtally metrics ran')
-    mt.check(promtool_check(r.stdout, 'metrics'), 'promtool check metrics: memtally metrics output')
-    got = parse(r.stdout)
-    live = {}
-    for f in proms(prom):
-        live.update(parse(open(f).read()))
-    skip = ('memtally_rss_bytes', 'memtally_cgroup_usage_bytes', 'memtally_line_live_bytes')
-    want = {k: v for k, v in live.items() if k[0] not in skip}
-    same = {k: v for k, v in got.items() if k[0] not in skip}
-    diff = sorted(set(same.items()) ^ set(want.items()))
-    mt.check(same == want and len(same) >= 18, '%d series but rss, cgroup usage (read apart) and '
-             'lines: the shim\'s own (differ: %r)' % (len(same), diff[:4]))
-    mt.check(all(value(got, n, rank=r) is not None for n in skip[:1] for r in (0, 1)), 'rss of each rank')
-    wh = sorted(dict(ls)['where'] for (n, ls), v in got.items()
-                if n == 'memtally_line_live_bytes' and ('rank', '1') in ls)
-    mt.check(any(w.startswith('leak_tick (prog_promleak.c:') for w in wh),
-             'rank 1\'s lines named func (file:line): %r' % wh)
-    mt.check(not any(w.startswith('leak_tick') for (n, ls), v in got.items()
-                     if n == 'memtally_line_live_bytes' and ('rank', '0') in ls
-                     for w in [dict(ls)['where']]), 'rank 0 has no leak_tick line')
-    lk = [v for (n, ls), v in got.items() if n == 'memtally_line_live_bytes' and ('rank', '1') in ls
-          and dict(ls)['where'].startswith('leak_tick')]
-    mt.eq(lk, [15 * 256 * 1024.0], 'the leak\'s bytes at the last snapshot (15 ticks)')
-    pk = subprocess.run([MEMTALLY, 'metrics', '--at', 'peak', out], capture_output=True, text=True,
-                        timeout=120)
-    mt.check(promtool_check(pk.stdout, 'peak'), 'promtool check metrics: --at peak')
-    gp = parse(pk.stdout)
-    for f in mt.files(out):
-        rk = f.header['rank']
-        top = max(s['heap']['live_bytes'] + s.get('mmap', {}).get('live_bytes', 0) for s in f.snapshots)
-        mt.eq(value(gp, 'memtally_heap_live_bytes', rank=rk), float(top), 'rank %d --at peak: heap live at its peak' % rk)
-    bad = subprocess.run([MEMTALLY, 'metrics', '--at', 'middle', out], capture_output=True, text=True)
-    mt.eq(bad.returncode, 2, '--at middle: usage error')
-
+tf = os.path.join(OUT, 'textfile')
+os.makedirs(tf, exist_ok=True)
+out = os.path.join(OUT, 'run')
+try:
+    ne, pr = free_port(), free_port()
+    start(['prometheus-node-exporter', '--web.listen-address=127.0.0.1:%d' % ne,
+           '--collector.disable-defaults', '--collector.textfile',
+           '--collector.textfile.directory=' + tf], os.path.join(OUT, 'node_exporter.log'))
+    # the shipped rules, their windows cut to seconds
+    rules = open(RULES).read().replace('[15m]', '[20s]')
+    rules = re.sub(r'for: \d+m', 'for: 0s', rules)
+    with open(os.path.join(OUT, 'rules.yml'), 'w') as f:
+        f.write(rules)
+    with open(os.path.join(OUT, 'prometheus.yml'), 'w') as f:
+        f.write('global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n'
+                'rule_files: [%s]\n'
+                'scrape_configs:\n  - job_name: memtally\n    honor_labels: true\n'
+                '    static_configs:\n      - targets: ["127.0.0.1:%d"]\n'
+                % (os.path.join(OUT, 'rules.yml'), ne))
+    start(['prometheus', '--config.file=' + os.path.join(OUT, 'prometheus.yml'),
+           '--storage.tsdb.path=' + os.path.join(OUT, 'tsdb'),
+           '--web.listen-address=127.0.0.1:%d' % pr, '--log.level=warn'],
+          os.path.join(OUT, 'prometheus.log'))
+    up = wait_url('http://127.0.0.1:%d/metrics' % ne, 'node_exporter') and \
+        wait_url('http://127.0.0.1:%d/-/ready' % pr, 'prometheus', 60)
+    mt.check(up, 'node_exporter and prometheus answer on 127.0.0.1')
+    if not up:
+        raise SystemExit
+    # the job: a launcher shell and two ranks, rank 1 leaking 512 KiB a tick
+    env = dict(os.environ, MEMTALLY_JOB='it55')
+    job = start([MEMTALLY, 'run', '--out', out, '--prometheus', tf, '--interval', '0.25',
+                 '--set', 'PROMETHEUS_INTERVAL=0.5', '--', '/bin/sh', '-c',
+                 'RANK=0 LOCAL_RANK=0 %s %d 512 & RANK=1 LOCAL_RANK=1 %s %d 512 & wait'
+                 % (PROG, RUN_SECS, PROG, RUN_SECS)], os.path.join(OUT, 'job.log'), env=env)
+    t_start = time.time()
+    pairs = {'0': [], '1': []}  # (seq, heap live) as Prometheus answers
+    alert_ranks, expr_ranks, firing = [], [], []
+    # the alert's own expression, as the rules file has it
+    expr = re.search(r'- alert: MemtallyRankHeapGrowing\s+expr: \|\n(.*?)\n\s+for:', rules,
+                     re.S).group(1)
+    while job.poll() is None and time.time() < DEADLINE:
+        time.sleep(1)
+        now = time.time() - 1  # a moment Prometheus has scraped
+        heap = by_rank(query(pr, 'memtally_heap_live_bytes{job="it55"}', now))
+        seq = by_rank(query(pr, 'memtally_last_snapshot_seq{job="it55"}', now))
+        run = by_rank(query(pr, 'memtally_running{job="it55"}', now))
+        for r in ('0', '1'):
+            if r in heap and r in seq and run.get(r) == 1:
+                pairs[r].append((int(seq[r]), heap[r]))
+        if time.time() - t_start > 8 and run.get('0') == 1 and run.get('1') == 1:
+            expr_ranks.append(sorted(by_rank(query(pr, expr))))
+            firing.append(sorted(by_rank(query(pr, 'ALERTS{alertname="MemtallyRankHeapGrowing",'
+                                                   'alertstate="firing"}'))))
+    if job.poll() is None:
+        mt.check(False, 'the job ended within the deadline')
+        raise SystemExit
+    mt.eq(job.returncode, 0, 'the job (memtally run, sh, two ranks) ran')
+    time.sleep(2.5)  # the exit files scraped
+    fs = {str(f.header['rank']): f for f in mt.files(out) if f.header['rank'] is not None}
+    mt.eq(sorted(fs), ['0', '1'], 'a memtally file for each rank')
+    # each moment asked: the figure of the snapshot it names, in that rank's file
+    for r in ('0', '1'):
+        snaps = {s['seq']: s for s in fs[r].snapshots} if r in fs else {}
+        bad = [(q, v, snaps.get(q, {}).get('heap', {}).get('live_bytes')) for q, v in pairs[r]
+               if snaps.get(q, {}).get('heap', {}).get('live_bytes') != v]
+        mt.check(len(set(pairs[r])) >= 8 and not bad,
+                 'rank %s: heap live bytes in Prometheus = its snapshot file\'s at %d moments '
+                 '(%d distinct snapshots; wrong: %r)' % (r, len(pairs[r]), len(set(pairs[r])), bad[:3]))
+    # the series over the run
+    rng = 'http://127.0.0.1:%d/api/v1/query_range?%s' % (pr, urllib.parse.urlencode({
+        'query': 'memtally_heap_live_bytes{job="it55"} and on (job, rank, host, pid) memtally_running == 1',
+        'start': '%.3f' % t_start, 'end': '%.3f' % time.time(), 'step': '1'}))
+    series = {x['metric'].get('rank'): [float(v) for t, v in x['values']]
+              for x in json.loads(get(rng))['data']['result'] if 'rank' in x['metric']}
+    s1, s0 = series.get('1', []), series.get('0', [])
+    mt.check(len(s1) >= 10 and all(b >= a for a, b in zip(s1, s1[1:])) and s1[-1] - s1[0] > 50 << 20,
+             'rank 1\'s series rises (%d points, %.1f to %.1f MiB)' % (len(s1), (s1 or [0])[0] / 2**20,
+                                                                       (s1 or [0])[-1] / 2**20))
+    mt.check(len(s0) >= 10 and max(s0) - min(s0) < 1 << 20,
+             'rank 0\'s does not (%d points, range %d bytes)' % (len(s0), max(s0) - min(s0) if s0 else -1))
+    mt.check(['1'] in expr_ranks and all(x in ([], ['1']) for x in expr_ranks),
+             'the alert expression holds for rank 1 only (%r)' % expr_ranks)
+    mt.check(['1'] in firing and all(x in ([], ['1']) for x in firing),
+             'MemtallyRankHeapGrowing fires for rank 1 only (%r)' % firing)
+    # the exit files: kept, running 0
+    end = by_rank(query(pr, 'memtally_running{job="it55"}'))
+    mt.eq(end, {'0': 0.0, '1': 0.0}, 'after the job: each rank\'s file says running 0')
+    files = [os.path.join(tf, n) for n in os.listdir(tf) if n.endswith('.prom')]
+    ok = all(subprocess.run(['promtool', 'check', 'metrics'], stdin=open(p), capture_output=True)
+             .returncode == 0 for p in files)
+    mt.check(len(files) == 3 and ok, 'promtool check metrics: each of the %d .prom files (sh and two ranks)'
+             % len(files))
+    ne_metrics = get('http://127.0.0.1:%d/metrics' % ne)
+    mt.check('node_textfile_scrape_error 0' in ne_metrics, 'node_exporter: no textfile scrape error')
+finally:
+    kill_all()
+    left = []
+    for p in procs:  # each group empty: the ranks and the shell too
+        try:
+            os.killpg(p.pid, 0)
+            left.append(p.pid)
+        except ProcessLookupError:
+            pass
+    mt.eq(left, [], 'nothing it started outlives it (no process left in its groups)')
 mt.done()
