@@ -1,7 +1,7 @@
 /*
  * prom.c — the MEMTALLY_PROMETHEUS file (prom.h): one exposition of a
  * process's figures, for node_exporter's textfile collector.  The series
- * a process has are bounded whatever it does: 14 of its own, two per GPU
+ * a process has are bounded whatever it does: 13 of its own, two per GPU
  * it used, and at most MEMTALLY_PROMETHEUS_TOP (<= 10) call sites.
  */
 #include "platform/glue.h"
@@ -24,6 +24,7 @@ static struct {
 	uint64_t seq, wall_ns;           /* the snapshot noted */
 	int64_t live[MT_NKINDS], peak[MT_NKINDS];
 	uint64_t last_ns;                /* the last write (monotonic), 0: none */
+	uint64_t write_ns;               /* how long the last write took */
 	int worker;                      /* a fork child of a Python process */
 	int warned;
 	char labels[768];                /* job="...",rank="...",... */
@@ -49,7 +50,7 @@ mt_prom_note_kind(int kind, int64_t live, int64_t peak) {
 
 void
 mt_prom_postfork_child(int follow) {
-	P.last_ns = 0;
+	P.last_ns = P.write_ns = 0;
 	P.warned = 0;
 	if (follow && mt_py_on)
 		P.worker = 1;
@@ -251,6 +252,13 @@ exposition(struct mt_buf *b, uint64_t taken, uint64_t dropped, int final) {
 	mt_buf_u64(&x, 1000000000u + P.wall_ns % 1000000000u);
 	mt_buf_put(b, ns + 1, 9);
 	mt_buf_putc(b, '\n');
+	if (P.write_ns) { /* the cost of this file: the last write's (make bench) */
+		head(b, "memtally_prometheus_write_seconds", "gauge",
+		     "How long the previous write of this file took (the call sites' scan included).");
+		mt_buf_printf(b, "memtally_prometheus_write_seconds{%s} ", P.labels);
+		mt_buf_double(b, (double)P.write_ns / 1e9, 6);
+		mt_buf_putc(b, '\n');
+	}
 	gauge(b, "memtally_running", "1 while the process runs; 0 in the file its last snapshot (exit, or a death by signal) left.",
 	      !final);
 	struct top t[PROM_TOP_MAX];
@@ -346,4 +354,5 @@ mt_prom_after(uint64_t taken, uint64_t dropped, int final) {
 		fail("writing in", r);
 	}
 	mt_sys(SYS_close, dfd, 0, 0, 0, 0, 0);
+	P.write_ns = mt_now_ns() - now;
 }
