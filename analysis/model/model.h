@@ -49,6 +49,7 @@ struct snap {
 #define MAX_DEVS 16
 	int64_t dev_live[MAX_DEVS];     /* per CUDA device, -1 when absent */
 	int64_t dev_peak[MAX_DEVS];     /* per CUDA device, -1 when absent */
+	int64_t dev_total[MAX_DEVS];    /* the driver's total (cuMemGetInfo), -1 when absent */
 	struct devtorch *torch;         /* PyTorch's caching allocator per device */
 	int ntorch;                     /* (devices[].torch), when any */
 	struct totals tot[NKINDS];

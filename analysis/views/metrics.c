@@ -19,7 +19,7 @@
 #include <string.h>
 
 enum {
-	F_HEAP_LIVE, F_HEAP_PEAK, F_MMAP_LIVE, F_DEV_LIVE, F_RSS, F_CG_USE, F_CG_MAX, F_STEP,
+	F_HEAP_LIVE, F_HEAP_PEAK, F_MMAP_LIVE, F_DEV_LIVE, F_DEV_TOTAL, F_RSS, F_CG_USE, F_CG_MAX, F_STEP,
 	F_SNAPS, F_DROPPED, F_SEQ, F_TIME, F_RUNNING, F_LINE, NFAM
 };
 
@@ -30,6 +30,7 @@ static const struct family {
 	{"memtally_heap_peak_bytes", "gauge", "Highest heap live bytes of the process so far, at the last snapshot."},
 	{"memtally_mmap_live_bytes", "gauge", "Anonymous mmap bytes mapped and not unmapped, at the last snapshot."},
 	{"memtally_device_live_bytes", "gauge", "Bytes allocated through the CUDA driver on the device and not freed."},
+	{"memtally_device_total_bytes", "gauge", "The device's memory as the driver last said it (cuMemGetInfo total)."},
 	{"memtally_rss_bytes", "gauge", "Resident set size of the process (VmRSS)."},
 	{"memtally_cgroup_usage_bytes", "gauge", "Memory usage of the process's cgroup."},
 	{"memtally_cgroup_limit_bytes", "gauge", "Memory limit of the process's cgroup (absent: none)."},
@@ -128,6 +129,8 @@ one_file(struct mfile *f, const struct opts *o, struct sb *fam) {
 			char ex[32];
 			snprintf(ex, sizeof ex, "device=\"%d\"", d);
 			sample_i(&fam[F_DEV_LIVE], F_DEV_LIVE, L, ex, s->dev_live[d]);
+			if (s->dev_total[d] > 0)
+				sample_i(&fam[F_DEV_TOTAL], F_DEV_TOTAL, L, ex, s->dev_total[d]);
 		}
 	if (s->rss_bytes >= 0)
 		sample_i(&fam[F_RSS], F_RSS, L, NULL, s->rss_bytes);

@@ -5,7 +5,9 @@ every MEMTALLY_PROMETHEUS_INTERVAL, with memtally_running 0 in the file
 its last snapshot leaves (exit, or a death by signal).  promtool check
 metrics passes on every version of every file seen.
 Cases: file (the shim's file, live and at exit), death, worker (a fork
-child of Python is role "worker"), top (the bound on series)."""
+child of Python is role "worker"), top (the bound on series), run
+(memtally run --prometheus), metrics (memtally metrics: the same series
+from the files), cuda (per-GPU series, a fake driver)."""
 import glob, os, re, signal, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
@@ -231,5 +233,28 @@ if mt.case('metrics'):
         mt.eq(value(gp, 'memtally_heap_live_bytes', rank=rk), float(top), 'rank %d --at peak: heap live at its peak' % rk)
     bad = subprocess.run([MEMTALLY, 'metrics', '--at', 'middle', out], capture_output=True, text=True)
     mt.eq(bad.returncode, 2, '--at middle: usage error')
+
+if mt.case('cuda'):
+    # a fake driver (test/fakecuda): device series per GPU, the driver's
+    # total beside them; memtally metrics says the same from the file
+    out, prom = os.path.join(OUT, 'cuda'), os.path.join(OUT, 'cuda.prom.d')
+    e = env(out, prom)
+    e.update(LD_LIBRARY_PATH=os.path.join(B, 'test', 'fakecuda'), FAKE_CUDA_MEM=str(1 << 30))
+    r = subprocess.run([os.path.join(B, 'test', 'cuda_prog'), 'rt', 'gpus'], env=e, capture_output=True,
+                       text=True, timeout=120)
+    mt.eq(r.returncode, 0, 'cuda_prog ran')
+    s = parse(open(proms(prom)[0]).read()) if proms(prom) else {}
+    fin = mt.files(out)[0].final()
+    want = {str(d['device']): (float(d['live_bytes']), float(d['driver_total_bytes'])) for d in fin['devices']}
+    got = {d: (value(s, 'memtally_device_live_bytes', device=d), value(s, 'memtally_device_total_bytes', device=d))
+           for d in want}
+    mt.check(len(want) == 2 and got == want, 'each GPU\'s live and total bytes: the exit snapshot\'s (%r)' % got)
+    m = subprocess.run([MEMTALLY, 'metrics', out], capture_output=True, text=True, timeout=120)
+    gm = parse(m.stdout)
+    got = {d: (value(gm, 'memtally_device_live_bytes', device=d), value(gm, 'memtally_device_total_bytes', device=d))
+           for d in want}
+    mt.eq(got, want, 'memtally metrics: the same device series')
+    mt.check(promtool_check(m.stdout, 'cuda') and promtool_check(open(proms(prom)[0]).read(), 'cuda'),
+             'promtool check metrics: both')
 
 mt.done()
