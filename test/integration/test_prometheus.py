@@ -8,11 +8,13 @@ Through Prometheus' HTTP API: each rank's memtally_heap_live_bytes equals
 the figure of the snapshot memtally_last_snapshot_seq names in that
 rank's file, at every moment asked; rank 1's series rises and rank 0's
 does not; the alert expression (and ALERTS) holds for rank 1 only;
+headless Chromium renders Prometheus' graph of the two ranks (case c)
+and the test reads it: its legend, rank 1's line rising, rank 0's flat;
 promtool check metrics passes on every .prom file, and the collector
 reports no scrape error.  Every process it starts is in a process group
 of its own, killed at the end whatever happens; the test is bounded in
 time (DEADLINE: 100 s for c, 180 s for torch)."""
-import json, os, re, signal, socket, subprocess, sys, time, urllib.parse, urllib.request
+import html, json, os, re, signal, socket, subprocess, sys, time, urllib.parse, urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
 
@@ -82,7 +84,46 @@ if not all(subprocess.run(['sh', '-c', 'command -v ' + c], capture_output=True).
     mt.done()
 
 
-def one_job(name, cmd, flat_abs, nproms, min_rise, secs, extra=()):
+def graph(pr, name):
+    """Headless Chromium (test/lib/pages.py: a fresh profile, no network
+    but loopback) on Prometheus' own graph page of the two ranks' heap
+    over the last 2 minutes: the DOM it built (kept as graph.html, with a
+    screenshot graph.png) has a legend of the two ranks, and the line
+    drawn in rank 1's colour rises while rank 0's stays flat."""
+    import pages
+    if not pages.CHROME:
+        mt.check(False, 'chromium is not installed (scripts/setup-deps.sh installs it)')
+        return
+    url = 'http://127.0.0.1:%d/graph?%s' % (pr, urllib.parse.urlencode({
+        'g0.expr': 'memtally_heap_live_bytes{job="it55",rank!=""}', 'g0.tab': '0', 'g0.range_input': '2m'}))
+    d = os.path.join(OUT, name)
+    pages.chrome(url, '--window-size=1200,900', '--virtual-time-budget=15000',
+                 '--screenshot=' + os.path.join(d, 'graph.png'))
+    dom = pages.chrome(url, '--window-size=1200,900', '--virtual-time-budget=15000', '--dump-dom').stdout
+    with open(os.path.join(d, 'graph.html'), 'w') as f:
+        f.write(dom)
+    mt.check(os.path.getsize(os.path.join(d, 'graph.png')) > 10000 if os.path.exists(os.path.join(d, 'graph.png'))
+             else False, '%s: Chromium\'s screenshot of the graph (graph.png)' % name)
+    legend = re.findall(r'<div class="swatch" style="background-color: rgb\((\d+), (\d+), (\d+)\);"></div>'
+                        r'<span class="label">([^<]*)</span>', dom)
+    colour = {}
+    for r_, g_, b_, label in legend:
+        m = re.search(r'rank="(\d+)"', html.unescape(label))
+        if m:
+            colour[m.group(1)] = '#%02x%02x%02x' % (int(r_), int(g_), int(b_))
+    mt.eq(sorted(colour), ['0', '1'], '%s: the graph\'s legend: the two ranks' % name)
+    ys = {}
+    for stroke, dpath in [(m.group(2), m.group(1)) for m in
+                          re.finditer(r'<path class="path" d="([^"]*)" fill="none" stroke="(#[0-9a-f]{6})"', dom)]:
+        ys[stroke] = [float(y) for y in re.findall(r'[ML][-0-9.e]+,([-0-9.e]+)', dpath)]
+    y1, y0 = ys.get(colour.get('1'), []), ys.get(colour.get('0'), [])
+    # SVG y grows downwards: a rising line's y falls
+    mt.check(len(y1) > 5 and y1[0] - min(y1) > 150,
+             '%s: in the graph, rank 1\'s line rises (%d points, %.0f px)' % (name, len(y1), y1[0] - min(y1) if y1 else 0))
+    mt.check(len(y0) > 5 and max(y0) - min(y0) < 25,
+             '%s: rank 0\'s stays flat (%.0f px)' % (name, max(y0) - min(y0) if y0 else -1))
+
+def one_job(name, cmd, flat_abs, nproms, min_rise, secs, extra=(), draw=False):
     """Run cmd (after `memtally run ... --`) against a fresh node_exporter
     and Prometheus; the checks above.  Over the middle half of the run
     (past start-up, before teardown frees what was kept) rank 1's series
@@ -190,12 +231,14 @@ def one_job(name, cmd, flat_abs, nproms, min_rise, secs, extra=()):
              '%s: promtool check metrics: each of the %d .prom files' % (name, len(files)))
     ne_metrics = get('http://127.0.0.1:%d/metrics' % ne)
     mt.check('node_textfile_scrape_error 0' in ne_metrics, '%s: node_exporter: no textfile scrape error' % name)
+    if draw:
+        graph(pr, name)
 
 try:
     if mt.case('c'):
         # a launcher shell and two ranks, rank 1 leaking 512 KiB a tick
         one_job('c', ['/bin/sh', '-c', 'RANK=0 LOCAL_RANK=0 %s %d 512 & RANK=1 LOCAL_RANK=1 %s %d 512 & wait'
-                      % (PROG, RUN_SECS, PROG, RUN_SECS)], 1 << 20, 3, 10 << 20, 100)
+                      % (PROG, RUN_SECS, PROG, RUN_SECS)], 1 << 20, 3, 10 << 20, 100, draw=True)
         kill_all()
     if mt.case('torch'):
         # torchrun (its --redirects 1 --tee 1: test_torch.py says why), 250
