@@ -132,54 +132,83 @@ rss_bytes(void) {
 	return v * 1024;
 }
 
-/* The innermost frame of stack id (its own frames, else those it takes
- * from the stacks it shares them with), or 0. */
+/* The innermost frame of stack id, or 0.  A stack keeps its own
+ * innermost frames, then the outermost `keep` frames of an earlier stack
+ * `up` (stacks.h): frame i of id is its own pcs[i], else frame
+ * (up's total - keep) + (i - own) of up, and so on down the chain. */
 static uintptr_t
 innermost(uint32_t id) {
+	int i = 0;
 	for (int hop = 0; hop < 64 && id >= MT_NKINDS; hop++) {
 		int n, keep;
 		uint32_t up;
 		const uintptr_t *pcs = mt_stack_own(id, &n, &up, &keep);
-		if (n > 0 && pcs)
-			return pcs[0];
+		if (i < n)
+			return pcs ? pcs[i] : 0;
 		if (!up || keep <= 0)
 			return 0;
-		/* the outermost keep frames of up: its frame total - keep on */
 		int un, ukeep;
 		uint32_t uup;
-		const uintptr_t *upcs = mt_stack_own(up, &un, &uup, &ukeep);
-		int at = un + ukeep - keep;
-		if (at < 0)
+		mt_stack_own(up, &un, &uup, &ukeep);
+		i = un + ukeep - keep + (i - n);
+		if (i < 0)
 			return 0;
-		if (at < un && upcs)
-			return upcs[at];
-		id = up; /* in up's own up: walk on (rare) */
-		if (!uup)
-			return 0;
+		id = up;
 	}
 	return 0;
 }
 
-struct top {
+/* The line series: live bytes summed by (innermost frame, kind), over
+ * every call site (sites that differ only in their callers are one
+ * series: a series twice in a file makes node_exporter refuse the whole
+ * collection).  A table of its own, rebuilt at each write; frames past
+ * its fill limit are left out (counted in none). */
+#define AGG_SLOTS 4096
+struct agg {
+	uintptr_t pc;
+	int32_t kind, used;
 	int64_t live;
-	uint32_t id;
 };
+static struct agg agg[AGG_SLOTS];
 
-/* The n call sites with the most live bytes (any kind), largest first. */
+/* The n largest (frame, kind) sums, largest first, into t. */
 static int
-top_sites(struct top *t, int n) {
-	int have = 0;
+top_lines(struct agg *t, int n) {
+	if (n <= 0)
+		return 0;
+	memset(agg, 0, sizeof agg);
+	unsigned fill = 0;
 	uint32_t ids = mt_stack_count();
-	for (uint32_t id = 0; id < ids && n > 0; id++) {
+	for (uint32_t id = 0; id < ids; id++) {
 		struct mt_site c;
 		if (!mt_site_read(id, mt_stack_peak_slot(id), &c) || c.live_bytes <= 0)
 			continue;
-		if (have == n && c.live_bytes <= t[n - 1].live)
+		uintptr_t pc = innermost(id);
+		int k = mt_stack_kind(id);
+		uint64_t h = ((uint64_t)pc ^ ((uint64_t)k << 56)) * 0xff51afd7ed558ccdull;
+		for (unsigned x = (unsigned)(h >> 52) % AGG_SLOTS;; x = (x + 1) % AGG_SLOTS) {
+			struct agg *a = &agg[x];
+			if (a->used && a->pc == pc && a->kind == k) {
+				a->live += c.live_bytes;
+				break;
+			}
+			if (!a->used) {
+				if (fill >= AGG_SLOTS * 3 / 4)
+					break; /* full: this frame is left out */
+				*a = (struct agg){pc, k, 1, c.live_bytes};
+				fill++;
+				break;
+			}
+		}
+	}
+	int have = 0;
+	for (unsigned x = 0; x < AGG_SLOTS; x++) {
+		if (!agg[x].used || (have == n && agg[x].live <= t[n - 1].live))
 			continue;
 		int i = have < n ? have++ : n - 1;
-		for (; i > 0 && t[i - 1].live < c.live_bytes; i--)
+		for (; i > 0 && t[i - 1].live < agg[x].live; i--)
 			t[i] = t[i - 1];
-		t[i] = (struct top){c.live_bytes, id};
+		t[i] = agg[x];
 	}
 	return have;
 }
@@ -261,21 +290,21 @@ exposition(struct mt_buf *b, uint64_t taken, uint64_t dropped, int final) {
 	}
 	gauge(b, "memtally_running", "1 while the process runs; 0 in the file its last snapshot (exit, or a death by signal) left.",
 	      !final);
-	struct top t[PROM_TOP_MAX];
-	int n = top_sites(t, (int)(mt_cfg.prometheus_top < PROM_TOP_MAX ? mt_cfg.prometheus_top : PROM_TOP_MAX));
+	struct agg t[PROM_TOP_MAX];
+	int n = top_lines(t, (int)(mt_cfg.prometheus_top < PROM_TOP_MAX ? mt_cfg.prometheus_top : PROM_TOP_MAX));
 	if (n)
 		head(b, "memtally_line_live_bytes", "gauge",
-		     "Live bytes of the call sites with the most (at most 10 a process); where: the innermost frame's address (memtally metrics names it).");
+		     "Live bytes by innermost frame, the frames with the most (at most 10 a process); where: the frame's address (memtally metrics names it).");
 	for (int i = 0; i < n; i++) {
 		char extra[96];
 		mt_buf_fixed(&x, extra, sizeof extra - 1);
-		uintptr_t pc = innermost(t[i].id);
+		uintptr_t pc = t[i].pc;
 		mt_buf_puts(&x, "where=\"");
 		if (pc)
 			mt_buf_hex(&x, pc);
 		else
 			mt_buf_puts(&x, "unknown");
-		mt_buf_printf(&x, "\",kind=\"%s\"", kinds[mt_stack_kind(t[i].id)]);
+		mt_buf_printf(&x, "\",kind=\"%s\"", kinds[t[i].kind]);
 		extra[x.len] = 0;
 		sample(b, "memtally_line_live_bytes", extra, t[i].live);
 	}

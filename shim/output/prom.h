@@ -9,7 +9,11 @@
  * snapshot record holds), written at most every
  * MEMTALLY_PROMETHEUS_INTERVAL seconds, and always at the process's last
  * snapshot (exit, or a death's), where memtally_running is 0: the file
- * stays, with the last figures, and dashboards filter on running.
+ * stays, with the last figures, and dashboards filter on running.  A
+ * snapshot the memtally file could not take (counted in
+ * memtally_dropped_snapshots_total) still gives its figures here; a last
+ * snapshot that could not be taken at all (the file not opened, the disk
+ * below MEMTALLY_DISK_FLOOR) leaves the figures before it, running 0.
  * Output layer: calls procstat, file (the host name), the state and
  * capture layers and the platform.
  * Rules: never calls malloc; raw syscalls; a fixed buffer of its own;

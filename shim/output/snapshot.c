@@ -387,6 +387,8 @@ write_locked(const char *reason, const char *lab, int final) {
 	}
 	if (ensure_open()) {
 		W.dropped_snaps++;
+		if (final) /* the .prom file still says the process ended */
+			mt_prom_after(W.seq, W.dropped_snaps, final);
 		unlock_released();
 		return;
 	}
@@ -394,6 +396,8 @@ write_locked(const char *reason, const char *lab, int final) {
 		W.dropped_snaps++; /* the next one written counts it */
 		if (!strcmp(reason, "exit"))
 			W.closed = 1;
+		if (final)
+			mt_prom_after(W.seq, W.dropped_snaps, final);
 		unlock_released();
 		return;
 	}

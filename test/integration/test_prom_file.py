@@ -7,7 +7,8 @@ metrics passes on every version of every file seen.
 Cases: file (the shim's file, live and at exit), death, worker (a fork
 child of Python is role "worker"), top (the bound on series), run
 (memtally run --prometheus), metrics (memtally metrics: the same series
-from the files), cuda (per-GPU series, a fake driver)."""
+from the files), cuda (per-GPU series, a fake driver), samefirst (1024
+sites, one innermost frame: one line series, summed)."""
 import glob, os, re, signal, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
@@ -19,9 +20,11 @@ MEMTALLY = os.path.join(B, 'memtally')
 
 LINE = re.compile(r'^([a-z_]+)\{([^}]*)\} (\S+)$')
 
+DUPS = []  # a series written twice in one exposition (node_exporter refuses it)
+
 def parse(text):
     """{(name, frozenset(labels)): value} of an exposition; asserts every
-    line is a comment or a sample."""
+    line is a comment or a sample; a series seen twice goes to DUPS."""
     out = {}
     for l in text.splitlines():
         if l.startswith('#'):
@@ -29,7 +32,10 @@ def parse(text):
         m = LINE.match(l)
         assert m, 'not a sample: %r' % l
         labels = dict(re.findall(r'([a-z_]+)="((?:[^"\\]|\\.)*)"', m.group(2)))
-        out[(m.group(1), frozenset(labels.items()))] = float(m.group(3))
+        k = (m.group(1), frozenset(labels.items()))
+        if k in out:
+            DUPS.append(l)
+        out[k] = float(m.group(3))
     return out
 
 def value(samples, name, **want):
@@ -257,4 +263,20 @@ if mt.case('cuda'):
     mt.check(promtool_check(m.stdout, 'cuda') and promtool_check(open(proms(prom)[0]).read(), 'cuda'),
              'promtool check metrics: both')
 
+if mt.case('samefirst'):
+    # 1024 call sites sharing their innermost frame (leaf()'s malloc): one
+    # line series, their bytes summed, never the same series twice
+    out, prom = os.path.join(OUT, 'samefirst'), os.path.join(OUT, 'samefirst.prom.d')
+    r = subprocess.run([os.path.join(B, 'test', 'prog_samefirst')], env=env(out, prom), timeout=120)
+    text = open(proms(prom)[0]).read() if proms(prom) else ''
+    s = parse(text)
+    lines = {dict(ls)['where']: v for (n, ls), v in s.items() if n == 'memtally_line_live_bytes'}
+    mt.eq(sum(1 for l in text.splitlines() if l.startswith('memtally_line_live_bytes{')), len(lines),
+          'each line series once')
+    f = mt.files(out)[0]
+    named = {f.symbolize([int(w, 16)])[0][0]: v for w, v in lines.items() if w.startswith('0x')}
+    mt.eq(named.get('leaf'), 102400.0, 'leaf()\'s frame: the 1024 sites\' 100 bytes summed (%r)' % named)
+    mt.check(promtool_check(text, 'samefirst'), 'promtool check metrics')
+
+mt.eq(DUPS[:3], [], 'no series twice in any exposition read')
 mt.done()
