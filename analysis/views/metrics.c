@@ -200,25 +200,56 @@ one_file(struct mfile *f, const struct opts *o, struct sb *fam) {
 	sb_free(&lab);
 }
 
+/* A process's samples, each family's apart, and who it is: two files of
+ * one pid on one host (an image and the one it exec'd) would give the
+ * same series twice, which Prometheus and the Pushgateway refuse; the
+ * later image's are kept, as its .prom file replaced the earlier one's. */
+struct proc_out {
+	char *host;
+	int64_t pid, start;
+	int shadowed;
+	struct sb fam[NFAM];
+};
+
 int
 cmd_metrics(struct opts *o) {
 	struct run r;
 	cmd_list(o, &r, 0); /* read one at a time */
-	struct sb fam[NFAM];
-	memset(fam, 0, sizeof fam);
+	struct proc_out *v = NULL;
+	size_t n = 0, cap = 0;
 	struct mfile f;
 	while (run_next(&r, &f)) {
-		one_file(&f, o, fam);
+		if (n == cap)
+			v = xrealloc(v, (cap = cap ? 2 * cap : 16) * sizeof *v);
+		struct proc_out *p = &v[n++];
+		memset(p, 0, sizeof *p);
+		p->host = xstrdup(f.host ? f.host : "");
+		p->pid = f.pid;
+		p->start = f.start_wall_ns;
+		one_file(&f, o, p->fam);
 		mfile_free(&f);
 	}
+	for (size_t k = 0; k < n; k++) /* a later image of its pid shadows it */
+		for (size_t j = 0; j < n && !v[k].shadowed; j++)
+			v[k].shadowed = j != k && v[j].pid == v[k].pid && !strcmp(v[j].host, v[k].host) &&
+					(v[j].start > v[k].start || (v[j].start == v[k].start && j > k));
 	for (int i = 0; i < NFAM; i++) {
-		if (!fam[i].len)
-			continue;
-		printf("# HELP %s %s\n# TYPE %s %s\n", fams[i].name, fams[i].help, fams[i].name,
-		       fams[i].type);
-		fwrite(fam[i].p, 1, fam[i].len, stdout);
-		sb_free(&fam[i]);
+		int head = 0;
+		for (size_t k = 0; k < n; k++) {
+			if (v[k].shadowed || !v[k].fam[i].len)
+				continue;
+			if (!head++)
+				printf("# HELP %s %s\n# TYPE %s %s\n", fams[i].name, fams[i].help, fams[i].name,
+				       fams[i].type);
+			fwrite(v[k].fam[i].p, 1, v[k].fam[i].len, stdout);
+		}
 	}
+	for (size_t k = 0; k < n; k++) {
+		for (int i = 0; i < NFAM; i++)
+			sb_free(&v[k].fam[i]);
+		free(v[k].host);
+	}
+	free(v);
 	run_free(&r);
 	return 0;
 }

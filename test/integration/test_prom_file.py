@@ -8,7 +8,8 @@ Cases: file (the shim's file, live and at exit), death, worker (a fork
 child of Python is role "worker"), top (the bound on series), run
 (memtally run --prometheus), metrics (memtally metrics: the same series
 from the files), cuda (per-GPU series, a fake driver), samefirst (1024
-sites, one innermost frame: one line series, summed)."""
+sites, one innermost frame: one line series, summed), exec (two images
+of one pid: memtally metrics gives the later one's series, once)."""
 import glob, os, re, signal, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
@@ -277,6 +278,24 @@ if mt.case('samefirst'):
     named = {f.symbolize([int(w, 16)])[0][0]: v for w, v in lines.items() if w.startswith('0x')}
     mt.eq(named.get('leaf'), 102400.0, 'leaf()\'s frame: the 1024 sites\' 100 bytes summed (%r)' % named)
     mt.check(promtool_check(text, 'samefirst'), 'promtool check metrics')
+
+if mt.case('exec'):
+    # an image that execs another: two memtally files of one pid, one .prom
+    # file (the later image's replaced the first's); memtally metrics gives
+    # the later image's series, once
+    out, prom = os.path.join(OUT, 'exec'), os.path.join(OUT, 'exec.prom.d')
+    r = subprocess.run(['/usr/bin/python3', '-c', 'import os; x = bytearray(10**6); '
+                        'os.execv(%r, ["p", "0.3", "8"])' % PROG], env=env(out, prom),
+                       capture_output=True, text=True, timeout=120)
+    mt.eq((r.returncode, len(mt.files(out)), len(proms(prom))), (0, 2, 1),
+          'two images of one pid: two memtally files, one .prom file')
+    live = parse(open(proms(prom)[0]).read()) if proms(prom) else {}
+    m = subprocess.run([MEMTALLY, 'metrics', out], capture_output=True, text=True, timeout=120)
+    got = parse(m.stdout)
+    heap = [v for (n, ls), v in got.items() if n == 'memtally_heap_live_bytes']
+    mt.eq(heap, [value(live, 'memtally_heap_live_bytes')], 'memtally metrics: the later image\'s series, once')
+    mt.eq(sum(1 for l in m.stdout.splitlines() if l.startswith('memtally_heap_live_bytes{')), 1,
+          'one heap series for the pid')
 
 mt.eq(DUPS[:3], [], 'no series twice in any exposition read')
 mt.done()
