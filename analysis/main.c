@@ -15,7 +15,7 @@ enum {
 	O_WARMUP = 1 << 5, O_OUT = 1 << 6, O_METRIC = 1 << 7, O_SNAPSHOT = 1 << 8,
 	O_MERGE = 1 << 9, O_FOLDED = 1 << 10, O_FORMAT = 1 << 11, O_INTERVAL = 1 << 12,
 	O_ONCE = 1 << 13, O_ALL = 1 << 14, O_DEVICE = 1 << 15, O_EACH = 1 << 16,
-	O_ALLPROC = 1 << 17, O_BY = 1 << 18,
+	O_ALLPROC = 1 << 17, O_BY = 1 << 18, O_AT = 1 << 19,
 };
 
 static const struct option {
@@ -35,6 +35,7 @@ static const struct option {
 	{"-o", O_OUT, 1, "FILE: the output file"},
 	{"--metric", O_METRIC, 1, "M: live (default), allocs or alloc_bytes"},
 	{"--snapshot", O_SNAPSHOT, 1, "N|peak|last: that snapshot (default: the peak; FILE@N does the same per file)"},
+	{"--at", O_AT, 1, "last|peak: the last snapshot (the default) or the peak (the snapshot with the most live bytes, call sites at their high-water marks)"},
 	{"--merge", O_MERGE, 0, "one profile of every process, labelled pid, rank, host (the default)"},
 	{"--each", O_EACH, 0, "one profile a process: -o out.pb.gz writes out.<host>.r<rank>.p<pid>.pb.gz"},
 	{"--folded", O_FOLDED, 0, "folded stacks (flamegraph.pl, inferno, speedscope) instead of an SVG"},
@@ -104,6 +105,9 @@ static const struct command {
 	{"pprof", cmd_pprof, O_OUT | O_SNAPSHOT | O_MERGE | O_EACH | SEL | O_DEVICE, "FILE|DIR",
 	 "a snapshot (the peak by default) as a gzipped pprof profile (-o out.pb.gz: every "
 	 "process in it, labelled; --each: a file a process)"},
+	{"metrics", cmd_metrics, O_AT | O_TOP | O_NATIVE | O_BY, "DIR|FILE...",
+	 "the Prometheus exposition of each process's last snapshot (--at peak: its peak), as "
+	 "MEMTALLY_PROMETHEUS writes it live; for the Pushgateway"},
 	{"cat", cmd_cat, 0, "FILE|DIR...",
 	 "each file as JSONL on stdout (a .jsonl.zst decompressed; FILE@N: up to snapshot N)"},
 };
@@ -189,6 +193,13 @@ option_value(const struct command *c, struct opts *o, const char *a, const char 
 			o->snapshot = SNAP_LAST;
 		else if ((o->snapshot = strtol(v, &e, 10)) < 0 || *e || !*v)
 			usage_error(c, "--snapshot takes a snapshot number (seq), peak or last, not '%s'", v);
+	} else if (!strcmp(a, "--at")) {
+		if (!strcmp(v, "peak"))
+			o->snapshot = SNAP_PEAK;
+		else if (!strcmp(v, "last"))
+			o->snapshot = SNAP_LAST;
+		else
+			usage_error(c, "--at takes last or peak, not '%s'", v);
 	} else if (!strcmp(a, "--interval")) {
 		o->interval = strtod(v, &e);
 		if (*e || !*v || !(o->interval >= 0.1 && o->interval <= 3600))

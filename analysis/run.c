@@ -36,6 +36,9 @@ static const char run_usage[] =
 	"  --unwind W       cfi, libunwind or fp\n"
 	"  --top N          call sites per snapshot\n"
 	"  --signal S       snapshot signal (USR1, USR2, RTMIN+n, RTMAX-n, none)\n"
+	"  --prometheus DIR each process keeps memtally_<host>_<pid>.prom in DIR for\n"
+	"                   node_exporter's textfile collector (MEMTALLY_PROMETHEUS;\n"
+	"                   README: metrics, labels, alert rules)\n"
 	"  --no-follow      do not track child processes\n"
 	"  --append         add to an output directory that holds an earlier run's files\n"
 	"                   (without it, such a directory is refused)\n"
@@ -284,6 +287,29 @@ run_args(int argc, char **argv, const char **out, int *append, int *rc) {
 		const char *v = argv[++i];
 		if (!strcmp(a, "--out")) {
 			*out = v;
+		} else if (!strcmp(a, "--prometheus")) {
+			/* absolute (ranks may chdir), made with its parents,
+			 * readable by the collector */
+			struct sb d = {0};
+			if (v[0] != '/') {
+				char *cwd = getcwd(NULL, 0);
+				if (!cwd)
+					die(EXIT_USAGE, "getcwd: %s", strerror(errno));
+				sb_printf(&d, "%s/", cwd);
+				free(cwd);
+			}
+			sb_puts(&d, v);
+			for (char *c = d.p + 1; *c; c++)
+				if (*c == '/') {
+					*c = 0;
+					mkdir(d.p, 0755);
+					*c = '/';
+				}
+			if (mkdir(d.p, 0755) && errno != EEXIST)
+				die(EXIT_USAGE, "--prometheus %s: cannot make this directory: %s", v,
+				    strerror(errno));
+			setvar("PROMETHEUS", d.p);
+			free(d.p);
 		} else if (!strcmp(a, "--set")) {
 			const char *eq = strchr(v, '=');
 			if (!eq) {

@@ -35,7 +35,7 @@ SHIM = [
     # the file, /proc and cgroup figures, the header and maps records and
     # the call sites' (neither calls the other), the snapshot record, dumps,
     # the writer thread
-    [('output', [('file', 'zout'), 'procstat', ('header', 'callsites'), 'snapshot', 'oom',
+    [('output', [('file', 'zout'), 'procstat', ('header', 'callsites', 'prom'), 'snapshot', 'oom',
                  'writer'])],
     # the exported entry points: never call each other
     [('entry', APART, ['interpose', 'signals', 'api', 'cuda', 'exec', 'identity'])],
@@ -57,7 +57,7 @@ ANALYSIS = [
      ('cmd', ['cmd'])],
     # the commands: views print, exports write files; a view never calls
     # another view or an export, nor an export a view
-    [('views', APART, ['diff', 'functions', 'leaks', 'oom', 'ranks', 'report', 'top']),
+    [('views', APART, ['diff', 'functions', 'leaks', 'metrics', 'oom', 'ranks', 'report', 'top']),
      ('export', [('proto/profile.pb-c', 'html_page', 'pickle', 'html_join', 'html_timeline',
                   'html_tables'), 'flame',
                  ('torch', 'pprof', 'html')])],

@@ -6,7 +6,8 @@ set -eu
 need=(gcc make binutils libc6-dev libunwind-dev libdw-dev libelf-dev libprotobuf-c-dev zlib1g-dev libzstd-dev zstd
 	python3 python3-venv python3-pip python3-pytest procps bc golang-go tmux sqlite3
 	chromium python3-torch slurm-wlm munge
-	openmpi-bin libopenmpi-dev libjemalloc2 heaptrack google-perftools valgrind nodejs)
+	openmpi-bin libopenmpi-dev libjemalloc2 heaptrack google-perftools valgrind nodejs
+	prometheus prometheus-node-exporter)
 need+=(${MEMTALLY_DEPS_EXTRA:-})
 missing=()
 for p in "${need[@]}"; do

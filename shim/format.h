@@ -106,6 +106,7 @@ mt_utf8_len(const unsigned char *p, size_t avail) {
 #define MT_F_LOCAL_RANK "local_rank"
 #define MT_F_WORLD_SIZE "world_size"
 #define MT_F_HOST "host"
+#define MT_F_JOB "job"
 #define MT_F_EXE "exe"
 #define MT_F_ARGV "argv"
 #define MT_F_START_WALL_NS "start_wall_ns"

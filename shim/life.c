@@ -36,6 +36,7 @@
 #include "entry/signals.h"
 #include "state/sites.h"
 #include "output/snapshot.h"
+#include "output/prom.h"
 #include "state/trigger.h"
 #include "capture/unwind.h"
 #include "output/writer.h"
@@ -87,6 +88,7 @@ static const struct module {
 	{"python", init_python, mt_py_prefork, mt_py_postfork_parent, mt_py_postfork_child},
 	{"snapshot", init_snapshot, mt_snapshot_prefork, mt_snapshot_postfork_parent,
 	 mt_snapshot_postfork_child},
+	{"prom", NULL, NULL, NULL, mt_prom_postfork_child},
 	{"sites", init_sites, mt_sites_prefork, mt_sites_postfork_parent, mt_sites_postfork_child},
 	{"ptrtab", init_ptrtab, mt_ptrtab_prefork, mt_ptrtab_postfork_parent, mt_ptrtab_postfork_child},
 	{"maptab", init_maptab, mt_maptab_prefork, mt_maptab_postfork_parent, mt_maptab_postfork_child},

@@ -44,6 +44,7 @@ int cmd_html(struct opts *o);
 int cmd_pprof(struct opts *o);
 int cmd_functions(struct opts *o);
 int cmd_top(struct opts *o);
+int cmd_metrics(struct opts *o);
 int cmd_run(int argc, char **argv);
 
 /* Read o's paths into r (run_load) and apply the context (--native). */

@@ -195,6 +195,7 @@ void
 mfile_free(struct mfile *f) {
 	free(f->path);
 	free(f->host);
+	free(f->job);
 	free(f->exe);
 	free(f->argv);
 	for (size_t i = 0; i < f->nmods; i++)

@@ -49,6 +49,7 @@ struct snap {
 #define MAX_DEVS 16
 	int64_t dev_live[MAX_DEVS];     /* per CUDA device, -1 when absent */
 	int64_t dev_peak[MAX_DEVS];     /* per CUDA device, -1 when absent */
+	int64_t dev_total[MAX_DEVS];    /* the driver's total (cuMemGetInfo), -1 when absent */
 	struct devtorch *torch;         /* PyTorch's caching allocator per device */
 	int ntorch;                     /* (devices[].torch), when any */
 	struct totals tot[NKINDS];
@@ -59,6 +60,7 @@ struct snap {
 	struct markval marks[MAX_MARKS]; /* latest mark values at this snapshot */
 	int nmarks;
 	int64_t dropped_stacks, dropped_live, shim_bytes;
+	int64_t dropped_snaps; /* snapshots the file could not take, so far */
 	int64_t coalesced;     /* snapshot requests merged into others so far */
 	int64_t reserved_bytes; /* PROT_NONE address space (in no kind) */
 	int line;              /* line number in the file */
@@ -169,6 +171,7 @@ struct mfile {
 	int version;
 	int64_t pid, ppid, rank, local_rank, world_size; /* -1 when null */
 	char *host, *exe, *argv;   /* argv joined with spaces */
+	char *job;                 /* the header's job, or NULL */
 	int64_t start_wall_ns, sample_bytes;
 	struct module *mods;       /* every module ever listed */
 	size_t nmods, cap_mods;

@@ -31,6 +31,9 @@ header(struct ctx *c, struct jv *o) {
 	f->start_wall_ns = start, f->sample_bytes = sample;
 	f->host = host ? xstrdup(host) : NULL;
 	f->exe = exe ? xstrdup(exe) : NULL;
+	const char *job = str_field(c, o, MT_F_JOB);
+	free(f->job);
+	f->job = job ? xstrdup(job) : NULL;
 	struct sb a = {0};
 	struct jv *argv = json_get(c->d, o, MT_F_ARGV);
 	if (argv && argv->type == J_ARR)

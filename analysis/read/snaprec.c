@@ -64,7 +64,7 @@ proc_figures(struct ctx *c, struct jv *o, struct snap *s) {
 		s->alloc_footprint = ar < 0 || hb < 0 ? rs : hb > INT64_MAX - ar ? INT64_MAX : ar + hb;
 	}
 	for (int d = 0; d < MAX_DEVS; d++)
-		s->dev_live[d] = s->dev_peak[d] = -1;
+		s->dev_live[d] = s->dev_peak[d] = s->dev_total[d] = -1;
 	struct jv *devs = json_get(c->d, o, MT_F_DEVICES);
 	if (devs && devs->type == J_ARR)
 		for (struct jv *x = json_child(c->d, devs); x; x = json_next(c->d, x)) {
@@ -72,6 +72,7 @@ proc_figures(struct ctx *c, struct jv *o, struct snap *s) {
 			if (d >= 0 && d < MAX_DEVS) {
 				s->dev_live[d] = opt_count(c, x, MT_F_LIVE_BYTES, 0, INT64_MAX);
 				s->dev_peak[d] = opt_count(c, x, MT_F_PEAK_BYTES, -1, INT64_MAX);
+				s->dev_total[d] = opt_count(c, x, MT_F_DRIVER_TOTAL_BYTES, -1, INT64_MAX);
 			}
 			devtorch(c, s, x, d);
 		}
@@ -83,6 +84,7 @@ proc_figures(struct ctx *c, struct jv *o, struct snap *s) {
 	struct jv *sh = json_get(c->d, o, MT_F_SHIM);
 	s->dropped_stacks = opt_count(c, sh, MT_F_DROPPED_STACKS, 0, INT64_MAX);
 	s->dropped_live = opt_count(c, sh, MT_F_DROPPED_LIVE, 0, INT64_MAX);
+	s->dropped_snaps = opt_count(c, sh, MT_F_DROPPED_SNAPSHOTS, 0, INT64_MAX);
 	s->shim_bytes = opt_count(c, sh, MT_F_MEMORY_BYTES, 0, INT64_MAX);
 	s->coalesced = opt_count(c, sh, MT_F_COALESCED, 0, INT64_MAX);
 	s->reserved_bytes = opt_count(c, o, MT_F_MMAP_RESERVED_BYTES, 0, INT64_MAX);

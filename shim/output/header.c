@@ -55,6 +55,10 @@ mt_header_json(struct mt_buf *b) {
 	}
 	mt_buf_puts(b, MT_KEY(MT_F_HOST));
 	mt_buf_jstr(b, mt_file_host());
+	if (mt_cfg.job[0]) { /* the launcher's job id (MEMTALLY_JOB first) */
+		mt_buf_puts(b, "," MT_KEY(MT_F_JOB));
+		mt_buf_jstr(b, mt_cfg.job);
+	}
 	mt_buf_puts(b, "," MT_KEY(MT_F_EXE));
 	mt_buf_jstr(b, H.exe);
 	mt_buf_puts(b, "," MT_KEY(MT_F_ARGV) "[");

@@ -33,6 +33,7 @@
 #include "output/zout.h"
 #include "state/trigger.h"
 #include "capture/unwind.h"
+#include "output/prom.h"
 #include <string.h>
 #include <sys/statfs.h>
 
@@ -257,11 +258,13 @@ mt_snapshot_hold(void) {
 }
 
 static void
-totals(struct mt_buf *b) {
+totals(struct mt_buf *b, int note) {
 	for (int k = 0; k < MT_NKINDS; k++) {
 		struct mt_totals tt = mt_totals[k], *t = &tt;
 		if (k == MT_HEAP)
 			mt_heap_counts(&tt);
+		if (note) /* MEMTALLY_PROMETHEUS's figures: the record's */
+			mt_prom_note_kind(k, t->live_bytes, t->peak_bytes);
 		if (!t->allocs && !t->frees)
 			continue;
 		mt_buf_printf(b,
@@ -291,9 +294,11 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 		mt_buf_jstr(b, lab);
 		mt_buf_putc(b, ',');
 	}
-	uint64_t mono = mt_now_ns();
+	uint64_t mono = mt_now_ns(), wall = mt_wall_ns();
+	if (!dump)
+		mt_prom_note_snap(sq, wall);
 	mt_buf_printf(b, MT_KEY(MT_F_WALL_NS) "%lu," MT_KEY(MT_F_MONO_NS) "%lu," MT_KEY(MT_F_ELAPSED_MS) "%lu,",
-		      (unsigned long)mt_wall_ns(), (unsigned long)mono,
+		      (unsigned long)wall, (unsigned long)mono,
 		      (unsigned long)((mono - mt_start_mono_ns) / 1000000u));
 	/* the cadence's kinds of snapshot: smaps at most once a second */
 	int often = !dump && (!strcmp(reason, "step") || !strcmp(reason, "interval") ||
@@ -301,7 +306,7 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 	mt_procstat_json(b, scr, nscr, often, af);
 	mt_devices_json(b);
 	mt_marks_json(b);
-	totals(b);
+	totals(b, !dump);
 	uint64_t reserved = mt_maptab_reserved();
 	if (reserved) /* PROT_NONE: address space, in no kind */
 		mt_buf_printf(b, MT_KEY(MT_F_MMAP_RESERVED_BYTES) "%lu,", (unsigned long)reserved);
@@ -381,6 +386,8 @@ write_locked(const char *reason, const char *lab, int final, const struct mt_all
 	}
 	if (ensure_open()) {
 		W.dropped_snaps++;
+		if (final) /* the .prom file still says the process ended */
+			mt_prom_after(W.seq, W.dropped_snaps, final);
 		unlock_released();
 		return;
 	}
@@ -388,6 +395,8 @@ write_locked(const char *reason, const char *lab, int final, const struct mt_all
 		W.dropped_snaps++; /* the next one written counts it */
 		if (!strcmp(reason, "exit"))
 			W.closed = 1;
+		if (final)
+			mt_prom_after(W.seq, W.dropped_snaps, final);
 		unlock_released();
 		return;
 	}
@@ -450,6 +459,7 @@ write_locked(const char *reason, const char *lab, int final, const struct mt_all
 	 * one. */
 	if (final)
 		W.closed = 1;
+	mt_prom_after(W.seq, W.dropped_snaps, final);
 	unlock_released();
 }
 

@@ -172,6 +172,8 @@ parse_routes(const char *s, uint64_t *f) {
 static int
 set_path(const char *s, char *dst, size_t cap) {
 	size_t n = strlen(s);
+	if (!n && dst != mt_cfg.out) /* an optional directory: off */
+		return dst[0] = 0, 0;
 	if (!n || n >= cap)
 		return -1;
 	if (s[0] == '/') {
@@ -272,6 +274,25 @@ env_long(char **envp, const char *const *names) {
 	return -1;
 }
 
+/* The first variable of names[] set to a non-empty value, cut to fit
+ * dst (not inside a character). */
+static void
+env_str(char **envp, const char *const *names, char *dst, size_t cap) {
+	dst[0] = 0;
+	for (; *names; names++) {
+		size_t n = strlen(*names);
+		for (char **e = envp; e && *e; e++) {
+			if (strncmp(*e, *names, n) || (*e)[n] != '=' || !(*e)[n + 1])
+				continue;
+			const char *v = *e + n + 1;
+			size_t k = mt_utf8_cut(v, strnlen(v, cap - 1));
+			memcpy(dst, v, k);
+			dst[k] = 0;
+			return;
+		}
+	}
+}
+
 static const struct opt *
 find_opt(const char *name, size_t n) {
 	for (size_t i = 0; i < NOPTS; i++)
@@ -361,6 +382,8 @@ mt_config_init(char **envp) {
 	static const char *const local[] = {"LOCAL_RANK",
 		"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
 		NULL};
+	static const char *const job[] = {"MEMTALLY_JOB", "SLURM_JOB_ID",
+		"TORCHELASTIC_RUN_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", NULL};
 	static const char *const world[] = {"WORLD_SIZE",
 		"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", NULL};
 	for (size_t i = 0; i < NOPTS; i++)
@@ -372,6 +395,7 @@ mt_config_init(char **envp) {
 	for (char **e = envp; e && *e; e++)
 		if (!strncmp(*e, "LD_PRELOAD=", 11) && strstr(*e, "/vgpreload_"))
 			mt_cfg.valgrind = 1;
+	env_str(envp, job, mt_cfg.job, sizeof mt_cfg.job);
 	/* MEMTALLY_QUIET first: it decides where the others' warnings go */
 	for (char **e = envp; e && *e; e++)
 		if (!strncmp(*e, "MEMTALLY_QUIET=", 15))

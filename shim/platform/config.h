@@ -50,6 +50,9 @@
 	X(quiet, QUIET, BOOL, "0", "", "", "no warning on the program's stderr (each goes into the file as a warning record either way; without it, the first of a process is also printed there, one line; `memtally run` sets it and prints each distinct warning once at the end)") \
 	X(seed, SEED, U64, "0", "0", "18446744073709551615", "sampling random seed (0 = from time and thread id; set it for repeatable runs)") \
 	X(max_stacks, MAX_STACKS, U64, "1048576", "16", "1073741824", "distinct stacks kept; further new stacks are counted as dropped") \
+	X(prometheus, PROMETHEUS, PATH, "", "", "", "a directory for node_exporter's textfile collector: each process keeps memtally_<host>_<pid>.prom there (Prometheus exposition format, written to a temporary name and renamed), at the snapshots at most every MEMTALLY_PROMETHEUS_INTERVAL and at exit (README: metrics, labels, what a dead process leaves); empty = off") \
+	X(prometheus_interval, PROMETHEUS_INTERVAL, SECS, "5", "0", "86400", "the shortest time between two writes of the .prom file (the exit's and a death's are always written)") \
+	X(prometheus_top, PROMETHEUS_TOP, U64, "5", "0", "10", "the .prom file's memtally_line_live_bytes series: the call sites with the most live bytes (at most 10: the bound on series a process)") \
 	X(max_live, MAX_LIVE, U64, "67108864", "64", "68719476736", "tracked live allocations kept (about this many; up to twice when the blocks lie in several 64 MiB regions, as the pointer table checks the whole count when it grows); further ones are counted as dropped")
 
 /* MEMTALLY_* names that are not the shim's options but are read by
@@ -65,7 +68,8 @@
 	X(TEST_TIMEOUT, "test/run.sh: the watchdog")                           \
 	X(GOLDEN_UPDATE, "test_golden: rewrite the golden files")              \
 	X(DEPS_EXTRA, "scripts/setup-deps.sh: more packages")                  \
-	X(TOP_BENCH, "test/bench: the top benchmark")
+	X(TOP_BENCH, "test/bench: the top benchmark")                          \
+	X(JOB, "the job label of MEMTALLY_PROMETHEUS's metrics (else the launcher's job id)")
 
 enum mt_opt_type { MT_PATH, MT_U64, MT_SIZE, MT_SECS, MT_SIG, MT_BOOL,
 		   MT_FRAC, MT_UNWIND, MT_ROUTES };
@@ -106,6 +110,9 @@ struct mt_config {
 	uint64_t seed;       /* sampling seed, 0 = random */
 	uint64_t max_stacks; /* stacks */
 	uint64_t max_live;   /* pointer-table entries */
+	char prometheus[1024]; /* textfile-collector directory, "" = off */
+	double prometheus_interval; /* seconds between .prom writes */
+	uint64_t prometheus_top; /* memtally_line_live_bytes series */
 	/* Not options: the launcher's rank variables, read from the same
 	 * environment (-1 when unset). */
 	long rank;           /* RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, SLURM_PROCID */
@@ -113,6 +120,10 @@ struct mt_config {
 	long world_size;     /* WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS */
 	int valgrind;        /* LD_PRELOAD holds valgrind's vgpreload: its clone takes
 			      * threads and forks only (platform/fdio.h) */
+	/* The job's name for MEMTALLY_PROMETHEUS's labels: MEMTALLY_JOB,
+	 * SLURM_JOB_ID, TORCHELASTIC_RUN_ID, OMPI_MCA_ess_base_jobid,
+	 * PMIX_NAMESPACE, in that order ("" when none is set; cut at 127). */
+	char job[128];
 };
 
 extern struct mt_config mt_cfg;

@@ -66,6 +66,19 @@ mt_mark_set(const char *name, double value, double *old) {
 	return -1;
 }
 
+int
+mt_mark_get(const char *name, double *value) {
+	for (int i = 0; i < MT_MARKS; i++) {
+		if (__atomic_load_n(&marks[i].state, __ATOMIC_ACQUIRE) != 2 ||
+		    strncmp(marks[i].name, name, sizeof marks[i].name))
+			continue;
+		uint64_t bits = __atomic_load_n(&marks[i].value, __ATOMIC_ACQUIRE);
+		memcpy(value, &bits, sizeof *value);
+		return 0;
+	}
+	return -1;
+}
+
 void
 mt_marks_json(struct mt_buf *b) {
 	int first = 1;

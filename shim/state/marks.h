@@ -10,6 +10,8 @@
 /* Set name (<= 31 bytes) to value; 0, or -1 when the 8 slots are taken.
  * *old gets the value it replaced (NaN for a new name); NULL: not wanted. */
 int mt_mark_set(const char *name, double value, double *old);
+/* The value of mark name: 0, or -1 when it was never set. */
+int mt_mark_get(const char *name, double *value);
 /* `"marks":{...},` for the snapshot, if any mark is set. */
 struct mt_buf;
 void mt_marks_json(struct mt_buf *b);

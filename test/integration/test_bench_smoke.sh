@@ -11,4 +11,8 @@ for row in 'memtally exact' 'memtally sampled' 'heaptrack -r' 'jemalloc prof 19'
 done
 echo "$out" | grep -q '^| 20-27-frame stacks' || { echo "missing: the instruction table"; exit 1; }
 echo "$out" | grep -E '^\| (memtally exact|heaptrack -r) \|' | head -4
+# the .prom file's cost (issue 55): its tables, quick
+p=$(BENCH_QUICK=1 /usr/bin/python3 test/bench/prom.py 2>&1) || { echo "$p" | tail -30; exit 1; }
+echo "$p" | grep -qE '^\| 1000 \| [0-9.]+ ms \| [0-9]+ \|' || { echo "missing: the .prom write row"; echo "$p"; exit 1; }
+echo "$p" | grep -q '^| --prometheus (5 s) |' || { echo "missing: the trainer rows"; exit 1; }
 echo "bench smoke ok"

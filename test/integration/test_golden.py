@@ -34,6 +34,8 @@ CASES = [
     ('flame-folded', ['flame', '--folded', '--snapshot', 'peak', IN]),
     ('functions', ['functions', IN]),
     ('functions-json', ['functions', '--json', R0]),
+    ('metrics', ['metrics', IN]),
+    ('metrics-peak', ['metrics', '--at', 'peak', '--top', '3', R0]),
 ]
 
 for name, args in CASES:
