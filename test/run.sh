@@ -52,9 +52,17 @@ group_of() {
 # The tests, longest first (last run's seconds; unknown ones keep their
 # place after the known slow ones, unit tests first).
 names=() cmds=()
+# Whole tests that only `make check` runs (MT_FULL=1), or one named
+# (MEMTALLY_TEST): the bench harness's smoke run (70 s of CPU; it runs
+# callgrind over the shim, and every workload of `make bench` once).
+full_only=" test_bench_smoke "
 add() { # name cmd...
 	local name=$1; shift
 	case "$name" in *"$filter"*) ;; *) return ;; esac
+	if [ "${MT_FULL:-}" != 1 ] && [ -z "$filter" ] && [[ "$full_only" == *" $name "* ]]; then
+		echo "skip $name: make check runs it (MT_FULL=1)"
+		return
+	fi
 	names+=("$name"); cmds+=("$(printf '%q ' "$@")")
 }
 for t in build/test/unit_*; do
