@@ -13,7 +13,6 @@ static struct {
 	int fd;
 	uint64_t dev, ino;
 } G = {-1, 0, 0};
-static uint64_t isolated;
 /* The file's end as our own writes left it (-1: unknown): the shim is the
  * file's only writer (O_APPEND; a fork child or an exec'd image writes a
  * file of its own), so a seek to the end after a write we made needs no
@@ -40,11 +39,6 @@ mt_fdio_guard(int fd, uint64_t dev, uint64_t ino) {
 int
 mt_fdio_guarded(int fd) {
 	return fd >= 0 && fd == __atomic_load_n(&G.fd, __ATOMIC_ACQUIRE);
-}
-
-uint64_t
-mt_fdio_isolated(void) {
-	return __atomic_load_n(&isolated, __ATOMIC_RELAXED);
 }
 
 struct job {
@@ -104,7 +98,35 @@ reachable(int fd) {
 	return (uint64_t)fd < l.cur;
 }
 
-static long isolated_op(struct job *j);
+static long
+isolated_op(struct job *j) {
+	int fd = j->fd;
+	if (no_child || !reachable(fd))
+		return run(j, 1);
+	if (!child_stack) {
+		child_stack = mt_sys_mmap(CHILD_STACK);
+		if (!child_stack)
+			return run(j, 1); /* no memory: checked, not isolated */
+	}
+	int saved = errno;
+	/* every signal blocked in the child (a copy of our mask at the
+	 * clone): a signal to the process group (the terminal's ^C) must
+	 * not run the program's handler in it */
+	uint64_t all = ~0ull, old;
+	mt_sys(SYS_rt_sigprocmask, SIG_SETMASK, &all, &old, sizeof all, 0, 0);
+	long pid = clone(child, child_stack + CHILD_STACK, CLONE_VM, j);
+	mt_sys(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, sizeof old, 0, 0);
+	errno = saved;
+	if (pid < 0) /* no process to spare (pids.max, seccomp) */
+		return run(j, 1);
+	/* reaped here (a __WCLONE child: the program's waitpid never sees it);
+	 * a handled signal interrupts the wait, as any system call */
+	long r;
+	do
+		r = mt_sys(SYS_wait4, pid, NULL, __WCLONE, NULL, 0, 0);
+	while (r == -EINTR);
+	return r == pid || r == -ECHILD ? __atomic_load_n(&j->ret, __ATOMIC_ACQUIRE) : -EIO;
+}
 
 long
 mt_fdio(int fd, int op, const void *p, size_t n, long off) {
@@ -123,34 +145,3 @@ mt_fdio(int fd, int op, const void *p, size_t n, long off) {
 	return r;
 }
 
-static long
-isolated_op(struct job *j0) {
-	struct job j = *j0;
-	int fd = j.fd;
-	if (no_child || !reachable(fd))
-		return run(&j, 1);
-	if (!child_stack) {
-		child_stack = mt_sys_mmap(CHILD_STACK);
-		if (!child_stack)
-			return run(&j, 1); /* no memory: checked, not isolated */
-	}
-	int saved = errno;
-	/* every signal blocked in the child (a copy of our mask at the
-	 * clone): a signal to the process group (the terminal's ^C) must
-	 * not run the program's handler in it */
-	uint64_t all = ~0ull, old;
-	mt_sys(SYS_rt_sigprocmask, SIG_SETMASK, &all, &old, sizeof all, 0, 0);
-	long pid = clone(child, child_stack + CHILD_STACK, CLONE_VM, &j);
-	mt_sys(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, sizeof old, 0, 0);
-	errno = saved;
-	if (pid < 0) /* no process to spare (pids.max, seccomp) */
-		return run(&j, 1);
-	__atomic_add_fetch(&isolated, 1, __ATOMIC_RELAXED);
-	/* reaped here (a __WCLONE child: the program's waitpid never sees it);
-	 * a handled signal interrupts the wait, as any system call */
-	long r;
-	do
-		r = mt_sys(SYS_wait4, pid, NULL, __WCLONE, NULL, 0, 0);
-	while (r == -EINTR);
-	return r == pid || r == -ECHILD ? __atomic_load_n(&j.ret, __ATOMIC_ACQUIRE) : -EIO;
-}

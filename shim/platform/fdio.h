@@ -52,7 +52,5 @@ long mt_fdio(int fd, int op, const void *p, size_t n, long off);
  * and ends the process on clone(CLONE_VM) (life.c, from the option
  * table's look at LD_PRELOAD). */
 void mt_fdio_no_child(void);
-/* How many operations ran in a child (the isolated path): tests, bench. */
-uint64_t mt_fdio_isolated(void);
 
 #endif
