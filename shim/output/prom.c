@@ -213,6 +213,27 @@ top_lines(struct agg *t, int n) {
 	return have;
 }
 
+/* One gauge family a used device: its live bytes, or (total) the device's
+ * memory as the driver said it, where it said so. */
+static void
+devices(struct mt_buf *b, const char *name, const char *help, int total) {
+	int any = 0;
+	for (int d = 0; d < MT_MAXDEV; d++) {
+		int64_t v = total ? (int64_t)__atomic_load_n(&mt_devs[d].drv_total, __ATOMIC_RELAXED)
+				  : __atomic_load_n(&mt_devs[d].live_bytes, __ATOMIC_RELAXED);
+		if (!__atomic_load_n(&mt_devs[d].used, __ATOMIC_RELAXED) || (total && !v))
+			continue;
+		char dl[32];
+		struct mt_buf x;
+		mt_buf_fixed(&x, dl, sizeof dl - 1);
+		mt_buf_printf(&x, "device=\"%d\"", d);
+		dl[x.len] = 0;
+		if (!any++)
+			head(b, name, "gauge", help);
+		sample(b, name, dl, v);
+	}
+}
+
 static void
 exposition(struct mt_buf *b, uint64_t taken, uint64_t dropped, int final) {
 	static const char *const kinds[] = MT_KIND_NAMES;
@@ -222,34 +243,10 @@ exposition(struct mt_buf *b, uint64_t taken, uint64_t dropped, int final) {
 	      P.peak[MT_HEAP]);
 	gauge(b, "memtally_mmap_live_bytes", "Anonymous mmap bytes mapped and not unmapped, at the last snapshot.",
 	      P.live[MT_MMAP]);
-	int any = 0;
-	for (int d = 0; d < MT_MAXDEV; d++) {
-		if (!__atomic_load_n(&mt_devs[d].used, __ATOMIC_RELAXED))
-			continue;
-		char dl[32];
-		struct mt_buf x;
-		mt_buf_fixed(&x, dl, sizeof dl - 1);
-		mt_buf_printf(&x, "device=\"%d\"", d);
-		dl[x.len] = 0;
-		if (!any++)
-			head(b, "memtally_device_live_bytes", "gauge", "Bytes allocated through the CUDA driver on the device and not freed.");
-		sample(b, "memtally_device_live_bytes", dl,
-		       __atomic_load_n(&mt_devs[d].live_bytes, __ATOMIC_RELAXED));
-	}
-	any = 0;
-	for (int d = 0; d < MT_MAXDEV; d++) {
-		uint64_t tot = __atomic_load_n(&mt_devs[d].drv_total, __ATOMIC_RELAXED);
-		if (!__atomic_load_n(&mt_devs[d].used, __ATOMIC_RELAXED) || !tot)
-			continue;
-		char dl[32];
-		struct mt_buf x;
-		mt_buf_fixed(&x, dl, sizeof dl - 1);
-		mt_buf_printf(&x, "device=\"%d\"", d);
-		dl[x.len] = 0;
-		if (!any++)
-			head(b, "memtally_device_total_bytes", "gauge", "The device's memory as the driver last said it (cuMemGetInfo total).");
-		sample(b, "memtally_device_total_bytes", dl, (int64_t)tot);
-	}
+	devices(b, "memtally_device_live_bytes",
+		"Bytes allocated through the CUDA driver on the device and not freed.", 0);
+	devices(b, "memtally_device_total_bytes",
+		"The device's memory as the driver last said it (cuMemGetInfo total).", 1);
 	int64_t rss = rss_bytes();
 	if (rss >= 0)
 		gauge(b, "memtally_rss_bytes", "Resident set size of the process (VmRSS).", rss);
