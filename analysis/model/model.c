@@ -35,12 +35,52 @@ file_peak(const struct mfile *f, int kind) {
 	return best;
 }
 
+/* The module holding pc: the last listed whose range holds it. Where no two
+ * modules' ranges overlap that is the only one, found by a binary search on
+ * the index the reader keeps (file_index_modules); else the scan from the
+ * last listed. A symbolization asks it for every frame of every stack. */
 const struct module *
 file_module(const struct mfile *f, uint64_t pc) {
+	if (f->nmodord && f->nmodord == f->nmods) {
+		size_t lo = 0, hi = f->nmodord;
+		while (lo < hi) { /* the first whose start is above pc */
+			size_t mid = lo + (hi - lo) / 2;
+			if (f->mods[f->modord[mid]].start <= pc)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (!lo)
+			return NULL;
+		const struct module *m = &f->mods[f->modord[lo - 1]];
+		return pc < m->end ? m : NULL;
+	}
 	for (size_t i = f->nmods; i-- > 0;)
 		if (pc >= f->mods[i].start && pc < f->mods[i].end)
 			return &f->mods[i];
 	return NULL;
+}
+
+static const struct mfile *sorting;
+static int
+by_start(const void *a, const void *b) {
+	uint64_t x = sorting->mods[*(const uint32_t *)a].start, y = sorting->mods[*(const uint32_t *)b].start;
+	return x < y ? -1 : x > y;
+}
+
+void
+file_index_modules(struct mfile *f) {
+	f->modord = xrealloc(f->modord, (f->nmods ? f->nmods : 1) * sizeof *f->modord);
+	for (size_t i = 0; i < f->nmods; i++)
+		f->modord[i] = (uint32_t)i;
+	sorting = f;
+	qsort(f->modord, f->nmods, sizeof *f->modord, by_start);
+	f->nmodord = f->nmods;
+	for (size_t i = 1; i < f->nmods; i++)
+		if (f->mods[f->modord[i - 1]].end > f->mods[f->modord[i]].start) {
+			f->nmodord = 0; /* overlapping: the scan decides */
+			break;
+		}
 }
 
 const char *
@@ -202,6 +242,7 @@ mfile_free(struct mfile *f) {
 		free(f->mods[i].path), free(f->mods[i].build_id);
 	free(f->mods);
 	free(f->modix);
+	free(f->modord);
 	for (size_t i = 0; i < f->nstacks; i++)
 		free(f->stacks[i].pcs);
 	free(f->stacks);

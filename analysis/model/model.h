@@ -176,6 +176,11 @@ struct mfile {
 	struct module *mods;       /* every module ever listed */
 	size_t nmods, cap_mods;
 	size_t *modix, modix_cap;  /* open addressing on (start, end): index + 1 */
+	/* The modules' indexes by start, for file_module's binary search: nmodord
+	 * of them, 0 when two ranges overlap (a library unloaded and another
+	 * mapped there), and then file_module scans from the last listed. */
+	uint32_t *modord;
+	size_t nmodord;
 	/* Stacks, pyframes and pystacks in the order their records came,
 	 * from index 1 (0: none); every reference in the model is an index.
 	 * The maps take the file's ids to indexes (load.c). */
@@ -306,6 +311,7 @@ int64_t snap_live(const struct snap *s, int kind);
 /* The snapshot with the most live bytes of kind (kind < 0: heap + mmap). */
 const struct snap *file_peak(const struct mfile *f, int kind);
 const struct module *file_module(const struct mfile *f, uint64_t pc);
+void file_index_modules(struct mfile *f); /* after modules are added (the reader) */
 /* "host r3 p1234" or "host p1234" */
 const char *file_label(const struct mfile *f, char *buf, size_t n);
 /* `{"file":...,"pid":N,"rank":R|null` (the object left open). */

@@ -78,6 +78,7 @@ maps(struct ctx *c, struct jv *o) {
 		f->mods[f->nmods++] = mod;
 		*slot = f->nmods;
 	}
+	file_index_modules(f);
 }
 
 /* A stack's "py": its pystack index, 0 for none, -1 when absent. */
