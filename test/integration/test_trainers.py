@@ -36,12 +36,11 @@ env0['OMP_NUM_THREADS'] = '1'
 # (steps, loop, leak, end, leak_from)
 FAST = [
     (40, 'module', 'graph', 'exit', 0),
-    (120, 'function', 'cache', 'more', 0),
     (60, 'pool', 'graph', 'exit', 0),
     (120, 'workers', 'graph', 'term', 0),
-    (600, 'module', 'cache', 'exit', 300),
+    (600, 'function', 'cache', 'more', 300),
     (80, 'ddp', 'cache', 'exit', 0),
-    (40, 'function', 'none', 'more', 0),
+    (40, 'module', 'none', 'term', 0),
 ]
 
 
