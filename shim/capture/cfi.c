@@ -409,7 +409,11 @@ mt_cfi_keep(uint64_t tag, uint32_t id) {
 	int w = ways[0].pc == f[0].pc && ways[0].sp == sp   ? 0
 		: ways[1].pc == f[0].pc && ways[1].sp == sp ? 1
 							   : -1;
-	if (w < 0) {
+	/* the start's stack changed (a helper called from two places): the
+	 * other way too while it is empty, so both are kept */
+	if (w >= 0 && !ways[w ^ 1].pc)
+		w ^= 1;
+	else if (w < 0) {
 		if ((set->cand_pc[0] != f[0].pc || set->cand_sp[0] != sp) &&
 		    (set->cand_pc[1] != f[0].pc || set->cand_sp[1] != sp)) {
 			set->cand_pc[set->next] = f[0].pc;
@@ -429,11 +433,15 @@ mt_cfi_keep(uint64_t tag, uint32_t id) {
 	 * code without frame pointers most are not: one word a frame) */
 	uint8_t live[MEMO_N + 1];
 	live[m->n] = 0; /* the frame ended at max is not stepped */
-	for (int k = m->n - 1; k >= 1; k--)
+	for (int k = m->n - 1; k >= 0; k--)
 		live[k] = m->rbp_cfa[k] || (!f[k].slot && live[k + 1]);
 	/* each step's words: the return address it read, and rbp where it
 	 * read it; the frame a walk ended at max with was given by a step
 	 * too */
+	if (live[0]) { /* the start's rbp, saved in the hook's frame */
+		r->w[nw].at = sp - 16;
+		r->w[nw++].val = f[0].bp;
+	}
 	for (int k = 1; k <= m->n; k++) {
 		const struct mframe *to = k < m->n ? &f[k] : m->at_max ? &m->tail : NULL;
 		if (!to)
@@ -459,7 +467,6 @@ mt_cfi_keep(uint64_t tag, uint32_t id) {
 	}
 	r->pc = f[0].pc;
 	r->sp = sp;
-	r->bp = f[0].bp;
 	r->gen = m->gen;
 	r->tag = tag;
 	r->nw = nw;

@@ -143,7 +143,8 @@ static inline void
 mt_heap_freed(void) {
 	mt_tc_add(&mt_tcount()->frees, 1);
 }
-/* realloc: take p's entry before the real call (*had = found) ... */
+/* realloc: take p's entry before the real call (*had = found); keeps
+ * errno, as mt_heap_free ... */
 void mt_heap_take(void *p, struct mt_ptr *e, int *had);
 /* ... and put it back if the real realloc failed.  Never allocates. */
 void mt_heap_restore(const struct mt_ptr *e);

@@ -233,7 +233,8 @@ mt_malloc_full(size_t n) {
  * and aligns the stack; the thread's state is found again after the call.
  *   - this thread without its own count slot (tc NULL: its first call,
  *     or threads sharing the last slot), inside the shim (guard), or the
- *     countdown run out: a jump to mt_malloc_full, whose frame is then
+ *     countdown run out (taken back first: the full path takes it
+ *     again): a jump to mt_malloc_full, whose frame is then
  *     the hook's (CALLER() its caller's), as from malloc;
  *   - the counts: plain adds to the slot this thread owns (one writer,
  *     as mt_tc_own_add);
@@ -267,10 +268,8 @@ __asm__(".text\n"
 	"	jz mt_malloc_full\n"
 	"	cmpl $0, %fs:" MT_S(MT_SELF_GUARD) "(%rax)\n"
 	"	jne mt_malloc_full\n"
-	"	movq %fs:" MT_S(MT_SELF_COUNTDOWN) "(%rax), %rdx\n"
-	"	subq %rdi, %rdx\n"
-	"	jle mt_malloc_full\n"
-	"	movq %rdx, %fs:" MT_S(MT_SELF_COUNTDOWN) "(%rax)\n"
+	"	subq %rdi, %fs:" MT_S(MT_SELF_COUNTDOWN) "(%rax)\n"
+	"	jle 1f\n"
 	"	addq $1, " MT_S(MT_TC_ALLOCS) "(%rcx)\n"
 	"	addq %rdi, " MT_S(MT_TC_ALLOC_BYTES) "(%rcx)\n"
 	"	movl $1, %fs:" MT_S(MT_SELF_GUARD) "(%rax)\n"
@@ -284,6 +283,9 @@ __asm__(".text\n"
 	"	testq %rax, %rax\n"
 	"	jz mt_malloc_sampled_failed\n"
 	"	ret\n"
+	"1:\n" /* the countdown reached: back as it was, for the full path */
+	"	addq %rdi, %fs:" MT_S(MT_SELF_COUNTDOWN) "(%rax)\n"
+	"	jmp mt_malloc_full\n"
 	"	.cfi_endproc\n"
 	".size mt_malloc_sampled, .-mt_malloc_sampled\n");
 
@@ -301,8 +303,70 @@ mt_malloc_sampled_failed(size_t n) {
 	return NULL;
 }
 
-MT_EXPORT void *
-calloc(size_t n, size_t size) {
+/* calloc is malloc's dispatch on n * size: an overflow, or a total of
+ * mt_fast_below or more, to mt_calloc_full (C, below); else
+ * mt_calloc_sampled's part, mt_malloc_sampled's with calloc's call (the
+ * counts, the countdown, the guard around the real call; its failure to
+ * mt_calloc_sampled_failed with the total).  Every way out is a jump or
+ * the real call's return: the frame a capture starts from is the hook's. */
+#define MT_REAL_CALLOC 8
+_Static_assert(offsetof(__typeof__(real), calloc) == MT_REAL_CALLOC, "asm offsets");
+void *mt_calloc_full(size_t n, size_t size);
+__attribute__((used)) MT_NOINLINE void *mt_calloc_sampled_failed(size_t total);
+__asm__(".text\n"
+	".globl calloc\n"
+	".type calloc, @function\n"
+	".p2align 4\n"
+	"calloc:\n"
+	"	.cfi_startproc\n"
+	"	movq %rdi, %rax\n"
+	"	mulq %rsi\n"
+	"	jc mt_calloc_full\n"
+	"	cmpq mt_fast_below(%rip), %rax\n"
+	"	jae mt_calloc_full\n"
+	"	movq mt_self@gottpoff(%rip), %rdx\n"
+	"	movq %fs:" MT_S(MT_SELF_TC) "(%rdx), %rcx\n"
+	"	testq %rcx, %rcx\n"
+	"	jz mt_calloc_full\n"
+	"	cmpl $0, %fs:" MT_S(MT_SELF_GUARD) "(%rdx)\n"
+	"	jne mt_calloc_full\n"
+	"	subq %rax, %fs:" MT_S(MT_SELF_COUNTDOWN) "(%rdx)\n"
+	"	jle 1f\n"
+	"	addq $1, " MT_S(MT_TC_ALLOCS) "(%rcx)\n"
+	"	addq %rax, " MT_S(MT_TC_ALLOC_BYTES) "(%rcx)\n"
+	"	movl $1, %fs:" MT_S(MT_SELF_GUARD) "(%rdx)\n"
+	"	pushq %rax\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	call *real+" MT_S(MT_REAL_CALLOC) "(%rip)\n"
+	"	popq %rdi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	movq mt_self@gottpoff(%rip), %rcx\n"
+	"	movl $0, %fs:" MT_S(MT_SELF_GUARD) "(%rcx)\n"
+	"	testq %rax, %rax\n"
+	"	jz mt_calloc_sampled_failed\n"
+	"	ret\n"
+	"1:\n" /* the countdown reached: back as it was, for the full path */
+	"	addq %rax, %fs:" MT_S(MT_SELF_COUNTDOWN) "(%rdx)\n"
+	"	jmp mt_calloc_full\n"
+	"	.cfi_endproc\n"
+	".size calloc, .-calloc\n");
+
+/* The real calloc failed on calloc's sampling path: the counts go back,
+ * and the failure is an OOM (mt_malloc_sampled_failed's).  Reached by a
+ * jump: its frame is the hook's. */
+__attribute__((used)) MT_NOINLINE void *
+mt_calloc_sampled_failed(size_t total) {
+	struct mt_tcount *tc = mt_self.tc;
+	mt_tc_own_add2(&tc->allocs, (uint64_t)-1, &tc->alloc_bytes, (uint64_t)-total);
+	mt_self.countdown += (int64_t)total;
+	mt_self.guard = 1;
+	OOM("calloc", total);
+	mt_self.guard = 0;
+	return NULL;
+}
+
+__attribute__((used)) MT_NOINLINE void *
+mt_calloc_full(size_t n, size_t size) {
 	if (MT_UNLIKELY(!real.calloc)) {
 		if (resolving) {
 			size_t t;
@@ -380,11 +444,8 @@ realloc_common(void *p, size_t n, size_t size, int array, uintptr_t ret) {
 	mt_self.guard = 1;
 	struct mt_ptr old;
 	int had = 0;
-	if (p) {
-		int e = errno;
-		mt_heap_take(p, &old, &had);
-		errno = e;
-	}
+	if (p)
+		mt_heap_take(p, &old, &had); /* keeps errno */
 	/* the guard is set: what the real call allocates passes straight
 	 * through, and an OOM dump is written only after it returns */
 	void *q = array ? real.reallocarray(p, n, size) : real.realloc(p, n);
@@ -402,8 +463,37 @@ realloc_common(void *p, size_t n, size_t size, int array, uintptr_t ret) {
 	return q;
 }
 
-MT_EXPORT void *
-realloc(void *p, size_t n) {
+/* The sampling fast path's failure (mt_realloc_sampled): counted
+ * nothing, the old block (not tracked) is still the program's.  Reached
+ * by a jump: its frame is the hook's. */
+__attribute__((used)) MT_NOINLINE void *
+mt_realloc_sampled_failed(size_t n) {
+	mt_self.guard = 1;
+	OOM("realloc", n);
+	mt_self.guard = 0;
+	return NULL;
+}
+
+/* realloc is malloc's two-instruction dispatch on the new size: below
+ * mt_fast_below to mt_realloc_sampled, else to mt_realloc_full; each
+ * reached by a jump, so its frame is the hook's (CALLER()), and exact
+ * mode's path saves no register for the sampling one. */
+__asm__(".text\n"
+	".globl realloc\n"
+	".type realloc, @function\n"
+	".p2align 4\n"
+	"realloc:\n"
+	"	.cfi_startproc\n"
+	"	cmpq mt_fast_below(%rip), %rsi\n"
+	"	jb mt_realloc_sampled\n"
+	"	jmp mt_realloc_full\n"
+	"	.cfi_endproc\n"
+	".size realloc, .-realloc\n");
+void *mt_realloc_full(void *p, size_t n);
+void *mt_realloc_sampled(void *p, size_t n);
+
+static inline __attribute__((always_inline)) void *
+realloc_body(void *p, size_t n, uintptr_t hook) {
 	if (MT_UNLIKELY(!real.realloc || in_pool(p))) {
 		if (in_pool(p)) { /* a bootstrap block grows into a real one */
 			/* our own hook (not libc's): it cannot recurse into
@@ -422,8 +512,106 @@ realloc(void *p, size_t n) {
 			return pool_alloc(n, 16);
 		resolve();
 	}
-	return realloc_common(p, n, 0, 0, CALLER());
+	return realloc_common(p, n, 0, 0, hook);
 }
+
+__attribute__((used)) MT_NOINLINE void *
+mt_realloc_full(void *p, size_t n) {
+	return realloc_body(p, n, CALLER());
+}
+
+/* n < mt_fast_below: sampling.  A new size the countdown does not reach
+ * and an old block (if any) the pointer table certainly does not hold
+ * (NULL is a malloc here; the pool's blocks are held in the filter):
+ * the counts realloc_common's would be, and nothing else; else a jump
+ * to mt_realloc_full (its frame then the hook's).  In assembly, as
+ * mt_malloc_sampled (C's frame and saved registers were half of its
+ * cost):
+ *   - no count slot of its own, inside the shim (guard), the countdown
+ *     reached, or p maybe held (mt_ptrtab_maybe_filtered): the full path;
+ *   - the guard set around the real call; p and n kept across it (two
+ *     pushes and 8 bytes: the stack aligned for the call);
+ *   - the old block gone (p, and a new one or n 0): a free counted; a
+ *     new block: the countdown takes n, allocs and alloc_bytes count it;
+ *     NULL with n > 0: mt_realloc_sampled_failed (the OOM's dump). */
+#define MT_TC_FREES 16
+_Static_assert(offsetof(struct mt_tcount, frees) == MT_TC_FREES, "asm offsets");
+#define MT_REAL_REALLOC 16
+_Static_assert(offsetof(__typeof__(real), realloc) == MT_REAL_REALLOC, "asm offsets");
+_Static_assert(MT_FILTER_BITS == 16, "asm: the filter slot's mask");
+__attribute__((used)) MT_NOINLINE void *mt_realloc_sampled_failed(size_t n);
+__asm__(".text\n"
+	".globl mt_realloc_sampled\n"
+	".hidden mt_realloc_sampled\n"
+	".type mt_realloc_sampled, @function\n"
+	".p2align 4\n"
+	"mt_realloc_sampled:\n"
+	"	.cfi_startproc\n"
+	"	movq mt_self@gottpoff(%rip), %rax\n"
+	"	movq %fs:" MT_S(MT_SELF_TC) "(%rax), %rcx\n"
+	"	testq %rcx, %rcx\n"
+	"	jz mt_realloc_full\n"
+	"	cmpl $0, %fs:" MT_S(MT_SELF_GUARD) "(%rax)\n"
+	"	jne mt_realloc_full\n"
+	"	cmpq %rsi, %fs:" MT_S(MT_SELF_COUNTDOWN) "(%rax)\n"
+	"	jle mt_realloc_full\n"
+	"	testq %rdi, %rdi\n"
+	"	jz 1f\n"
+	/* mt_ptrtab_maybe_filtered(p): ((p >> 4) ^ (p >> 20)) & 0xffff */
+	"	movq %rdi, %rdx\n"
+	"	movq %rdi, %r8\n"
+	"	shrq $4, %rdx\n"
+	"	shrq $20, %r8\n"
+	"	xorq %r8, %rdx\n"
+	"	movzwl %dx, %edx\n"
+	"	movq %rdx, %r8\n"
+	"	shrq $6, %r8\n"
+	"	movq mt_ptr_filter(%rip), %r9\n"
+	"	movq (%r9,%r8,8), %r9\n"
+	"	btq %rdx, %r9\n"
+	"	jc mt_realloc_full\n"
+	"1:\n"
+	"	movl $1, %fs:" MT_S(MT_SELF_GUARD) "(%rax)\n"
+	"	pushq %rdi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	pushq %rsi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	subq $8, %rsp\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	call *real+" MT_S(MT_REAL_REALLOC) "(%rip)\n"
+	"	addq $8, %rsp\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	popq %rsi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	popq %rdi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	movq mt_self@gottpoff(%rip), %rcx\n"
+	"	movl $0, %fs:" MT_S(MT_SELF_GUARD) "(%rcx)\n"
+	"	movq %fs:" MT_S(MT_SELF_TC) "(%rcx), %rdx\n"
+	"	testq %rdi, %rdi\n"
+	"	jz 2f\n"
+	"	testq %rax, %rax\n"
+	"	jnz 3f\n"
+	"	testq %rsi, %rsi\n"
+	"	jnz 2f\n"
+	"3:\n"
+	"	addq $1, " MT_S(MT_TC_FREES) "(%rdx)\n"
+	"2:\n"
+	"	testq %rax, %rax\n"
+	"	jz 4f\n"
+	"	subq %rsi, %fs:" MT_S(MT_SELF_COUNTDOWN) "(%rcx)\n"
+	"	addq $1, " MT_S(MT_TC_ALLOCS) "(%rdx)\n"
+	"	addq %rsi, " MT_S(MT_TC_ALLOC_BYTES) "(%rdx)\n"
+	"	ret\n"
+	"4:\n"
+	"	testq %rsi, %rsi\n"
+	"	jz 5f\n"
+	"	movq %rsi, %rdi\n"
+	"	jmp mt_realloc_sampled_failed\n"
+	"5:\n"
+	"	ret\n"
+	"	.cfi_endproc\n"
+	".size mt_realloc_sampled, .-mt_realloc_sampled\n");
 
 MT_EXPORT void *
 reallocarray(void *p, size_t n, size_t size) {
