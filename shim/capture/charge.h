@@ -54,7 +54,7 @@ void mt_set_active(int on);
  * one the countdown skips); else 0.  One load stands for mt_active,
  * mt_cfg.host, mt_cfg.sample, the filter and the size test.  The real
  * allocator is resolved before it is first nonzero (mt_hooks_resolve). */
-extern size_t mt_fast_below;
+extern MT_HIDDEN size_t mt_fast_below; /* hidden: read PC-relative */
 
 /* ---- the heap hooks' common path, inline in each hook -----------------
  * Every heap call counts in its thread's slot of mt_tcounts: each of the
@@ -75,7 +75,10 @@ mt_tcount(void) {
 /* A count of the slot this thread owns (mt_self.tc): its one writer. */
 static inline void
 mt_tc_own_add(uint64_t *c, uint64_t v) {
-	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
+	/* x86-64: one add to memory, not locked: a relaxed load and store
+	 * in one instruction (readers see the old or the new value whole),
+	 * where the compiler made three of them */
+	__asm__("addq %1, %0" : "+m"(*c) : "er"(v));
 }
 /* Two counts of the slot this thread owns. */
 static inline void

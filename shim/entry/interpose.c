@@ -449,15 +449,20 @@ realloc_common(void *p, size_t n, size_t size, int array, uintptr_t ret) {
 	/* the guard is set: what the real call allocates passes straight
 	 * through, and an OOM dump is written only after it returns */
 	void *q = array ? real.reallocarray(p, n, size) : real.realloc(p, n);
+	if (MT_LIKELY(q)) {
+		if (p)
+			mt_heap_freed(); /* the old block is gone */
+		mt_heap_alloc(q, total, ret); /* keeps errno */
+		mt_self.guard = 0;
+		return q;
+	}
 	int e = errno;
-	if (p && (q || !total))
-		mt_heap_freed(); /* the old block is gone */
-	if (q)
-		mt_heap_alloc(q, total, ret);
+	if (p && !total)
+		mt_heap_freed(); /* realloc(p, 0) freed it */
 	else if (had && total) /* failed: the old block is still live */
 		mt_heap_restore(&old);
 	errno = e;
-	if (!q && total)
+	if (total)
 		OOM(array ? "reallocarray" : "realloc", total);
 	mt_self.guard = 0;
 	return q;
