@@ -256,6 +256,32 @@ hand_over(struct cfi_thread *t, struct memo *rec) {
 	return -1;
 }
 
+/* What a walk was asked: the record of one answers the next only for the
+ * same question. */
+struct memo_key {
+	uintptr_t hi;
+	uint64_t gen;
+	uintptr_t stop_lo, stop_hi;
+	int max;
+};
+
+/* The walk's record closed (k frames visited; final: it ended by itself,
+ * not at max) and made the one the next walk reads. */
+static inline __attribute__((always_inline)) void
+memo_close(struct cfi_thread *t, struct memo *rec, int k, int final, struct memo_key q,
+	   uintptr_t from) {
+	rec->n = k < MEMO_N ? k : MEMO_N;
+	rec->final = final && k <= MEMO_N;
+	rec->hi = q.hi;
+	rec->gen = q.gen;
+	rec->stop_lo = q.stop_lo;
+	rec->stop_hi = q.stop_hi;
+	rec->max = q.max;
+	rec->whole = from && k <= MEMO_N;
+	rec->at_max = !final;
+	t->memo_cur ^= 1;
+}
+
 MT_NOINLINE int
 mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t stop_hi,
 	    uintptr_t from) {
@@ -263,13 +289,10 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 	if (!ready || max <= 0 || !(t = mine()))
 		return -1;
 	uintptr_t pc, sp, bp;
-	int n = 0, inner = 1;
+	int n = 0, inner = !from;
 	if (from) { /* the caller's state: after the frame's ret, rsp is 16 above */
-		pc = ((const uintptr_t *)from)[1];
-		sp = from + 16;
-		bp = ((const uintptr_t *)from)[0];
+		pc = ((const uintptr_t *)from)[1], sp = from + 16, bp = ((const uintptr_t *)from)[0];
 		pcs[n++] = pc;
-		inner = 0;
 	} else {
 		__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
 				 : "=r"(pc), "=r"(sp), "=r"(bp));
@@ -295,11 +318,8 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 		if (j < on && old->f[j].sp == sp && old->f[j].pc == pc && old->f[j].bp == bp &&
 		    follow(old, on, rec, pcs, lo, stop_lo, stop_hi, &pc, &sp, &bp, &j, &k, &n, &max))
 			break;
-		if (n >= max) {
-			final = 0;
-			rec->tail.sp = sp;
-			rec->tail.pc = pc;
-			rec->tail.bp = bp;
+		if (n >= max) { /* not recorded: where a longer walk would go on */
+			final = 0, rec->tail.sp = sp, rec->tail.pc = pc, rec->tail.bp = bp;
 			break;
 		}
 		remember(rec, k, sp, pc, bp, 0);
@@ -336,17 +356,7 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 	/* The walk stopped at frame k (final: recorded, it counts) or ended
 	 * before stepping it (max reached: not recorded); frames 0 .. k-1, or
 	 * 0 .. k, were visited.  Past MEMO_N the record ends early. */
-	k += final;
-	rec->n = k < MEMO_N ? k : MEMO_N;
-	rec->final = final && k <= MEMO_N;
-	rec->hi = hi;
-	rec->gen = full;
-	rec->stop_lo = stop_lo;
-	rec->stop_hi = stop_hi;
-	rec->max = max0;
-	rec->whole = from && k <= MEMO_N;
-	rec->at_max = !final;
-	t->memo_cur ^= 1;
+	memo_close(t, rec, k + final, final, (struct memo_key){hi, full, stop_lo, stop_hi, max0}, from);
 	return n;
 }
 

@@ -47,6 +47,10 @@ extern int mt_active;
 /* mt_active and host tracking on (MEMTALLY_HOST): the heap and mmap
  * hooks' one load.  Set only by mt_set_active. */
 extern int mt_host_on;
+/* Whether a hook records: the shim is active, host tracking on
+ * (mt_host_on) and the thread is not inside the shim. */
+#define MT_RECORDING()                                                         \
+	(MT_LIKELY(__atomic_load_n(&mt_host_on, __ATOMIC_RELAXED)) && !mt_self.guard)
 void mt_set_active(int on);
 /* The sampling fast path's gate (interpose.c's malloc and free):
  * while hooks record host allocations by sampling (and the pointer table
