@@ -22,8 +22,9 @@ APART = 'apart'
 SHIM = [
     # syscalls and atomics, the loader; checked writes to the shim's file;
     # formatting into fixed buffers, the CUDA driver's entry points and
-    # their lookups, and each thread's tables' memory; the options
-    [('platform', [('glue', 'dl'), 'fdio', ('buf', 'cudaroutes', 'tmem'), 'config'])],
+    # their lookups, each thread's tables' memory, and the functions the
+    # hooks forward to (real); the options
+    [('platform', [('glue', 'dl'), 'fdio', ('buf', 'cudaroutes', 'tmem'), 'real', 'config'])],
     # the tables and the small shared states (state/sites.h has the table;
     # ptrmem is the pointer table's memory, under ptrtab)
     [('state', ['solo', 'ptrmem', ('stacks', 'totals', 'ptrtab', 'events', 'trigger', 'marks',
@@ -38,7 +39,7 @@ SHIM = [
     [('output', [('file', 'zout'), 'procstat', ('header', 'callsites', 'prom'), 'snapshot', 'oom',
                  'writer'])],
     # the exported entry points: never call each other
-    [('entry', APART, ['interpose', 'signals', 'api', 'cuda', 'exec', 'identity'])],
+    [('entry', APART, ['interpose', 'mappings', 'signals', 'api', 'cuda', 'exec', 'identity'])],
     # the lifecycle on top
     [('', ['life'])],
 ]

@@ -256,6 +256,32 @@ hand_over(struct cfi_thread *t, struct memo *rec) {
 	return -1;
 }
 
+/* What a walk was asked: the record of one answers the next only for the
+ * same question. */
+struct memo_key {
+	uintptr_t hi;
+	uint64_t gen;
+	uintptr_t stop_lo, stop_hi;
+	int max;
+};
+
+/* The walk's record closed (k frames visited; final: it ended by itself,
+ * not at max) and made the one the next walk reads. */
+static inline __attribute__((always_inline)) void
+memo_close(struct cfi_thread *t, struct memo *rec, int k, int final, struct memo_key q,
+	   uintptr_t from) {
+	rec->n = k < MEMO_N ? k : MEMO_N;
+	rec->final = final && k <= MEMO_N;
+	rec->hi = q.hi;
+	rec->gen = q.gen;
+	rec->stop_lo = q.stop_lo;
+	rec->stop_hi = q.stop_hi;
+	rec->max = q.max;
+	rec->whole = from && k <= MEMO_N;
+	rec->at_max = !final;
+	t->memo_cur ^= 1;
+}
+
 MT_NOINLINE int
 mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t stop_hi,
 	    uintptr_t from) {
@@ -263,13 +289,10 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 	if (!ready || max <= 0 || !(t = mine()))
 		return -1;
 	uintptr_t pc, sp, bp;
-	int n = 0, inner = 1;
+	int n = 0, inner = !from;
 	if (from) { /* the caller's state: after the frame's ret, rsp is 16 above */
-		pc = ((const uintptr_t *)from)[1];
-		sp = from + 16;
-		bp = ((const uintptr_t *)from)[0];
+		pc = ((const uintptr_t *)from)[1], sp = from + 16, bp = ((const uintptr_t *)from)[0];
 		pcs[n++] = pc;
-		inner = 0;
 	} else {
 		__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
 				 : "=r"(pc), "=r"(sp), "=r"(bp));
@@ -295,11 +318,8 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 		if (j < on && old->f[j].sp == sp && old->f[j].pc == pc && old->f[j].bp == bp &&
 		    follow(old, on, rec, pcs, lo, stop_lo, stop_hi, &pc, &sp, &bp, &j, &k, &n, &max))
 			break;
-		if (n >= max) {
-			final = 0;
-			rec->tail.sp = sp;
-			rec->tail.pc = pc;
-			rec->tail.bp = bp;
+		if (n >= max) { /* not recorded: where a longer walk would go on */
+			final = 0, rec->tail.sp = sp, rec->tail.pc = pc, rec->tail.bp = bp;
 			break;
 		}
 		remember(rec, k, sp, pc, bp, 0);
@@ -336,17 +356,7 @@ mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintptr_t 
 	/* The walk stopped at frame k (final: recorded, it counts) or ended
 	 * before stepping it (max reached: not recorded); frames 0 .. k-1, or
 	 * 0 .. k, were visited.  Past MEMO_N the record ends early. */
-	k += final;
-	rec->n = k < MEMO_N ? k : MEMO_N;
-	rec->final = final && k <= MEMO_N;
-	rec->hi = hi;
-	rec->gen = full;
-	rec->stop_lo = stop_lo;
-	rec->stop_hi = stop_hi;
-	rec->max = max0;
-	rec->whole = from && k <= MEMO_N;
-	rec->at_max = !final;
-	t->memo_cur ^= 1;
+	memo_close(t, rec, k + final, final, (struct memo_key){hi, full, stop_lo, stop_hi, max0}, from);
 	return n;
 }
 
@@ -409,7 +419,11 @@ mt_cfi_keep(uint64_t tag, uint32_t id) {
 	int w = ways[0].pc == f[0].pc && ways[0].sp == sp   ? 0
 		: ways[1].pc == f[0].pc && ways[1].sp == sp ? 1
 							   : -1;
-	if (w < 0) {
+	/* the start's stack changed (a helper called from two places): the
+	 * other way too while it is empty, so both are kept */
+	if (w >= 0 && !ways[w ^ 1].pc)
+		w ^= 1;
+	else if (w < 0) {
 		if ((set->cand_pc[0] != f[0].pc || set->cand_sp[0] != sp) &&
 		    (set->cand_pc[1] != f[0].pc || set->cand_sp[1] != sp)) {
 			set->cand_pc[set->next] = f[0].pc;
@@ -429,11 +443,15 @@ mt_cfi_keep(uint64_t tag, uint32_t id) {
 	 * code without frame pointers most are not: one word a frame) */
 	uint8_t live[MEMO_N + 1];
 	live[m->n] = 0; /* the frame ended at max is not stepped */
-	for (int k = m->n - 1; k >= 1; k--)
+	for (int k = m->n - 1; k >= 0; k--)
 		live[k] = m->rbp_cfa[k] || (!f[k].slot && live[k + 1]);
 	/* each step's words: the return address it read, and rbp where it
 	 * read it; the frame a walk ended at max with was given by a step
 	 * too */
+	if (live[0]) { /* the start's rbp, saved in the hook's frame */
+		r->w[nw].at = sp - 16;
+		r->w[nw++].val = f[0].bp;
+	}
 	for (int k = 1; k <= m->n; k++) {
 		const struct mframe *to = k < m->n ? &f[k] : m->at_max ? &m->tail : NULL;
 		if (!to)
@@ -459,7 +477,6 @@ mt_cfi_keep(uint64_t tag, uint32_t id) {
 	}
 	r->pc = f[0].pc;
 	r->sp = sp;
-	r->bp = f[0].bp;
 	r->gen = m->gen;
 	r->tag = tag;
 	r->nw = nw;

@@ -29,8 +29,10 @@ int mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintpt
 		uintptr_t from);
 /* ---- recall ------------------------------------------------------------
  * What a capture from a hook ends as (its stack id) is a function of the
- * walk's start (the hook's caller's pc, sp, rbp), of the stack words the
- * walk read (each frame's return address, rbp where a step read it, the
+ * walk's start (the hook's caller's pc and sp), of the stack words the
+ * walk read (the start's rbp where some frame's rule reads it before a
+ * step restores it, each frame's return address, rbp where a step read
+ * it and the next frame's rule reads it, the
  * zero return address it may have ended at) and of what else it was
  * given: the rule table's generation, the caller's tag (the stack's key
  * and Python stack), the stack's top, the stop range and max.  The same
@@ -55,7 +57,12 @@ int mt_cfi_walk(uintptr_t *pcs, int max, uintptr_t hi, uintptr_t stop_lo, uintpt
 		      * layouts) */
 #define MT_RC_W 64   /* words a stack may need to be kept: 1-2 a frame (17 KiB a thread in all) */
 struct mt_recall {
-	uintptr_t pc, sp, bp; /* the start; pc 0: empty */
+	uintptr_t pc, sp; /* the start; pc 0: empty.  Its rbp is one of the
+			   * words (saved in the hook's frame, just below sp)
+			   * when the walk's course depends on it (a frame's
+			   * CFA rule reads it before a step restores it), else
+			   * not compared: code without frame pointers keeps
+			   * loop values there */
 	uint64_t gen, tag;
 	int nw; /* words, even */
 	uint32_t id;
@@ -95,10 +102,9 @@ mt_recall_set(uintptr_t pc, uintptr_t sp) {
 /* way r of the start's set: 1 and *id when it holds the start and its
  * words still hold what they held */
 static inline int
-mt_recall_way(struct mt_recall *r, uintptr_t pc, uintptr_t sp, uintptr_t bp, uint64_t tag,
-	      uint32_t *id) {
+mt_recall_way(struct mt_recall *r, uintptr_t pc, uintptr_t sp, uint64_t tag, uint32_t *id) {
 	/* one branch for the start, its tag and the generation */
-	if ((r->pc ^ pc) | (r->sp ^ sp) | (r->bp ^ bp) | (r->tag ^ tag) |
+	if ((r->pc ^ pc) | (r->sp ^ sp) | (r->tag ^ tag) |
 	    (r->gen ^ __atomic_load_n(&mt_cfi_gen, __ATOMIC_ACQUIRE)))
 		return 0;
 	/* every word lies between sp and the stack's top, as when the walk
@@ -120,15 +126,14 @@ mt_recall_way(struct mt_recall *r, uintptr_t pc, uintptr_t sp, uintptr_t bp, uin
  * of each recalled capture.  Never allocates. */
 static inline int
 mt_cfi_recall(uintptr_t from, uint64_t tag, uint32_t *id) {
-	uintptr_t pc = ((const uintptr_t *)from)[1], sp = from + 16,
-		  bp = ((const uintptr_t *)from)[0];
+	uintptr_t pc = ((const uintptr_t *)from)[1], sp = from + 16;
 	unsigned s = mt_recall_set(pc, sp);
 	struct mt_cfi_thread *t = mt_cfi_me;
 	struct mt_rset *set = &t->rsets[s];
 	int w = set->mru;
-	if (mt_recall_way(&t->recalls[s][w], pc, sp, bp, tag, id))
+	if (mt_recall_way(&t->recalls[s][w], pc, sp, tag, id))
 		return 1;
-	if (!mt_recall_way(&t->recalls[s][w ^ 1], pc, sp, bp, tag, id))
+	if (!mt_recall_way(&t->recalls[s][w ^ 1], pc, sp, tag, id))
 		return 0;
 	set->mru = w ^ 1;
 	return 1;

@@ -319,8 +319,18 @@ mt_heap_free(void *p, void (*real_free)(void *)) {
 
 void
 mt_heap_take(void *p, struct mt_ptr *e, int *had) {
+	*had = 0;
+	if (!mt_ptrtab_maybe((uintptr_t)p)) /* sampling: most blocks are not held */
+		return;
 	int plain = mt_plain_enter();
-	*had = mt_ptrtab_maybe((uintptr_t)p) && mt_ptrtab_take((uintptr_t)p, e, plain);
+	if (plain && mt_ptrtab_take_solo_whole((uintptr_t)p, e, mt_ptrtab_prefetch((uintptr_t)p))) {
+		/* the solo thread's common take, as mt_heap_free's */
+		*had = 1;
+		uncharge_as(e, 1, 1);
+		mt_plain_leave(1);
+		return;
+	}
+	*had = mt_ptrtab_take((uintptr_t)p, e, plain);
 	if (*had)
 		uncharge(e, plain);
 	mt_plain_leave(plain);

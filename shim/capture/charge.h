@@ -47,6 +47,10 @@ extern int mt_active;
 /* mt_active and host tracking on (MEMTALLY_HOST): the heap and mmap
  * hooks' one load.  Set only by mt_set_active. */
 extern int mt_host_on;
+/* Whether a hook records: the shim is active, host tracking on
+ * (mt_host_on) and the thread is not inside the shim. */
+#define MT_RECORDING()                                                         \
+	(MT_LIKELY(__atomic_load_n(&mt_host_on, __ATOMIC_RELAXED)) && !mt_self.guard)
 void mt_set_active(int on);
 /* The sampling fast path's gate (interpose.c's malloc and free):
  * while hooks record host allocations by sampling (and the pointer table
@@ -54,7 +58,7 @@ void mt_set_active(int on);
  * one the countdown skips); else 0.  One load stands for mt_active,
  * mt_cfg.host, mt_cfg.sample, the filter and the size test.  The real
  * allocator is resolved before it is first nonzero (mt_hooks_resolve). */
-extern size_t mt_fast_below;
+extern MT_HIDDEN size_t mt_fast_below; /* hidden: read PC-relative */
 
 /* ---- the heap hooks' common path, inline in each hook -----------------
  * Every heap call counts in its thread's slot of mt_tcounts: each of the
@@ -75,7 +79,10 @@ mt_tcount(void) {
 /* A count of the slot this thread owns (mt_self.tc): its one writer. */
 static inline void
 mt_tc_own_add(uint64_t *c, uint64_t v) {
-	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
+	/* x86-64: one add to memory, not locked: a relaxed load and store
+	 * in one instruction (readers see the old or the new value whole),
+	 * where the compiler made three of them */
+	__asm__("addq %1, %0" : "+m"(*c) : "er"(v));
 }
 /* Two counts of the slot this thread owns. */
 static inline void
@@ -143,7 +150,8 @@ static inline void
 mt_heap_freed(void) {
 	mt_tc_add(&mt_tcount()->frees, 1);
 }
-/* realloc: take p's entry before the real call (*had = found) ... */
+/* realloc: take p's entry before the real call (*had = found); keeps
+ * errno, as mt_heap_free ... */
 void mt_heap_take(void *p, struct mt_ptr *e, int *had);
 /* ... and put it back if the real realloc failed.  Never allocates. */
 void mt_heap_restore(const struct mt_ptr *e);

@@ -1,7 +1,8 @@
 /*
- * interpose.c — the exported allocation entry points.  Each hook forwards
- * to the real function and makes one core call (charge.h); nothing else
- * lives here but finding the real functions and the bootstrap pool.
+ * interpose.c — the exported allocation entry points: the malloc family
+ * (mappings.c has mmap and its kin).  Each hook forwards to the real
+ * function (platform/real.h, which finds them and keeps dlsym's bootstrap
+ * pool) and makes one core call (charge.h).
  *
  * Safe from the first instruction: a hook can run before our constructor
  * (another library's constructor), while dlsym is finding the real
@@ -12,6 +13,7 @@
  */
 #include "platform/glue.h"
 #include "platform/dl.h"
+#include "platform/real.h"
 #include "platform/config.h"
 #include "capture/charge.h"
 #include "state/ptrtab.h"
@@ -28,114 +30,25 @@
 #include <string.h>
 #include <sys/mman.h>
 
-static struct {
-	void *(*malloc)(size_t);
-	void *(*calloc)(size_t, size_t);
-	void *(*realloc)(void *, size_t);
-	void *(*reallocarray)(void *, size_t, size_t);
-	void (*free)(void *);
-	int (*posix_memalign)(void **, size_t, size_t);
-	void *(*aligned_alloc)(size_t, size_t);
-	void *(*memalign)(size_t, size_t);
-	void *(*valloc)(size_t);
-	void *(*pvalloc)(size_t);
-	void *(*mmap)(void *, size_t, int, int, int, off_t);
-	void *(*mmap64)(void *, size_t, int, int, int, off_t);
-	int (*munmap)(void *, size_t);
-	void *(*mremap)(void *, size_t, size_t, int, ...);
-	int (*mprotect)(void *, size_t, int);
-} real;
-static int resolving;
-
-/* dlsym's own allocations before the real calloc is known (heaptrack's
- * DummyPool).  Bump allocation, never reused, never handed to real free. */
-static char pool[64 << 10] __attribute__((aligned(64)));
-static size_t pool_used;
-
-static void *
-pool_alloc(size_t n, size_t align) {
-	if (align < 16)
-		align = 16;
-	size_t at = (__atomic_load_n(&pool_used, __ATOMIC_RELAXED) + align - 1) &
-		    ~(align - 1);
-	for (;;) {
-		size_t cur = __atomic_load_n(&pool_used, __ATOMIC_RELAXED);
-		at = (cur + align - 1) & ~(align - 1);
-		if (at + n > sizeof pool)
-			return NULL;
-		if (__atomic_compare_exchange_n(&pool_used, &cur, at + n, 0,
-						__ATOMIC_RELAXED,
-						__ATOMIC_RELAXED))
-			return pool + at; /* static storage is zeroed */
-	}
-}
-
-static inline int
-in_pool(const void *p) {
-	return (uintptr_t)p - (uintptr_t)pool < sizeof pool;
-}
-
-MT_NOINLINE static void
-resolve(void) {
-	if (resolving)
-		return;
-	resolving = 1;
-#define R(name) *(void **)&real.name = mt_dlsym(RTLD_NEXT, #name)
-	R(malloc);
-	R(calloc);
-	R(realloc);
-	R(reallocarray);
-	R(free);
-	R(posix_memalign);
-	R(aligned_alloc);
-	R(memalign);
-	R(valloc);
-	R(pvalloc);
-	R(mmap);
-	R(mmap64);
-	R(munmap);
-	R(mremap);
-	R(mprotect);
-#undef R
-	if (!real.malloc || !real.free || !real.calloc || !real.realloc) {
-		/* Nothing sensible can run without an allocator. */
-		/* a message only, written with write(2): no stdio here */
-		static const char msg[] = "memtally: fatal: cannot find the real "
-					  "malloc (dlsym RTLD_NEXT failed)\n";
-		mt_write_all(2, msg, sizeof msg - 1);
-		__builtin_trap();
-	}
-	resolving = 0;
-}
-
 void
 mt_hooks_resolve(void) {
-	if (!real.malloc)
-		resolve();
+	if (!mt_real.malloc)
+		mt_real_resolve();
 	/* the pool is handed out only while dlsym runs, so it is whole now:
 	 * its blocks (and NULL) pass the free fast path's filter to the
 	 * full path, which knows them */
-	mt_ptrtab_filter_hold((uintptr_t)pool,
-			      (uintptr_t)pool + __atomic_load_n(&pool_used, __ATOMIC_RELAXED));
+	mt_ptrtab_filter_hold((uintptr_t)mt_real_pool, mt_real_pool_end());
 }
 
 #define ENSURE(name)                                                           \
 	do {                                                                   \
-		if (MT_UNLIKELY(!real.name))                                   \
-			resolve();                                             \
+		if (MT_UNLIKELY(!mt_real.name))                                   \
+			mt_real_resolve();                                             \
 	} while (0)
 
-/* A failed allocation: the dump is written before the error returns.
- * Out of line: inline, its registers were saved and restored on every
- * hook's way in and out. */
-static __attribute__((noinline, cold)) void
-oom_check(const char *api, size_t size) {
-	int e = errno;
-	if (e == ENOMEM)
-		mt_oom_host(api, size);
-	errno = e;
-}
-#define OOM(api, size) oom_check(api, size)
+/* A failed allocation: the dump is written before the error returns
+ * (output/oom.h, out of line). */
+#define OOM(api, size) mt_oom_host_failed(api, size)
 
 /* The hook's own frame (its frame pointer: the shim keeps them), from
  * which a capture starts at the hook's caller: its return address is the
@@ -144,23 +57,19 @@ oom_check(const char *api, size_t size) {
  * in the exported hooks themselves, while their frame is live. */
 #define CALLER() ((uintptr_t)__builtin_frame_address(0))
 
-/* Whether a hook records: the shim is active, host tracking on
- * (mt_host_on) and we are not inside it. */
-#define RECORDING()                                                            \
-	(MT_LIKELY(__atomic_load_n(&mt_host_on, __ATOMIC_RELAXED)) && !mt_self.guard)
 
-/* The real.* calls below are the allocator the program would have called
+/* The mt_real.* calls below are the allocator the program would have called
  * without us: forwarding is what a hook is for.
  *  - not recording (before the constructor, inside the shim, host
  *    tracking off): the call is forwarded as it came, and nothing of the
  *    shim's is touched or held;
  *  - recursion: the guard set around the recording calls (mt_self.guard)
  *    sends any allocation they make, or a signal handler's, straight
- *    through the !RECORDING() path; the sampling fast path's malloc sets
- *    it around its real call too, and its free, like the !RECORDING()
+ *    through the !MT_RECORDING() path; the sampling fast path's malloc sets
+ *    it around its real call too, and its free, like the !MT_RECORDING()
  *    path, forwards after its count with nothing of the shim's left to
  *    touch;
- *  - deadlock: no shim lock is held across a real.* call (the pointer
+ *  - deadlock: no shim lock is held across a mt_real.* call (the pointer
  *    table's shard locks are taken and released inside mt_heap_* before
  *    or after it), so glibc's own arena locks never nest inside ours.
  *    The one thing held across one is solo mode's busy flag around the
@@ -170,7 +79,7 @@ oom_check(const char *api, size_t size) {
  *    NULL (OOM() below, in every path, the sampling one included), never
  *    from inside it, and it allocates nothing itself; an allocation by
  *    anything it calls arrives with the guard set and goes straight to
- *    real.*.
+ *    mt_real.*.
  *
  * The sampling fast path (malloc and free): while sampling, most calls
  * record nothing but their counts.  One load (mt_fast_below, which holds
@@ -201,15 +110,15 @@ void *mt_malloc_sampled(size_t n);
 /* The recording path of malloc, in a function malloc jumped to. */
 static inline __attribute__((always_inline)) void *
 malloc_body(size_t n, uintptr_t hook) {
-	if (MT_UNLIKELY(!real.malloc)) {
-		if (resolving)
-			return pool_alloc(n, 16);
-		resolve();
+	if (MT_UNLIKELY(!mt_real.malloc)) {
+		if (mt_real_resolving)
+			return mt_real_pool_alloc(n, 16);
+		mt_real_resolve();
 	}
-	if (!RECORDING())
-		return real.malloc(n);
+	if (!MT_RECORDING())
+		return mt_real.malloc(n);
 	mt_self.guard = 1;
-	void *p = real.malloc(n);
+	void *p = mt_real.malloc(n);
 	if (p) {
 		mt_heap_alloc(p, n, hook); /* keeps errno */
 	} else {
@@ -233,7 +142,8 @@ mt_malloc_full(size_t n) {
  * and aligns the stack; the thread's state is found again after the call.
  *   - this thread without its own count slot (tc NULL: its first call,
  *     or threads sharing the last slot), inside the shim (guard), or the
- *     countdown run out: a jump to mt_malloc_full, whose frame is then
+ *     countdown run out (taken back first: the full path takes it
+ *     again): a jump to mt_malloc_full, whose frame is then
  *     the hook's (CALLER() its caller's), as from malloc;
  *   - the counts: plain adds to the slot this thread owns (one writer,
  *     as mt_tc_own_add);
@@ -250,7 +160,7 @@ _Static_assert(offsetof(struct mt_thread, countdown) == MT_SELF_COUNTDOWN, "asm 
 _Static_assert(offsetof(struct mt_thread, tc) == MT_SELF_TC, "asm offsets");
 _Static_assert(offsetof(struct mt_tcount, allocs) == MT_TC_ALLOCS, "asm offsets");
 _Static_assert(offsetof(struct mt_tcount, alloc_bytes) == MT_TC_ALLOC_BYTES, "asm offsets");
-_Static_assert(offsetof(__typeof__(real), malloc) == 0, "asm offsets");
+_Static_assert(offsetof(struct mt_real, malloc) == 0, "asm offsets");
 #define MT_S_(x) #x
 #define MT_S(x) MT_S_(x)
 __attribute__((used)) MT_NOINLINE void *mt_malloc_sampled_failed(size_t n);
@@ -267,16 +177,14 @@ __asm__(".text\n"
 	"	jz mt_malloc_full\n"
 	"	cmpl $0, %fs:" MT_S(MT_SELF_GUARD) "(%rax)\n"
 	"	jne mt_malloc_full\n"
-	"	movq %fs:" MT_S(MT_SELF_COUNTDOWN) "(%rax), %rdx\n"
-	"	subq %rdi, %rdx\n"
-	"	jle mt_malloc_full\n"
-	"	movq %rdx, %fs:" MT_S(MT_SELF_COUNTDOWN) "(%rax)\n"
+	"	subq %rdi, %fs:" MT_S(MT_SELF_COUNTDOWN) "(%rax)\n"
+	"	jle 1f\n"
 	"	addq $1, " MT_S(MT_TC_ALLOCS) "(%rcx)\n"
 	"	addq %rdi, " MT_S(MT_TC_ALLOC_BYTES) "(%rcx)\n"
 	"	movl $1, %fs:" MT_S(MT_SELF_GUARD) "(%rax)\n"
 	"	pushq %rdi\n"
 	"	.cfi_adjust_cfa_offset 8\n"
-	"	call *real(%rip)\n"
+	"	call *mt_real(%rip)\n"
 	"	popq %rdi\n"
 	"	.cfi_adjust_cfa_offset -8\n"
 	"	movq mt_self@gottpoff(%rip), %rcx\n"
@@ -284,6 +192,9 @@ __asm__(".text\n"
 	"	testq %rax, %rax\n"
 	"	jz mt_malloc_sampled_failed\n"
 	"	ret\n"
+	"1:\n" /* the countdown reached: back as it was, for the full path */
+	"	addq %rdi, %fs:" MT_S(MT_SELF_COUNTDOWN) "(%rax)\n"
+	"	jmp mt_malloc_full\n"
 	"	.cfi_endproc\n"
 	".size mt_malloc_sampled, .-mt_malloc_sampled\n");
 
@@ -301,21 +212,83 @@ mt_malloc_sampled_failed(size_t n) {
 	return NULL;
 }
 
-MT_EXPORT void *
-calloc(size_t n, size_t size) {
-	if (MT_UNLIKELY(!real.calloc)) {
-		if (resolving) {
+/* calloc is malloc's dispatch on n * size: an overflow, or a total of
+ * mt_fast_below or more, to mt_calloc_full (C, below); else
+ * mt_calloc_sampled's part, mt_malloc_sampled's with calloc's call (the
+ * counts, the countdown, the guard around the real call; its failure to
+ * mt_calloc_sampled_failed with the total).  Every way out is a jump or
+ * the real call's return: the frame a capture starts from is the hook's. */
+#define MT_REAL_CALLOC 8
+_Static_assert(offsetof(struct mt_real, calloc) == MT_REAL_CALLOC, "asm offsets");
+void *mt_calloc_full(size_t n, size_t size);
+__attribute__((used)) MT_NOINLINE void *mt_calloc_sampled_failed(size_t total);
+__asm__(".text\n"
+	".globl calloc\n"
+	".type calloc, @function\n"
+	".p2align 4\n"
+	"calloc:\n"
+	"	.cfi_startproc\n"
+	"	movq %rdi, %rax\n"
+	"	mulq %rsi\n"
+	"	jc mt_calloc_full\n"
+	"	cmpq mt_fast_below(%rip), %rax\n"
+	"	jae mt_calloc_full\n"
+	"	movq mt_self@gottpoff(%rip), %rdx\n"
+	"	movq %fs:" MT_S(MT_SELF_TC) "(%rdx), %rcx\n"
+	"	testq %rcx, %rcx\n"
+	"	jz mt_calloc_full\n"
+	"	cmpl $0, %fs:" MT_S(MT_SELF_GUARD) "(%rdx)\n"
+	"	jne mt_calloc_full\n"
+	"	subq %rax, %fs:" MT_S(MT_SELF_COUNTDOWN) "(%rdx)\n"
+	"	jle 1f\n"
+	"	addq $1, " MT_S(MT_TC_ALLOCS) "(%rcx)\n"
+	"	addq %rax, " MT_S(MT_TC_ALLOC_BYTES) "(%rcx)\n"
+	"	movl $1, %fs:" MT_S(MT_SELF_GUARD) "(%rdx)\n"
+	"	pushq %rax\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	call *mt_real+" MT_S(MT_REAL_CALLOC) "(%rip)\n"
+	"	popq %rdi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	movq mt_self@gottpoff(%rip), %rcx\n"
+	"	movl $0, %fs:" MT_S(MT_SELF_GUARD) "(%rcx)\n"
+	"	testq %rax, %rax\n"
+	"	jz mt_calloc_sampled_failed\n"
+	"	ret\n"
+	"1:\n" /* the countdown reached: back as it was, for the full path */
+	"	addq %rax, %fs:" MT_S(MT_SELF_COUNTDOWN) "(%rdx)\n"
+	"	jmp mt_calloc_full\n"
+	"	.cfi_endproc\n"
+	".size calloc, .-calloc\n");
+
+/* The real calloc failed on calloc's sampling path: the counts go back,
+ * and the failure is an OOM (mt_malloc_sampled_failed's).  Reached by a
+ * jump: its frame is the hook's. */
+__attribute__((used)) MT_NOINLINE void *
+mt_calloc_sampled_failed(size_t total) {
+	struct mt_tcount *tc = mt_self.tc;
+	mt_tc_own_add2(&tc->allocs, (uint64_t)-1, &tc->alloc_bytes, (uint64_t)-total);
+	mt_self.countdown += (int64_t)total;
+	mt_self.guard = 1;
+	OOM("calloc", total);
+	mt_self.guard = 0;
+	return NULL;
+}
+
+__attribute__((used)) MT_NOINLINE void *
+mt_calloc_full(size_t n, size_t size) {
+	if (MT_UNLIKELY(!mt_real.calloc)) {
+		if (mt_real_resolving) {
 			size_t t;
 			if (__builtin_mul_overflow(n, size, &t))
 				return NULL;
-			return pool_alloc(t, 16);
+			return mt_real_pool_alloc(t, 16);
 		}
-		resolve();
+		mt_real_resolve();
 	}
-	if (!RECORDING()) /* the real allocator, as for malloc above */
-		return real.calloc(n, size);
+	if (!MT_RECORDING()) /* the real allocator, as for malloc above */
+		return mt_real.calloc(n, size);
 	mt_self.guard = 1;
-	void *p = real.calloc(n, size);
+	void *p = mt_real.calloc(n, size);
 	if (p) {
 		mt_heap_alloc(p, n * size, CALLER());
 	} else {
@@ -337,30 +310,30 @@ free(void *p) {
 	if (MT_LIKELY(__atomic_load_n(&mt_fast_below, __ATOMIC_RELAXED)) && !mt_self.guard &&
 	    (tc = mt_self.tc) && !mt_ptrtab_maybe_filtered((uintptr_t)p)) {
 		mt_tc_own_add(&tc->frees, 1);
-		real.free(p);
+		mt_real.free(p);
 		return;
 	}
-	if (MT_UNLIKELY(!p || in_pool(p)))
+	if (MT_UNLIKELY(!p || mt_real_in_pool(p)))
 		return;
 	ENSURE(free);
-	if (MT_UNLIKELY(!real.free))
+	if (MT_UNLIKELY(!mt_real.free))
 		return; /* only while dlsym runs: leak rather than crash */
-	if (!RECORDING()) {
-		real.free(p);
+	if (!MT_RECORDING()) {
+		mt_real.free(p);
 		return;
 	}
 	/* The same filter for the frees the fast path above does not take
 	 * (a thread's first call, threads sharing the last count slot):
 	 * count the free and forward it without the guard, as the
-	 * !RECORDING() path does (mt_heap_freed touches only this thread's
+	 * !MT_RECORDING() path does (mt_heap_freed touches only this thread's
 	 * counters; the real free holds none of our locks) */
 	if (!mt_ptrtab_maybe((uintptr_t)p)) {
 		mt_heap_freed();
-		real.free(p);
+		mt_real.free(p);
 		return;
 	}
 	mt_self.guard = 1;
-	mt_heap_free(p, real.free); /* the entry out before the real free
+	mt_heap_free(p, mt_real.free); /* the entry out before the real free
 				     * (charge.h); keeps errno */
 	mt_self.guard = 0;
 }
@@ -375,37 +348,68 @@ realloc_common(void *p, size_t n, size_t size, int array, uintptr_t ret) {
 		total = SIZE_MAX; /* the real call fails with ENOMEM */
 	else
 		total = array ? n * size : n;
-	if (!RECORDING()) /* the real allocator, as for malloc above */
-		return array ? real.reallocarray(p, n, size) : real.realloc(p, n);
+	if (!MT_RECORDING()) /* the real allocator, as for malloc above */
+		return array ? mt_real.reallocarray(p, n, size) : mt_real.realloc(p, n);
 	mt_self.guard = 1;
 	struct mt_ptr old;
 	int had = 0;
-	if (p) {
-		int e = errno;
-		mt_heap_take(p, &old, &had);
-		errno = e;
-	}
+	if (p)
+		mt_heap_take(p, &old, &had); /* keeps errno */
 	/* the guard is set: what the real call allocates passes straight
 	 * through, and an OOM dump is written only after it returns */
-	void *q = array ? real.reallocarray(p, n, size) : real.realloc(p, n);
+	void *q = array ? mt_real.reallocarray(p, n, size) : mt_real.realloc(p, n);
+	if (MT_LIKELY(q)) {
+		if (p)
+			mt_heap_freed(); /* the old block is gone */
+		mt_heap_alloc(q, total, ret); /* keeps errno */
+		mt_self.guard = 0;
+		return q;
+	}
 	int e = errno;
-	if (p && (q || !total))
-		mt_heap_freed(); /* the old block is gone */
-	if (q)
-		mt_heap_alloc(q, total, ret);
+	if (p && !total)
+		mt_heap_freed(); /* realloc(p, 0) freed it */
 	else if (had && total) /* failed: the old block is still live */
 		mt_heap_restore(&old);
 	errno = e;
-	if (!q && total)
+	if (total)
 		OOM(array ? "reallocarray" : "realloc", total);
 	mt_self.guard = 0;
 	return q;
 }
 
-MT_EXPORT void *
-realloc(void *p, size_t n) {
-	if (MT_UNLIKELY(!real.realloc || in_pool(p))) {
-		if (in_pool(p)) { /* a bootstrap block grows into a real one */
+/* The sampling fast path's failure (mt_realloc_sampled): counted
+ * nothing, the old block (not tracked) is still the program's.  Reached
+ * by a jump: its frame is the hook's. */
+__attribute__((used)) MT_NOINLINE void *
+mt_realloc_sampled_failed(size_t n) {
+	mt_self.guard = 1;
+	OOM("realloc", n);
+	mt_self.guard = 0;
+	return NULL;
+}
+
+/* realloc is malloc's two-instruction dispatch on the new size: below
+ * mt_fast_below to mt_realloc_sampled, else to mt_realloc_full; each
+ * reached by a jump, so its frame is the hook's (CALLER()), and exact
+ * mode's path saves no register for the sampling one. */
+__asm__(".text\n"
+	".globl realloc\n"
+	".type realloc, @function\n"
+	".p2align 4\n"
+	"realloc:\n"
+	"	.cfi_startproc\n"
+	"	cmpq mt_fast_below(%rip), %rsi\n"
+	"	jb mt_realloc_sampled\n"
+	"	jmp mt_realloc_full\n"
+	"	.cfi_endproc\n"
+	".size realloc, .-realloc\n");
+void *mt_realloc_full(void *p, size_t n);
+void *mt_realloc_sampled(void *p, size_t n);
+
+static inline __attribute__((always_inline)) void *
+realloc_body(void *p, size_t n, uintptr_t hook) {
+	if (MT_UNLIKELY(!mt_real.realloc || mt_real_in_pool(p))) {
+		if (mt_real_in_pool(p)) { /* a bootstrap block grows into a real one */
 			/* our own hook (not libc's): it cannot recurse into
 			 * this branch (the new block is not in the pool), no
 			 * lock is held here, and the pool serves only the
@@ -413,22 +417,120 @@ realloc(void *p, size_t n) {
 			 * found, never an OOM dump */
 			void *q = malloc(n);
 			if (q)
-				memcpy(q, p, (size_t)(pool + sizeof pool - (char *)p) < n
-						     ? (size_t)(pool + sizeof pool - (char *)p)
+				memcpy(q, p, (size_t)(mt_real_pool + MT_REAL_POOL - (char *)p) < n
+						     ? (size_t)(mt_real_pool + MT_REAL_POOL - (char *)p)
 						     : n);
 			return q;
 		}
-		if (resolving)
-			return pool_alloc(n, 16);
-		resolve();
+		if (mt_real_resolving)
+			return mt_real_pool_alloc(n, 16);
+		mt_real_resolve();
 	}
-	return realloc_common(p, n, 0, 0, CALLER());
+	return realloc_common(p, n, 0, 0, hook);
 }
+
+__attribute__((used)) MT_NOINLINE void *
+mt_realloc_full(void *p, size_t n) {
+	return realloc_body(p, n, CALLER());
+}
+
+/* n < mt_fast_below: sampling.  A new size the countdown does not reach
+ * and an old block (if any) the pointer table certainly does not hold
+ * (NULL is a malloc here; the pool's blocks are held in the filter):
+ * the counts realloc_common's would be, and nothing else; else a jump
+ * to mt_realloc_full (its frame then the hook's).  In assembly, as
+ * mt_malloc_sampled (C's frame and saved registers were half of its
+ * cost):
+ *   - no count slot of its own, inside the shim (guard), the countdown
+ *     reached, or p maybe held (mt_ptrtab_maybe_filtered): the full path;
+ *   - the guard set around the real call; p and n kept across it (two
+ *     pushes and 8 bytes: the stack aligned for the call);
+ *   - the old block gone (p, and a new one or n 0): a free counted; a
+ *     new block: the countdown takes n, allocs and alloc_bytes count it;
+ *     NULL with n > 0: mt_realloc_sampled_failed (the OOM's dump). */
+#define MT_TC_FREES 16
+_Static_assert(offsetof(struct mt_tcount, frees) == MT_TC_FREES, "asm offsets");
+#define MT_REAL_REALLOC 16
+_Static_assert(offsetof(struct mt_real, realloc) == MT_REAL_REALLOC, "asm offsets");
+_Static_assert(MT_FILTER_BITS == 16, "asm: the filter slot's mask");
+__attribute__((used)) MT_NOINLINE void *mt_realloc_sampled_failed(size_t n);
+__asm__(".text\n"
+	".globl mt_realloc_sampled\n"
+	".hidden mt_realloc_sampled\n"
+	".type mt_realloc_sampled, @function\n"
+	".p2align 4\n"
+	"mt_realloc_sampled:\n"
+	"	.cfi_startproc\n"
+	"	movq mt_self@gottpoff(%rip), %rax\n"
+	"	movq %fs:" MT_S(MT_SELF_TC) "(%rax), %rcx\n"
+	"	testq %rcx, %rcx\n"
+	"	jz mt_realloc_full\n"
+	"	cmpl $0, %fs:" MT_S(MT_SELF_GUARD) "(%rax)\n"
+	"	jne mt_realloc_full\n"
+	"	cmpq %rsi, %fs:" MT_S(MT_SELF_COUNTDOWN) "(%rax)\n"
+	"	jle mt_realloc_full\n"
+	"	testq %rdi, %rdi\n"
+	"	jz 1f\n"
+	/* mt_ptrtab_maybe_filtered(p): ((p >> 4) ^ (p >> 20)) & 0xffff */
+	"	movq %rdi, %rdx\n"
+	"	movq %rdi, %r8\n"
+	"	shrq $4, %rdx\n"
+	"	shrq $20, %r8\n"
+	"	xorq %r8, %rdx\n"
+	"	movzwl %dx, %edx\n"
+	"	movq %rdx, %r8\n"
+	"	shrq $6, %r8\n"
+	"	movq mt_ptr_filter(%rip), %r9\n"
+	"	movq (%r9,%r8,8), %r9\n"
+	"	btq %rdx, %r9\n"
+	"	jc mt_realloc_full\n"
+	"1:\n"
+	"	movl $1, %fs:" MT_S(MT_SELF_GUARD) "(%rax)\n"
+	"	pushq %rdi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	pushq %rsi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	subq $8, %rsp\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	call *mt_real+" MT_S(MT_REAL_REALLOC) "(%rip)\n"
+	"	addq $8, %rsp\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	popq %rsi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	popq %rdi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	movq mt_self@gottpoff(%rip), %rcx\n"
+	"	movl $0, %fs:" MT_S(MT_SELF_GUARD) "(%rcx)\n"
+	"	movq %fs:" MT_S(MT_SELF_TC) "(%rcx), %rdx\n"
+	"	testq %rdi, %rdi\n"
+	"	jz 2f\n"
+	"	testq %rax, %rax\n"
+	"	jnz 3f\n"
+	"	testq %rsi, %rsi\n"
+	"	jnz 2f\n"
+	"3:\n"
+	"	addq $1, " MT_S(MT_TC_FREES) "(%rdx)\n"
+	"2:\n"
+	"	testq %rax, %rax\n"
+	"	jz 4f\n"
+	"	subq %rsi, %fs:" MT_S(MT_SELF_COUNTDOWN) "(%rcx)\n"
+	"	addq $1, " MT_S(MT_TC_ALLOCS) "(%rdx)\n"
+	"	addq %rsi, " MT_S(MT_TC_ALLOC_BYTES) "(%rdx)\n"
+	"	ret\n"
+	"4:\n"
+	"	testq %rsi, %rsi\n"
+	"	jz 5f\n"
+	"	movq %rsi, %rdi\n"
+	"	jmp mt_realloc_sampled_failed\n"
+	"5:\n"
+	"	ret\n"
+	"	.cfi_endproc\n"
+	".size mt_realloc_sampled, .-mt_realloc_sampled\n");
 
 MT_EXPORT void *
 reallocarray(void *p, size_t n, size_t size) {
 	ENSURE(reallocarray);
-	if (!real.reallocarray) {
+	if (!mt_real.reallocarray) {
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -438,10 +540,10 @@ reallocarray(void *p, size_t n, size_t size) {
 MT_EXPORT int
 posix_memalign(void **out, size_t align, size_t n) {
 	ENSURE(posix_memalign);
-	if (!RECORDING())
-		return real.posix_memalign(out, align, n);
+	if (!MT_RECORDING())
+		return mt_real.posix_memalign(out, align, n);
 	mt_self.guard = 1;
-	int r = real.posix_memalign(out, align, n);
+	int r = mt_real.posix_memalign(out, align, n);
 	if (r == 0) {
 		mt_heap_alloc(*out, n, CALLER());
 	} else if (r == ENOMEM) {
@@ -455,15 +557,15 @@ posix_memalign(void **out, size_t align, size_t n) {
 
 #define ALIGNED_HOOK(name, params, args, size)                                 \
 	MT_EXPORT void *name params {                                          \
-		if (MT_UNLIKELY(!real.name)) {                                 \
-			if (resolving)                                         \
+		if (MT_UNLIKELY(!mt_real.name)) {                                 \
+			if (mt_real_resolving)                                         \
 				return NULL;                                   \
-			resolve();                                             \
+			mt_real_resolve();                                             \
 		}                                                              \
-		if (!RECORDING())                                              \
-			return real.name args;                                 \
+		if (!MT_RECORDING())                                              \
+			return mt_real.name args;                                 \
 		mt_self.guard = 1;                                             \
-		void *p = real.name args;                                      \
+		void *p = mt_real.name args;                                      \
 		if (p) {                                                       \
 			mt_heap_alloc(p, size, CALLER());                      \
 		} else {                                                       \
@@ -477,164 +579,3 @@ ALIGNED_HOOK(aligned_alloc, (size_t align, size_t n), (align, n), n)
 ALIGNED_HOOK(memalign, (size_t align, size_t n), (align, n), n)
 ALIGNED_HOOK(valloc, (size_t n), (n), n)
 ALIGNED_HOOK(pvalloc, (size_t n), (n), n)
-
-/* ---- pipe2 ------------------------------------------------------------
- * libunwind checks addresses by writing a byte into a pipe it opens once
- * and keeps by number.  A program that closes every descriptor (a
- * daemon, close_range at start) and opens files of its own would be
- * handed those numbers, and libunwind would write into -- and close -- the
- * program's files.  Pipes opened from inside the shim (the guard is held
- * whenever libunwind runs) are therefore moved to high numbers, which a
- * program's own opens (always the lowest free number) do not reach; when
- * they are closed under it, libunwind's next check fails and it opens a
- * new pipe, through here again.  They are made in a room above the
- * program's limit (glue.h mt_fdroom_enter), so they are not taken from
- * it either.  Every other pipe2 is the kernel's. */
-MT_EXPORT int
-pipe2(int fds[2], int flags) {
-	struct mt_fdroom room = {0};
-	int ours = mt_self.guard;
-	if (ours)
-		mt_fdroom_enter(&room);
-	long r = mt_sys(SYS_pipe2, fds, flags, 0, 0, 0, 0);
-	if (ours) {
-		for (int i = 0; i < 2 && r == 0; i++)
-			fds[i] = (int)mt_fd_high_in(fds[i], &room);
-		mt_fdroom_leave(&room);
-	}
-	if (r < 0) {
-		errno = (int)-r;
-		return -1;
-	}
-	return 0;
-}
-
-/* ---- mappings -------------------------------------------------------- */
-
-static void *
-sys_mmap(void *a, size_t len, int prot, int flags, int fd, off_t off) {
-	long r = mt_sys(SYS_mmap, a, len, prot, flags, fd, off);
-	if (r < 0 && r > -4096) {
-		errno = (int)-r;
-		return MAP_FAILED;
-	}
-	return (void *)r;
-}
-
-static void *
-mmap_common(void *(*fn)(void *, size_t, int, int, int, off_t), void *a,
-	    size_t len, int prot, int flags, int fd, off_t off) {
-	if (!fn) /* before dlsym has answered: the kernel directly */
-		fn = sys_mmap;
-	if (!RECORDING())
-		return fn(a, len, prot, flags, fd, off);
-	mt_self.guard = 1;
-	void *p = fn(a, len, prot, flags, fd, off);
-	if (p != MAP_FAILED) {
-		int e = errno;
-		if (prot == PROT_NONE && (flags & MAP_ANONYMOUS))
-			mt_map_reserve(p, len); /* address space, not memory */
-		else
-			mt_map_add(p, len, !(flags & MAP_ANONYMOUS), 0);
-		errno = e;
-	} else {
-		OOM("mmap", len);
-	}
-	mt_self.guard = 0;
-	return p;
-}
-
-MT_EXPORT void *
-mmap(void *a, size_t len, int prot, int flags, int fd, off_t off) {
-	if (MT_UNLIKELY(!real.mmap) && !resolving)
-		resolve();
-	return mmap_common(real.mmap, a, len, prot, flags, fd, off);
-}
-
-MT_EXPORT void *
-mmap64(void *a, size_t len, int prot, int flags, int fd, off_t off) {
-	if (MT_UNLIKELY(!real.mmap64) && !resolving)
-		resolve();
-	return mmap_common(real.mmap64 ? real.mmap64 : real.mmap, a, len, prot,
-			   flags, fd, off);
-}
-
-MT_EXPORT int
-munmap(void *a, size_t len) {
-	if (MT_UNLIKELY(!real.munmap) && !resolving)
-		resolve();
-	if (!RECORDING()) {
-		if (!real.munmap) {
-			long r = mt_sys(SYS_munmap, a, len, 0, 0, 0, 0);
-			return r < 0 ? (errno = (int)-r, -1) : 0;
-		}
-		return real.munmap(a, len);
-	}
-	mt_self.guard = 1;
-	int e = errno;
-	/* Released before the real call, like free: once the kernel unmaps,
-	 * another thread's mmap may be given the same range. */
-	mt_map_release(a, len, NULL);
-	errno = e;
-	int r = real.munmap(a, len);
-	mt_self.guard = 0;
-	return r;
-}
-
-/* A reservation made accessible is charged from then on (to the stack
- * that reserved it), and an anonymous mapping made PROT_NONE is a
- * reservation again: a JIT or a runtime that commits with mprotect. */
-MT_EXPORT int
-mprotect(void *a, size_t len, int prot) {
-	if (MT_UNLIKELY(!real.mprotect) && !resolving)
-		resolve();
-	if (!real.mprotect) {
-		long r = mt_sys(SYS_mprotect, a, len, prot, 0, 0, 0);
-		return r < 0 ? (errno = (int)-r, -1) : 0;
-	}
-	if (!RECORDING())
-		return real.mprotect(a, len, prot);
-	mt_self.guard = 1;
-	int r = real.mprotect(a, len, prot);
-	int e = errno;
-	if (r == 0)
-		mt_map_protect(a, len, prot != PROT_NONE);
-	errno = e;
-	mt_self.guard = 0;
-	return r;
-}
-
-MT_EXPORT void *
-mremap(void *old, size_t oldlen, size_t newlen, int flags, ...) {
-	void *newaddr = NULL;
-	if (flags & MREMAP_FIXED) {
-		va_list ap;
-		va_start(ap, flags);
-		newaddr = va_arg(ap, void *);
-		va_end(ap);
-	}
-	if (MT_UNLIKELY(!real.mremap) && !resolving)
-		resolve();
-	if (!RECORDING())
-		return real.mremap(old, oldlen, newlen, flags, newaddr);
-	mt_self.guard = 1;
-	int e = errno;
-	struct mt_map first;
-	/* Released before the call (the old range may be reused the moment
-	 * it returns); the charge moves with the mapping: the new range goes
-	 * to the site that made the old one.  On failure the old range is
-	 * tracked again. */
-	mt_map_release(old, oldlen, &first);
-	errno = e;
-	void *p = real.mremap(old, oldlen, newlen, flags, newaddr);
-	e = errno;
-	if (p != MAP_FAILED)
-		mt_map_add(p, newlen, first.kind == MT_MMAP_FILE, first.stack);
-	else if (first.start)
-		mt_map_add(old, oldlen, first.kind == MT_MMAP_FILE, first.stack);
-	errno = e;
-	if (p == MAP_FAILED)
-		OOM("mremap", newlen);
-	mt_self.guard = 0;
-	return p;
-}

@@ -2,7 +2,8 @@
  * interpose.h — what the lifecycle asks of the heap and mmap hooks.
  *
  * THE ENTRY LAYER (entry/): every symbol the program calls into.
- *   interpose.c  malloc and friends, mmap, munmap, mremap
+ *   interpose.c  malloc and friends
+ *   mappings.c   mmap, munmap, mprotect, mremap; pipe2
  *   cuda.c       the CUDA driver's allocation functions
  *   signals.c    the snapshot signal; sigaction and signal for it
  *   api.c        the C API (memtally.h)

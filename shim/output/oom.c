@@ -21,6 +21,7 @@
 #include "platform/glue.h"
 #include "output/file.h"
 #include "output/oom.h"
+#include <errno.h>
 #include "platform/buf.h"
 #include "platform/config.h"
 #include "state/maptab.h"
@@ -222,6 +223,16 @@ dump(struct dump_ctx *c, const char *reason) {
 	}
 	mt_unlock(&dump_lock);
 	return wrote;
+}
+
+/* Out of line and cold: inline, its registers were saved and restored on
+ * every hook's way in and out. */
+__attribute__((noinline, cold)) void
+mt_oom_host_failed(const char *api, uint64_t requested) {
+	int e = errno;
+	if (e == ENOMEM)
+		mt_oom_host(api, requested);
+	errno = e;
 }
 
 void

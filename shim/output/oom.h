@@ -23,6 +23,9 @@ int mt_oom_init(void);
 /* A host allocation failed with ENOMEM: dump, then return.  api: "malloc",
  * "mmap", ...  Never allocates. */
 void mt_oom_host(const char *api, uint64_t requested);
+/* A hook's real call failed: mt_oom_host when errno is ENOMEM; errno is
+ * kept. */
+void mt_oom_host_failed(const char *api, uint64_t requested);
 /* A CUDA allocation failed with CUDA_ERROR_OUT_OF_MEMORY: dump (device
  * segments), then return.  retry: the device's last failure had no
  * success after it (its dump's outcome: failed_again).  Never allocates. */

@@ -188,4 +188,17 @@ mt_ptrtab_take_solo(uintptr_t addr, struct mt_ptr *out, uint64_t place) {
 	return 1;
 }
 
+/* take_solo's, the whole entry (mt_ptrtab_take's): realloc's take,
+ * which puts it back when the real call fails */
+static inline int
+mt_ptrtab_take_solo_whole(uintptr_t addr, struct mt_ptr *out, uint64_t place) {
+	struct cslot c;
+	if (!take_common(shard_of(place), addr, place, &c))
+		return 0;
+	memset(out, 0, sizeof *out);
+	unpack_heap(&c, addr, out);
+	out->time_ms = (uint32_t)((c.w1 >> 32 & TIME_MASK) << TIME_SHIFT);
+	return 1;
+}
+
 #endif

@@ -5,8 +5,13 @@
 # (N2 - N1) is one pair's cost; start-up, the shim's constructor and its
 # exit cancel.  Bare glibc's cost, then what memtally adds to it, exact
 # (MEMTALLY_SAMPLE=0) and sampled (MEMTALLY_SAMPLE=512K), on a 4-frame
-# stack and on 20-27-frame stacks.  Prints a markdown table and the
-# commands; `make bench` puts it in RESULTS.md.
+# stack and on 20-27-frame stacks; then the same for the shape family
+# (test/bench/insnshapes.c, insnshapes_cxx.cc: malloc from a loop in main
+# with rbp holding a loop value, through function pointers, two sites
+# alternating, a realloc growth chain, calloc, a ring of 64 live blocks,
+# C++ new/delete through unique_ptr and vector), each line's unit its
+# own.  Prints markdown tables and the commands; `make bench` puts them
+# in RESULTS.md.
 #
 #   bash test/bench/insn.sh            the table (needs build/libmemtally.so)
 #   INSN_ANNOTATE=exact:shallow bash test/bench/insn.sh
@@ -15,6 +20,8 @@
 #                                      minus the short one)
 #   INSN_SHIM                          the shim to measure (build/libmemtally.so)
 #   INSN_N1, INSN_N2                   the two run lengths (20000, 120000)
+#   INSN_SHAPES="main ring ..."        the shape family's lines to run (all;
+#                                      "none": the first table alone)
 #   INSN_QUICK=1                       while optimizing: exact and sampled only,
 #                                      bare glibc's taken as given (INSN_BARE_SHALLOW,
 #                                      INSN_BARE_DEEP: 279, 425 here), N 5000 and 25000
@@ -29,6 +36,10 @@ trap 'rm -rf "$TMP"' EXIT
 [ -f "$SHIM" ] || { echo "insn.sh: $SHIM missing: make all first" >&2; exit 1; }
 command -v valgrind >/dev/null || { echo "insn.sh: valgrind missing (apt-get install valgrind)" >&2; exit 1; }
 gcc -O2 -g -o "$TMP/insnbench" test/bench/insnbench.c
+gcc -O2 -g -fomit-frame-pointer -o "$TMP/insnshapes" test/bench/insnshapes.c
+g++ -O2 -g -fomit-frame-pointer -o "$TMP/insnshapes_cxx" test/bench/insnshapes_cxx.cc
+SHAPES=${INSN_SHAPES:-main fptr alt realloc calloc ring unique vector}
+[ "$SHAPES" = none ] && SHAPES=
 
 # ir CONFIG SHAPE N: the program's total instructions (callgrind's summary)
 ir() {
@@ -41,8 +52,14 @@ ir() {
 	exact) env+=(LD_PRELOAD="$SHIM" MEMTALLY_OUT="$TMP/out" MEMTALLY_CADENCE=0 MEMTALLY_SAMPLE=0) ;;
 	sampled) env+=(LD_PRELOAD="$SHIM" MEMTALLY_OUT="$TMP/out" MEMTALLY_CADENCE=0 MEMTALLY_SAMPLE=512K) ;;
 	esac
+	local prog=$TMP/insnbench
+	case $shape in
+	shallow | deep) ;;
+	unique | vector) prog=$TMP/insnshapes_cxx ;;
+	*) prog=$TMP/insnshapes ;;
+	esac
 	"${env[@]}" valgrind --tool=callgrind --callgrind-out-file="$out" \
-		"$TMP/insnbench" "$shape" "$n" >/dev/null 2>"$out.log" ||
+		"$prog" "$shape" "$n" >/dev/null 2>"$out.log" ||
 		{ echo "insn.sh: callgrind run failed: $cfg $shape $n" >&2; cat "$out.log" >&2; exit 1; }
 	sed -n 's/^summary: *\([0-9]*\).*/\1/p; s/^totals: *\([0-9]*\).*/\1/p' "$out" | head -1
 }
@@ -75,6 +92,38 @@ echo "\`valgrind --tool=callgrind test/bench/insnbench SHAPE N\` with N = $N1 an
 echo "(\`LD_PRELOAD=build/libmemtally.so MEMTALLY_SAMPLE=0\` exact, \`=512K\` sampled),"
 echo "then (Ir($N2) - Ir($N1)) / $((N2 - N1)); the memtally columns less bare glibc's."
 echo "insnbench.c built with gcc -O2 -g (no frame pointers: the CFI walker's case)."
+
+if [ -n "$SHAPES" ]; then
+	for shape in $SHAPES; do
+		for cfg in bare exact sampled; do
+			a=$(ir $cfg $shape "$N1")
+			b=$(ir $cfg $shape "$N2")
+			per[$cfg.$shape]=$(( (b - a + (N2 - N1) / 2) / (N2 - N1) ))
+		done
+	done
+	echo
+	echo "| shape | unit | bare glibc per unit | added by exact | added by sampled (512K) |"
+	echo "|---|---|---|---|---|"
+	for shape in $SHAPES; do
+		case $shape in
+		main) what="malloc/free from a loop in main, rbp holding the loop's sum|pair" ;;
+		fptr) what="malloc/free through function pointers|pair" ;;
+		alt) what="two call sites, alternating|pair" ;;
+		realloc) what="realloc growth chain, 16 B doubling to 4 KiB|realloc" ;;
+		calloc) what="calloc/free|pair" ;;
+		ring) what="ring of 64 live blocks (each free takes the block of 64 units ago)|pair" ;;
+		unique) what="C++ std::make_unique of a 64-byte object|object" ;;
+		vector) what="C++ std::vector<int> of 4-1024 elements|object" ;;
+		*) what="$shape|unit" ;;
+		esac
+		bare=${per[bare.$shape]}
+		echo "| $what | $bare | $(( per[exact.$shape] - bare )) | $(( per[sampled.$shape] - bare )) |"
+	done
+	echo
+	echo "The shape family: \`valgrind --tool=callgrind test/bench/insnshapes SHAPE N\`"
+	echo "(insnshapes_cxx for unique and vector) with N = $N1 and $N2 units, the same"
+	echo "difference; built -O2 -g -fomit-frame-pointer (g++ for C++)."
+fi
 
 if [ -n "${INSN_ANNOTATE:-}" ]; then
 	cfg=${INSN_ANNOTATE%%:*} shape=${INSN_ANNOTATE##*:}

@@ -57,6 +57,20 @@ script = ('import json, threading\n'
 checked('python', ['/usr/bin/python3', '-c', script], 20000)
 checked('python-malloc', ['/usr/bin/python3', '-c', script], 200000, env_extra={'PYTHONMALLOC': 'malloc'},
         min_recalls=1000)
+# test/bench/insn.sh's shape family: the recall answers each of them
+# (rbp compared only where a frame's rule reads it: in main's loop it
+# holds the loop's sum), and every answer must be the walk's; with frame
+# pointers too, where rbp decides each step
+bench = os.path.join(os.path.dirname(__file__), '..', 'bench')
+for fp in ('-fomit-frame-pointer', '-fno-omit-frame-pointer'):
+    exe = os.path.join(tmp, 'shapes' + fp)
+    subprocess.run(['gcc', '-O2', fp, '-o', exe, os.path.join(bench, 'insnshapes.c')]
+                   + (['-DSHAPES_FP'] if fp == '-fno-omit-frame-pointer' else []), check=True)
+    cxx = os.path.join(tmp, 'shapes_cxx' + fp)
+    subprocess.run(['g++', '-O2', fp, '-o', cxx, os.path.join(bench, 'insnshapes_cxx.cc')], check=True)
+    for shape in ('main', 'fptr', 'alt', 'realloc', 'calloc', 'ring', 'unique', 'vector'):
+        checked('shape-%s%s' % (shape, fp), [cxx if shape in ('unique', 'vector') else exe, shape, '3000'],
+                3000, min_recalls=2000)
 if shutil.which('git'):
     checked('git', ['git', '-C', os.path.join(os.path.dirname(__file__), '..', '..'), 'log', '--stat', '-n', '200'], 1000)
 if shutil.which('sqlite3'):
