@@ -335,11 +335,10 @@ def main():
                 if prev and prev[-1].get('hung'):
                     prev.append(prev[-1])  # hung once: not tried again
                     continue
-                # bare runs first in a round: a tool gets 8 times its wall (5 in a
-                # smoke run), at least a minute (30 s); the slowest here runs
-                # about 3.5 times bare's
+                # bare runs first in a round: a tool gets 8 times its wall, at
+                # least a minute; the slowest here runs about 3.5 times bare's
                 bare = res[w]['bare'][-1] if t != 'bare' else None
-                limit = (max(30, 5 * bare['wall']) if QUICK else max(60, 8 * bare['wall'])) if bare and bare.get('ok') else 600
+                limit = max(60, 8 * bare['wall']) if bare and bare.get('ok') else 600
                 prev.append(run_one(t, wl, limit))
     text = render(ROUNDS)
     print(text)

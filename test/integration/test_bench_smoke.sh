@@ -35,6 +35,7 @@ else
 	echo "(memray not installed at $venv: its rows are '-'; make bench installs it)"
 fi
 echo "$peers" | grep -E '^\| (memtally exact|memray --native) \| ' | head -2
+echo "$peers" | grep -E '^- .* runs failed' || true  # a tool that failed or hung, and why
 echo "$out" | grep -E '^\| (memtally exact|heaptrack -r) \|' | head -4
 # the .prom file's cost (issue 55): its tables, quick
 p=$(BENCH_QUICK=1 /usr/bin/python3 test/bench/prom.py 2>&1) || { echo "$p" | tail -30; exit 1; }
