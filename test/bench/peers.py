@@ -48,6 +48,8 @@ ALL = ['import', 'trainer', 'conv', 'cc1', 'malloc']
 ONLY = [w for w in os.environ.get('PEERS_WORKLOADS', ','.join(ALL)).split(',') if w]
 TMP = tempfile.mkdtemp(prefix='mtpeers.')
 BEGIN, END = '<!-- peers.py -->', '<!-- /peers.py -->'
+RERUN = ('## Peers: memtally beside memray, heaptrack and jemalloc\'s profiler\n\nThis section alone was rerun '
+         '(`peers.py --results`); the rest of this file is from the `make bench` run its first lines date.\n')
 
 
 def sh(cmd, **kw):
@@ -240,9 +242,10 @@ def main():
               'One run of test/bench/peers.py on %s: %s, %d cores, kernel %s; load average %.1f at the start, %.1f at the '
               'end (other work shared the machine: wall ratios move with it, **CPU ratios, user+sys of the whole process '
               'tree, are the figure to quote**). %d round%s, the tools alternated in each; median (min-max) of the ratio to '
-              'bare in the same round. This part took %.0f s.' % (
+              'bare in the same round. This part took %.0f s wall, %.0f s of CPU (every run, user+sys: about its '
+              'wall time on an idle machine, plus the limit of a run that hangs).' % (
                   time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()), cpu, os.cpu_count(), os.uname().release,
-                  load0[0], load1[0], done, '' if done == 1 else 's', took), '',
+                  load0[0], load1[0], done, '' if done == 1 else 's', took, sum(os.times()[:4])), '',
               'Tools: memtally (this tree) exact (`memtally run --`) and sampled (`memtally run --sample 512K --`), as a '
               'user runs them (PyTorch step snapshots included); memray %s (`python3 -m memray run`, Python frames; '
               '`--native` adds native frames; `--follow-fork` on the conv trainer, so its workers are recorded as '
@@ -348,6 +351,7 @@ def main():
         # rest of the file stays as the last `make bench` wrote it)
         path = os.path.join(ROOT, 'test/bench/RESULTS.md')
         old = open(path).read()
+        text = text.replace('## Peers: memtally beside memray, heaptrack and jemalloc\'s profiler\n', RERUN, 1)
         if BEGIN in old and END in old:
             new = old[:old.index(BEGIN)] + text + old[old.index(END) + len(END):]
         elif '\n## Malloc benchmark' in old:  # where bench.py puts it
