@@ -26,7 +26,7 @@ SHIM = [
     [('platform', [('glue', 'dl'), 'fdio', ('buf', 'cudaroutes', 'tmem'), 'config'])],
     # the tables and the small shared states (state/sites.h has the table;
     # ptrmem is the pointer table's memory, under ptrtab)
-    [('state', ['solo', 'ptrmem', ('stacks', 'totals', 'ptrtab', 'events', 'trigger', 'marks',
+    [('state', ['solo', 'ptrmem', ('stacks', 'totals', 'ptrtab', 'events', 'trigger', 'marks', 'phases',
                           'map64'),
                 'sites', ('maptab', 'devices')])],
     # the CFI reader and its table, the walkers, Python frames, charging

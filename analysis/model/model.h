@@ -32,10 +32,25 @@ struct site {
 struct totals {
 	int present;
 	int64_t live_bytes, live_count, allocs, alloc_bytes, frees, free_bytes, peak_bytes;
+	int peak_phase;        /* the phase its peak was reached in: index + 1
+				* into the file's phase names; 0: none */
+	double peak_step;      /* the step then, NAN: none */
 };
 
 #define MAX_MARKS 8
 struct markval { char *name; double value; };
+
+/* A phase's span (the snapshots' "phases"): name an index into the
+ * file's phase names; begin and end ms since the start; the step at its
+ * begin (NAN: none). */
+struct phasespan { int name; int64_t b_ms, e_ms; double step; };
+#define MAX_PHASES 16
+/* The step's workload (the snapshot's "workload"): its numbers (tokens,
+ * batch_bytes, the program's meta; "step" left out) and its shapes as
+ * text ("4x355, 4x355"), NULL when it said none. */
+#define MAX_WORK 8
+struct workload { struct markval v[MAX_WORK]; int n; char *shapes; };
+
 
 struct snap {
 	int64_t seq;
@@ -59,6 +74,9 @@ struct snap {
 				* previous snapshot), SITES_TOP (largest only) */
 	struct markval marks[MAX_MARKS]; /* latest mark values at this snapshot */
 	int nmarks;
+	int phase;             /* the phase open at it: index + 1 into the file's
+				* phase names; 0: none */
+	struct workload work;  /* the latest workload (n 0: none) */
 	int64_t dropped_stacks, dropped_live, shim_bytes;
 	int64_t dropped_snaps; /* snapshots the file could not take, so far */
 	int64_t coalesced;     /* snapshot requests merged into others so far */
@@ -198,6 +216,10 @@ struct mfile {
 	size_t nsegs, cap_segs;
 	struct event *events;
 	size_t nevents, cap_events;
+	char *phase_names[MAX_PHASES]; /* the phases the file names */
+	int nphase_names;
+	struct phasespan *spans;   /* every span the snapshots list, in order */
+	size_t nspans, cap_spans;
 	struct kept *kept;         /* "kept" records, in file order */
 	size_t nkept, cap_kept;
 	/* Replay state for snap_sites(): the call sites as of snapshot cur_idx. */
