@@ -22,7 +22,9 @@
  *   over which window    answer_window()     after start-up and before teardown,
  *                                            in steps when a step mark exists
  *   what grows           answer_leaks()      rows ranked by sustained growth on
- *                                            that window (Theil-Sen, Kendall)
+ *                                            that window (Theil-Sen, Kendall);
+ *                                            a row that follows the step's
+ *                                            workload is set apart (workfit)
  *   what spiked          answer_spikes()     call sites whose own high-water
  *                                            mark is at least twice, and 4 MiB
  *                                            over, their bytes at the process
@@ -129,11 +131,16 @@ double snap_step(const struct snap *s, const char *mark);
 /* ---- growth ---- */
 
 #define LEAK_MAXPTS 80
+struct workfit {         /* live bytes ~ icpt + per * workload + beyond * hours */
+	const char *on;      /* the workload's number ("tokens"), NULL: no fit */
+	double per, icpt, r2, beyond;
+};
 struct leak {
 	struct row r;        /* the row that grows (live: at the last point) */
 	double per_hour, per_step, tau, growth, share;
 	int64_t from_ms;     /* the window where it grows starts here */
 	size_t w0;           /* ... at this point */
+	struct workfit wf;   /* in leaks.follow: the fit it follows */
 };
 struct leaks {
 	struct window win;
@@ -142,6 +149,11 @@ struct leaks {
 	const char *mark;       /* per step: the mark, or NULL */
 	struct leak *v;         /* ranked, fastest first */
 	size_t n;
+	/* rows that grew as suspects do but whose live bytes follow the
+	 * step's workload (the snapshots' "workload": tokens, batch bytes, the
+	 * program's numbers): not suspects; each with its fit (workfit) */
+	struct leak *follow;
+	size_t nfollow;
 	/* the process over the top suspect's window */
 	double sus_h, tracked_h, heap_h, rss_h, foot_h; /* bytes per hour (NAN: unknown) */
 	int64_t win_ms;
