@@ -31,6 +31,9 @@
  *                                            peak and late in the run (the
  *                                            median over the growth window's
  *                                            second half), with time and step
+ *   in which phase       answer_phase_at()   the shortest phase span holding the
+ *                                            moment (phase.c); a kind's peak
+ *                                            says its own (totals.peak_phase)
  *   which processes      procs_classify()    the ranks, else the trainer and the
  *   matter               (answer/procs.h)    user's processes, in full; DataLoader
  *                                            and pool workers, launchers and
@@ -183,10 +186,23 @@ struct spike {
 			      * r.live: its bytes at the process peak */
 	int64_t peak_ms;     /* when its high-water mark was reached, -1: unknown */
 	double step;         /* the step then, NAN: no step mark or unknown */
+	int phase;           /* the phase then (phase.c), index + 1; 0: none */
 };
 /* Spikes of f, largest excess first (up to max); the process peak's
  * snapshot is f's last. */
 size_t answer_spikes(struct mfile *f, const struct ask *a, struct spike *out, size_t max);
 void spikes_free(struct spike *v, size_t n);
+
+/* ---- phases (phase.c) ---- */
+
+/* The phase whose span holds ms (the shortest of them): its index + 1
+ * into f's phase names, 0 when none; *step its step at its begin. */
+int answer_phase_at(const struct mfile *f, int64_t ms, double *step);
+/* Phase ix (index + 1) as the views print it ("checkpoint save"), NULL
+ * when none. */
+const char *phase_name(const struct mfile *f, int ix, char *buf, size_t n);
+/* "during checkpoint save at step 300" ("" when ix is 0; step NAN: no
+ * step). */
+const char *phase_during(const struct mfile *f, int ix, double step, char *buf, size_t n);
 
 #endif
