@@ -57,8 +57,12 @@ sites_text(struct mfile *f, const struct snap *s, struct opts *o, const char *ti
 		n = sites_on_device(f, v, n, o->ask.only_gpu - 1);
 	struct site_row *r = site_rows(f, v, n, o->kind, o->stacks, 4 * o->top + 64, 0, &nr);
 	char a[16], b[16], name[1100];
-	printf("  top call sites by live bytes %s (snapshot %lld, %s):\n", title, (long long)s->seq,
-	       s->reason);
+	char ph[96] = "";
+	if (s->phase) /* the phase the snapshot was taken in */
+		snprintf(ph, sizeof ph, ", %s", phase_during(f, s->phase, snap_step(s, "step"), name,
+							     sizeof name));
+	printf("  top call sites by live bytes %s (snapshot %lld, %s%s):\n", title, (long long)s->seq,
+	       s->reason, ph);
 	printf("  %11s %9s %9s %11s %-9s %s\n", "live", "count", "allocs", "allocated", "kind",
 	       "where");
 	int shown = 0;

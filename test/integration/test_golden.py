@@ -36,6 +36,7 @@ CASES = [
     ('functions-json', ['functions', '--json', R0]),
     ('metrics', ['metrics', IN]),
     ('metrics-peak', ['metrics', '--at', 'peak', '--top', '3', R0]),
+    ('report-phases', ['report', R1]),  # rank 1's phases: the mmap peak in a checkpoint
 ]
 
 for name, args in CASES:
