@@ -60,7 +60,7 @@ cmd_cat(struct opts *o) {
 		} else { /* @peak, @last: which seq that is, from the file read */
 			struct mfile f;
 			while (run_next(&r, &f)) {
-				long seq = pick_snapshot(&f, sel, -1)->seq;
+				long seq = pick_snapshot(&f, f.sel, -1)->seq; /* resolved */
 				jsonl_cat_upto(f.path, 1, seq);
 				mfile_free(&f);
 			}

@@ -274,11 +274,14 @@ void run_load(struct run *r, char **paths, int npaths);
  * doc/FORMAT.md), a thread per core (MEMTALLY_READERS=N: N threads).
  * Memory: a few hundred bytes a snapshot a file. */
 void run_load_summaries(struct run *r, char **paths, int npaths);
-/* FILE@N, FILE@peak, FILE@last where FILE exists and the whole name does
- * not: returns the snapshot (a seq, SNAP_PEAK, SNAP_LAST) and cuts path at
- * the '@'; SNAP_DEFAULT when the name has none.  run_list does this for
- * every path (mfile.sel). */
+/* FILE@N, FILE@peak, FILE@last, FILE@phase:NAME where FILE exists and the
+ * whole name does not: returns the snapshot (a seq, SNAP_PEAK, SNAP_LAST,
+ * a phase's SNAP_PHASE0 - k) and cuts path at the '@'; SNAP_DEFAULT when
+ * the name has none.  run_list does this for every path (mfile.sel). */
 long path_selector(char *path);
+/* sel made a seq of f where it names a phase (the most live bytes among
+ * the snapshots taken during it; exits 1 when there is none), else sel. */
+long phase_selector(const struct mfile *f, long sel);
 /* The same for OOM dumps: directories contribute their *.oom<N>.jsonl. */
 void run_load_dumps(struct run *r, char **paths, int npaths);
 void run_load_dumps_if_any(struct run *r, char **paths, int npaths);
@@ -300,6 +303,10 @@ struct site *snap_sites(struct mfile *f, const struct snap *s, size_t *n);
 #define SNAP_LAST (-1)
 #define SNAP_PEAK (-2)
 #define SNAP_DEFAULT (-3) /* none given: the last, or where a command says */
+/* FILE@phase:NAME (read/files.c): SNAP_PHASE0 - k for the k-th name given,
+ * made a seq once the file is read (the snapshot with the most live bytes
+ * of those taken during that phase) */
+#define SNAP_PHASE0 (-16)
 const struct snap *pick_snapshot(const struct mfile *f, long seq, int kind);
 /* A file followed as it grows (memtally top): follow_poll reads what was
  * appended since the last call (at most budget bytes), whole lines into

@@ -37,6 +37,7 @@ CASES = [
     ('metrics', ['metrics', IN]),
     ('metrics-peak', ['metrics', '--at', 'peak', '--top', '3', R0]),
     ('report-phases', ['report', R1]),  # rank 1's phases: the mmap peak in a checkpoint
+    ('diff-phases', ['diff', R1 + '@phase:checkpoint save', R1 + '@last']),  # a phase against the end
 ]
 
 for name, args in CASES:

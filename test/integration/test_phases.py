@@ -16,6 +16,8 @@
    `leaks` raises no suspect and says the logits row follows the workload
    (JSON follows_workload, on tokens, 2048 bytes a token); with a 96 KiB a
    step leak on top, that leak is the first (the only) suspect.
+ - grow also: a snapshot inside each checkpoint and evaluation, and
+   `diff run@phase:eval run@phase:checkpoint save` compares them.
  - meta: memtally.mark("step", n, meta=...) adds the program's numbers to
    the batch's shapes."""
 import json, os, re, subprocess, sys
@@ -102,6 +104,12 @@ if mt.case('grow'):
              'the logits row follows the workload: ~2048 bytes a token (%s)' % fol)
     txt = cmd('leaks', d).stdout
     mt.check('follows the workload' in txt and 'no leak suspects' in txt, 'leaks says so')
+    labels = [s.get('label') for s in f.snapshots if s['reason'] == 'request']
+    mt.eq((labels.count('phase checkpoint_save'), labels.count('phase eval')), (3, 7),
+          'a snapshot inside each checkpoint and evaluation, before it ends')
+    r = cmd('diff', d + '@phase:eval', d + '@phase:checkpoint save')
+    mt.check(r.returncode == 0 and re.search(r'\n\s+\S+ \S+\s+\S+ \S+\s+\S+ \S+\s+\d+ heap\s+torch_rl.py:\d+  torch\.save', r.stdout),
+             'diff compares the evaluation with the checkpoint: the torch.save row (%s)' % r.stdout[:400])
 
 if mt.case('leak'):
     d, f = rl('leak', 'leak')

@@ -18,6 +18,11 @@ taken inside it and in the peak reached inside it):
     backward          torch.autograd.backward (Tensor.backward calls it)
     optimizer         each optimizer's step (its step mark follows it)
 
+A checkpoint save and an evaluation also take a snapshot (reason
+"request", label "phase checkpoint_save" or "phase eval") just before they
+end, inside the phase: what `memtally diff run@phase:eval
+run@phase:checkpoint_save` compares.
+
 The DataLoader's batches are also the step's workload: the shapes of the
 tensors handed over since the previous step (at most 8), their bytes
 (`batch_bytes`) and, for an integer tensor of two or more dimensions (token
@@ -34,6 +39,7 @@ import sys
 
 _phase = None       # memtally_phase
 _workload = None    # memtally_workload
+_snap = None        # memtally_snapshot
 _steps = None       # the steps module (say, ours, before_step)
 _acc = {'shapes': [], 'batches': 0, 'bytes': 0, 'tokens': 0, 'has_tokens': False}
 _meta = [None]      # the program's meta for the next step (memtally.mark)
@@ -43,12 +49,15 @@ _dcp = [False]      # torch.distributed.checkpoint hooked
 
 
 def _bind():
+    global _snap
     import ctypes
     try:
         lib = ctypes.CDLL(None)
-        p, w = lib.memtally_phase, lib.memtally_workload
+        p, w, _snap = lib.memtally_phase, lib.memtally_workload, lib.memtally_snapshot
     except (OSError, AttributeError):
         return None, None
+    _snap.argtypes = [ctypes.c_char_p]
+    _snap.restype = ctypes.c_int
     p.argtypes = [ctypes.c_char_p, ctypes.c_int]
     p.restype = ctypes.c_int
     w.argtypes = [ctypes.c_char_p]
@@ -66,9 +75,17 @@ def end(name):
         _phase(name, 0)
 
 
-def _wrap(fn, name, outermost=True):
+def _snapshot(name):
+    """A snapshot before the end of a rare phase (a checkpoint, an
+    evaluation): what `memtally diff run@phase:NAME ...` compares."""
+    if _snap is not None:
+        _snap(b'phase ' + name)
+
+
+def _wrap(fn, name, outermost=True, snap=False):
     """fn inside phase name (bytes); with outermost, only the outermost
-    of nested calls is the phase (state_dict recurses)."""
+    of nested calls is the phase (state_dict recurses); with snap, a
+    snapshot is taken before it ends."""
     import functools
 
     @functools.wraps(fn)
@@ -85,6 +102,8 @@ def _wrap(fn, name, outermost=True):
         try:
             return fn(*args, **kwargs)
         finally:
+            if snap:
+                _snapshot(name)
             _phase(name, 0)
             if outermost:
                 _depth[name] -= 1
@@ -92,11 +111,11 @@ def _wrap(fn, name, outermost=True):
     return wrapper
 
 
-def _patch(obj, attr, name, outermost=True):
+def _patch(obj, attr, name, outermost=True, snap=False):
     fn = getattr(obj, attr, None)
     if fn is None or getattr(fn, '_memtally_phase', False):
         return False
-    setattr(obj, attr, _wrap(fn, name, outermost))
+    setattr(obj, attr, _wrap(fn, name, outermost, snap))
     return True
 
 
@@ -206,7 +225,7 @@ def _hook_dcp():
         return
     _dcp[0] = True
     for attr in ('save', 'save_state_dict', 'async_save'):
-        _patch(m, attr, b'checkpoint_save')
+        _patch(m, attr, b'checkpoint_save', snap=True)
 
 
 def _train_wrap(fn, steps):
@@ -226,6 +245,7 @@ def _train_wrap(fn, steps):
                 _phase(b'eval', 1)
             elif mode and k in _eval:
                 _eval.discard(k)
+                _snapshot(b'eval')
                 _phase(b'eval', 0)
             return fn(self, mode)
         except Exception as e:
@@ -249,7 +269,7 @@ def install(torch, steps):
         return False
     _Tensor = torch.Tensor
     _INT = (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8)
-    _patch(torch, 'save', b'checkpoint_save')
+    _patch(torch, 'save', b'checkpoint_save', snap=True)
     _patch(torch.autograd, 'backward', b'backward')
     Module = torch.nn.Module
     _patch(Module, 'state_dict', b'state_dict')
