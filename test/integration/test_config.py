@@ -144,12 +144,12 @@ r = subprocess.run([MT, 'run', '--out', os.path.join(OUT, 'run'), '--set', 'TORC
 mt.check(r.returncode == 0 and os.path.exists(marker), 'memtally run --set TORCH=0 --interval 0.5: taken (%r)' %
          r.stderr[-200:])
 
-# README.md's table is memtally-config's output, between its markers.
-readme = open(os.path.join(os.path.dirname(__file__), '..', '..', 'README.md')).read()
+# doc/options.md's table is memtally-config's output, between its markers.
+readme = open(os.path.join(os.path.dirname(__file__), '..', '..', 'doc', 'options.md')).read()
 begin, end = '<!-- BEGIN memtally-config --markdown', '<!-- END memtally-config --markdown -->'
 table = readme.split(begin, 1)[1].split('\n', 1)[1].split(end, 1)[0] if begin in readme else ''
 gen = subprocess.run([os.path.join(B, 'memtally-config'), '--markdown'], capture_output=True, text=True).stdout
-mt.check(table == gen, 'README.md\'s environment table is `memtally-config --markdown` (regenerate it%s)' %
+mt.check(table == gen, 'doc/options.md\'s environment table is `memtally-config --markdown` (regenerate it%s)' %
          ('' if table == gen else ': differs at line %d' %
           next(i for i, (x, y) in enumerate(zip(table.split('\n') + [''], gen.split('\n') + [''])) if x != y)))
 
