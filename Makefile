@@ -199,7 +199,7 @@ $(B)/test/lib_%.so: test/integration/lib_%.c | $(B)/test
 # Unit tests of the shim's tables, outside LD_PRELOAD (frame pointers kept, as
 # in the shim itself: the CFI walker's reuse of its last walk keys on rbp): ASan+UBSan in
 # `make test`, ThreadSanitizer in `make check`.
-UNIT_SHIM := shim/state/sites.c shim/state/stacks.c shim/state/totals.c shim/state/solo.c shim/state/ptrtab.c shim/state/ptrmem.c shim/state/maptab.c shim/platform/glue.c shim/platform/buf.c shim/platform/fdio.c shim/platform/tmem.c \
+UNIT_SHIM := shim/state/sites.c shim/state/stacks.c shim/state/totals.c shim/state/phases.c shim/state/solo.c shim/state/ptrtab.c shim/state/ptrmem.c shim/state/maptab.c shim/platform/glue.c shim/platform/buf.c shim/platform/fdio.c shim/platform/tmem.c \
 	shim/platform/config.c shim/capture/pylines.c shim/state/map64.c shim/capture/unwind.c shim/capture/cfi.c \
 	shim/capture/cfitab.c shim/capture/ehframe.c
 $(B)/test/unit_%: test/unit/%.c $(UNIT_SHIM) $(SHIM_HDR) | $(B)/test
@@ -214,4 +214,5 @@ $(B)/test/tsan_%: test/unit/%.c $(UNIT_SHIM) $(SHIM_HDR) | $(B)/test
 $(B)/test:
 	mkdir -p $@
 PROG_LDFLAGS_znow := -Wl,-z,now
+PROG_LDFLAGS_phases := -Ishim
 PROG_LDFLAGS_drop := -static

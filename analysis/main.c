@@ -60,7 +60,7 @@ cmd_cat(struct opts *o) {
 		} else { /* @peak, @last: which seq that is, from the file read */
 			struct mfile f;
 			while (run_next(&r, &f)) {
-				long seq = pick_snapshot(&f, sel, -1)->seq;
+				long seq = pick_snapshot(&f, f.sel, -1)->seq; /* resolved */
 				jsonl_cat_upto(f.path, 1, seq);
 				mfile_free(&f);
 			}
@@ -120,7 +120,8 @@ usage(FILE *out) {
 	      "  run       run a command with the shim preloaded (memtally run --help)\n", out);
 	for (size_t i = 0; i < NCOMMANDS; i++)
 		fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].what);
-	fputs("\nA file may name one snapshot: FILE@N (its seq), FILE@peak, FILE@last.\n"
+	fputs("\nA file may name one snapshot: FILE@N (its seq), FILE@peak, FILE@last,\n"
+	      "FILE@phase:NAME (the most live bytes during that phase).\n"
 	      "exit status: 0 ok, 1 bad input, 2 usage\n", out);
 }
 

@@ -27,7 +27,7 @@ SHIM = [
     [('platform', [('glue', 'dl'), 'fdio', ('buf', 'cudaroutes', 'tmem'), 'real', 'config'])],
     # the tables and the small shared states (state/sites.h has the table;
     # ptrmem is the pointer table's memory, under ptrtab)
-    [('state', ['solo', 'ptrmem', ('stacks', 'totals', 'ptrtab', 'events', 'trigger', 'marks',
+    [('state', ['solo', 'ptrmem', 'phases', ('stacks', 'totals', 'ptrtab', 'events', 'trigger', 'marks',
                           'map64'),
                 'sites', ('maptab', 'devices')])],
     # the CFI reader and its table, the walkers, Python frames, charging
@@ -54,7 +54,7 @@ ANALYSIS = [
     # the answers the commands print (stats, the growth window, call sites,
     # growth and leaks, the moment a view reads), and the command context
     # every command receives: neither calls the other
-    [('answer', [('stats', 'frames', 'torchfig'), 'userline', 'sites', 'window', 'procs', ('growth', 'moment', 'ranks', 'join', 'kept')]),
+    [('answer', [('stats', 'frames', 'torchfig', 'phase'), 'userline', 'sites', 'window', 'procs', ('growth', 'moment', 'ranks', 'join', 'kept')]),
      ('cmd', ['cmd'])],
     # the commands: views print, exports write files; a view never calls
     # another view or an export, nor an export a view

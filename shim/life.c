@@ -26,6 +26,7 @@
 #include "entry/cuda.h"
 #include "entry/exec.h"
 #include "state/devices.h"
+#include "state/phases.h"
 #include "state/events.h"
 #include "entry/interpose.h"
 #include "state/maptab.h"
@@ -73,6 +74,7 @@ static int init_python(void) { mt_py_init(); return 0; }
 static void loader_parent(void) { mt_loader_postfork(0); }
 static void loader_child(int follow) { (void)follow; mt_loader_postfork(1); }
 static void signals_child(int follow) { (void)follow; mt_signal_postfork_child(); }
+static void phases_child(int follow) { (void)follow; mt_phases_postfork_child(); }
 static void tmem_child(int follow) { (void)follow; mt_tmem_postfork_child(); }
 
 static const struct module {
@@ -95,6 +97,7 @@ static const struct module {
 	{"oom", mt_oom_init, NULL, NULL, mt_oom_postfork_child},
 	{"events", NULL, NULL, NULL, mt_events_postfork_child},
 	{"devices", NULL, NULL, NULL, mt_devices_postfork_child},
+	{"phases", NULL, NULL, NULL, phases_child},
 	{"charge", NULL, NULL, NULL, mt_charge_postfork_child},
 	{"unwind", init_unwind, NULL, NULL, NULL},
 	{"procstat", init_procstat, NULL, NULL, NULL},

@@ -42,6 +42,27 @@ MEMTALLY_FN int memtally_snapshot(const char *label);
  * or -1 when the name table is full or the name is empty. */
 MEMTALLY_FN int memtally_mark(const char *name, double value);
 
+/* Begin (begin 1) or end (begin 0) a phase of the program: "checkpoint
+ * save", "eval", "rollout" (up to 16 names of up to 31 bytes; phases
+ * nest, 8 deep).  Every snapshot names the innermost phase open at it,
+ * lists the spans that ended since the previous one (begin and end, ms,
+ * and the step), and each kind's peak says the phase it was reached in:
+ * `memtally report` says "during checkpoint save at step 300".  Under
+ * `memtally run` a PyTorch program's checkpoints, evaluations, batches,
+ * backward passes and optimizer steps are phases without code
+ * (doc/python.md).  A short lock, no allocation: any thread, every step.
+ * Returns 0, or -1 (an empty name, a full table, an end of a phase that
+ * is not open). */
+MEMTALLY_FN int memtally_phase(const char *name, int begin);
+
+/* What the current step works on, as one JSON object on one line (at
+ * most 1023 bytes): {"tokens":4096,"batch_bytes":32768,"shapes":[[8,512]]}.
+ * Every later snapshot carries the latest as `workload`; `memtally leaks`
+ * regresses a row's live bytes on its numbers ("tokens" and "batch_bytes"
+ * first) and says "follows the workload" instead of calling it a leak.
+ * Set it before the step's mark.  Returns 0, or -1 when refused. */
+MEMTALLY_FN int memtally_workload(const char *json_object);
+
 /* PyTorch's CUDA caching allocator as of a step, for device (0..63):
  * bytes allocated, reserved, active and inactive-split (its own counters,
  * torch.cuda.memory_stats' "*.all.current").  Every later snapshot carries
@@ -155,6 +176,16 @@ memtally_call_mark_(const char *name, double value) {
 	return f ? f(name, value) : -1;
 }
 static inline int
+memtally_call_phase_(const char *name, int begin) {
+	__typeof__(&memtally_phase) f = MEMTALLY_RESOLVE_(memtally_phase);
+	return f ? f(name, begin) : -1;
+}
+static inline int
+memtally_call_workload_(const char *json_object) {
+	__typeof__(&memtally_workload) f = MEMTALLY_RESOLVE_(memtally_workload);
+	return f ? f(json_object) : -1;
+}
+static inline int
 memtally_call_torch_figures_(int device, double step, unsigned long long allocated,
 			     unsigned long long reserved, unsigned long long active,
 			     unsigned long long inactive_split) {
@@ -205,6 +236,8 @@ memtally_call_warn_(const char *message) {
 #define memtally_peak_reset() memtally_call_peak_reset_()
 #define memtally_snapshot(label) memtally_call_snapshot_(label)
 #define memtally_mark(name, value) memtally_call_mark_(name, value)
+#define memtally_phase(name, begin) memtally_call_phase_(name, begin)
+#define memtally_workload(json) memtally_call_workload_(json)
 #define memtally_torch_figures(d, s, al, re, ac, in) memtally_call_torch_figures_(d, s, al, re, ac, in)
 #define memtally_torch_oom(d, sz, lim, fr, stem, n) memtally_call_torch_oom_(d, sz, lim, fr, stem, n)
 #endif

@@ -22,13 +22,18 @@
  *   over which window    answer_window()     after start-up and before teardown,
  *                                            in steps when a step mark exists
  *   what grows           answer_leaks()      rows ranked by sustained growth on
- *                                            that window (Theil-Sen, Kendall)
+ *                                            that window (Theil-Sen, Kendall);
+ *                                            a row that follows the step's
+ *                                            workload is set apart (workfit)
  *   what spiked          answer_spikes()     call sites whose own high-water
  *                                            mark is at least twice, and 4 MiB
  *                                            over, their bytes at the process
  *                                            peak and late in the run (the
  *                                            median over the growth window's
  *                                            second half), with time and step
+ *   in which phase       answer_phase_at()   the shortest phase span holding the
+ *                                            moment (phase.c); a kind's peak
+ *                                            says its own (totals.peak_phase)
  *   which processes      procs_classify()    the ranks, else the trainer and the
  *   matter               (answer/procs.h)    user's processes, in full; DataLoader
  *                                            and pool workers, launchers and
@@ -129,11 +134,16 @@ double snap_step(const struct snap *s, const char *mark);
 /* ---- growth ---- */
 
 #define LEAK_MAXPTS 80
+struct workfit {         /* live bytes ~ icpt + per * workload + beyond * hours */
+	const char *on;      /* the workload's number ("tokens"), NULL: no fit */
+	double per, icpt, r2, beyond;
+};
 struct leak {
 	struct row r;        /* the row that grows (live: at the last point) */
 	double per_hour, per_step, tau, growth, share;
 	int64_t from_ms;     /* the window where it grows starts here */
 	size_t w0;           /* ... at this point */
+	struct workfit wf;   /* in leaks.follow: the fit it follows */
 };
 struct leaks {
 	struct window win;
@@ -142,6 +152,11 @@ struct leaks {
 	const char *mark;       /* per step: the mark, or NULL */
 	struct leak *v;         /* ranked, fastest first */
 	size_t n;
+	/* rows that grew as suspects do but whose live bytes follow the
+	 * step's workload (the snapshots' "workload": tokens, batch bytes, the
+	 * program's numbers): not suspects; each with its fit (workfit) */
+	struct leak *follow;
+	size_t nfollow;
 	/* the process over the top suspect's window */
 	double sus_h, tracked_h, heap_h, rss_h, foot_h; /* bytes per hour (NAN: unknown) */
 	int64_t win_ms;
@@ -171,10 +186,23 @@ struct spike {
 			      * r.live: its bytes at the process peak */
 	int64_t peak_ms;     /* when its high-water mark was reached, -1: unknown */
 	double step;         /* the step then, NAN: no step mark or unknown */
+	int phase;           /* the phase then (phase.c), index + 1; 0: none */
 };
 /* Spikes of f, largest excess first (up to max); the process peak's
  * snapshot is f's last. */
 size_t answer_spikes(struct mfile *f, const struct ask *a, struct spike *out, size_t max);
 void spikes_free(struct spike *v, size_t n);
+
+/* ---- phases (phase.c) ---- */
+
+/* The phase whose span holds ms (the shortest of them): its index + 1
+ * into f's phase names, 0 when none; *step its step at its begin. */
+int answer_phase_at(const struct mfile *f, int64_t ms, double *step);
+/* Phase ix (index + 1) as the views print it ("checkpoint save"), NULL
+ * when none. */
+const char *phase_name(const struct mfile *f, int ix, char *buf, size_t n);
+/* "during checkpoint save at step 300" ("" when ix is 0; step NAN: no
+ * step). */
+const char *phase_during(const struct mfile *f, int ix, double step, char *buf, size_t n);
 
 #endif

@@ -15,6 +15,7 @@
 #include "answer/stats.h"
 #include "base/util.h"
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,6 +121,78 @@ process_rates(const struct ask *a, struct leaks *l, const double *x) {
 	l->win_ms = l->pts[l->npts - 1]->elapsed_ms - l->pts[w0]->elapsed_ms;
 }
 
+/* Whether row y (points [w0, n)) follows the workload: least squares of
+ * y on a workload number w and the time x, y ~ c + b w + g x, for each
+ * number every point has and that varies apart from time (|corr(w, x)|
+ * below 0.995: a workload that only rises with time cannot tell growth
+ * from a leak).  It follows when the fit explains it (R^2 of at least
+ * 0.9, b > 0) and what the time term adds over the window (g x span) is
+ * under MIN_GROWTH and a tenth of its growth: a leak on top of a growing
+ * workload keeps its time term.  The best R^2 wins (tokens among fits
+ * within 0.005). */
+static int
+follows(const struct leaks *l, const double *x, const double *y, size_t w0, double growth,
+	struct workfit *out) {
+	memset(out, 0, sizeof *out);
+	/* the step snapshots (of the state at the step's mark, which its
+	 * workload describes) when there are 6, else every point */
+	size_t ix[LEAK_MAXPTS], n = 0;
+	for (size_t i = w0; i < l->npts; i++)
+		if (!strcmp(l->pts[i]->reason, "step"))
+			ix[n++] = i;
+	if (n < 6)
+		for (size_t i = n = 0; i + w0 < l->npts; i++)
+			ix[n++] = w0 + i;
+	if (n < 6)
+		return 0;
+	const struct snap *p0 = l->pts[ix[0]];
+	double xs[LEAK_MAXPTS], ys[LEAK_MAXPTS];
+	for (size_t i = 0; i < n; i++)
+		xs[i] = x[ix[i]], ys[i] = y[ix[i]];
+	x = xs, y = ys, w0 = 0;
+	for (int k = 0; k < p0->work.n; k++) {
+		const char *name = p0->work.v[k].name;
+		double w[LEAK_MAXPTS];
+		size_t i;
+		for (i = 0; i < n; i++) {
+			const struct workload *wl = &l->pts[ix[i]]->work;
+			int j = 0;
+			while (j < wl->n && strcmp(wl->v[j].name, name))
+				j++;
+			if (j == wl->n)
+				break;
+			w[i] = wl->v[j].value;
+		}
+		if (i < n)
+			continue;
+		double mw = 0, mx = 0, my = 0;
+		for (i = 0; i < n; i++)
+			mw += w[i], mx += x[w0 + i], my += y[w0 + i];
+		mw /= (double)n, mx /= (double)n, my /= (double)n;
+		double sww = 0, sxx = 0, swx = 0, swy = 0, sxy = 0, syy = 0;
+		for (i = 0; i < n; i++) {
+			double dw = w[i] - mw, dx = x[w0 + i] - mx, dy = y[w0 + i] - my;
+			sww += dw * dw, sxx += dx * dx, swx += dw * dx;
+			swy += dw * dy, sxy += dx * dy, syy += dy * dy;
+		}
+		if (sww <= 0 || sxx <= 0 || syy <= 0 || swx * swx >= 0.995 * 0.995 * sww * sxx)
+			continue;
+		double det = sww * sxx - swx * swx;
+		double b = (swy * sxx - sxy * swx) / det, g = (sxy * sww - swy * swx) / det;
+		double r2 = (b * swy + g * sxy) / syy;
+		double beyond = g * (x[n - 1] - x[0]);
+		if (b <= 0 || r2 < 0.9 || beyond >= MIN_GROWTH || beyond >= 0.1 * growth)
+			continue;
+		if (out->on && (r2 < out->r2 - 0.005 ||
+				(r2 <= out->r2 + 0.005 && strcmp(name, "tokens"))))
+			continue; /* the better fit, and tokens among equals */
+		/* the fit printed: on the workload alone (the time term is nil) */
+		double b1 = swy / sww;
+		*out = (struct workfit){name, b1, my - b1 * mw, r2, beyond};
+	}
+	return out->on != NULL;
+}
+
 void
 answer_leaks(struct mfile *f, const struct ask *a, struct leaks *l) {
 	memset(l, 0, sizeof *l);
@@ -159,7 +232,7 @@ answer_leaks(struct mfile *f, const struct ask *a, struct leaks *l) {
 	for (size_t i = 0; i < m.n; i++)
 		if (m.v[i].y[l->npts - 1] > m.v[i].y[0])
 			total_growth += m.v[i].y[l->npts - 1] - m.v[i].y[0];
-	size_t cap = 0;
+	size_t cap = 0, fcap = 0;
 	for (size_t i = 0; i < m.n; i++) {
 		struct ser *s = &m.v[i];
 		struct leak_fit fit;
@@ -168,13 +241,21 @@ answer_leaks(struct mfile *f, const struct ask *a, struct leaks *l) {
 			continue;
 		}
 		size_t w0 = fit.w0, n = l->npts - w0;
-		l->v = xgrow(l->v, l->n + 1, &cap, sizeof *l->v);
-		struct leak *t = &l->v[l->n++];
+		struct workfit wf;
+		struct leak *t;
+		if (follows(l, x, s->y, w0, fit.growth, &wf)) {
+			l->follow = xgrow(l->follow, l->nfollow + 1, &fcap, sizeof *l->follow);
+			t = &l->follow[l->nfollow++];
+		} else {
+			l->v = xgrow(l->v, l->n + 1, &cap, sizeof *l->v);
+			t = &l->v[l->n++];
+		}
 		*t = (struct leak){
 			.r = s->r, .per_hour = fit.slope, .tau = fit.tau, .growth = fit.growth,
 			.share = total_growth > 0 ? fmin(1, fit.growth / total_growth) : 0,
 			.per_step = l->mark ? theil_sen(steps + w0, s->y + w0, n) : NAN,
 			.from_ms = l->pts[w0]->elapsed_ms, .w0 = w0};
+		t->wf = wf; /* zero unless it follows */
 		t->r.live = t->r.live_now = (int64_t)s->y[l->npts - 1];
 	}
 	free(m.v);
@@ -183,6 +264,8 @@ answer_leaks(struct mfile *f, const struct ask *a, struct leaks *l) {
 	namer_free(&m.nm);
 	if (l->n)
 		xqsort(l->v, l->n, sizeof *l->v, cmp_leak);
+	if (l->nfollow)
+		xqsort(l->follow, l->nfollow, sizeof *l->follow, cmp_leak);
 	process_rates(a, l, x);
 }
 
@@ -193,4 +276,9 @@ leaks_free(struct leaks *l) {
 	free(l->v);
 	l->v = NULL;
 	l->n = 0;
+	for (size_t i = 0; i < l->nfollow; i++)
+		free(l->follow[i].r.name);
+	free(l->follow);
+	l->follow = NULL;
+	l->nfollow = 0;
 }

@@ -361,6 +361,7 @@ answer_spikes(struct mfile *f, const struct ask *a, struct spike *out, size_t ma
 		t->r.alloc_bytes = s->alloc_bytes;
 		t->peak_ms = s->peak_ms;
 		t->step = !isnan(s->peak_step) ? s->peak_step : step_at(f, s->peak_ms);
+		t->phase = answer_phase_at(f, s->peak_ms, NULL);
 	}
 	keyix_free(&ix);
 	namer_free(&nm);

@@ -52,6 +52,11 @@ findings_json(struct sb *j, struct mfile *f, struct opts *o, const struct leaks 
 		sb_json_num(j, "%.0f", sp[i].peak_ms >= 0 ? (double)sp[i].peak_ms : NAN);
 		sb_puts(j, ",\"step\":");
 		sb_json_num(j, "%.0f", sp[i].step);
+		if (sp[i].phase) { /* the phase it was reached in */
+			char ph[96];
+			sb_puts(j, ",\"ph\":");
+			sb_json_str(j, phase_during(f, sp[i].phase, sp[i].step, ph, sizeof ph));
+		}
 		sb_putc(j, '}');
 	}
 	spikes_free(sp, n);
@@ -129,6 +134,7 @@ process_json(struct sb *j, struct mfile *f, struct opts *o) {
 	answer_leaks(f, &o->ask, &lk);
 	html_stack_json(j, f, &lk, idx, m);
 	html_growth_start(j, f);
+	html_phases_json(j, f);
 	html_moments_json(j, f, o, idx, m);
 	free(idx);
 	findings_json(j, f, o, &lk);

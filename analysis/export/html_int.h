@@ -21,6 +21,8 @@ void html_series_json(struct sb *j, const struct mfile *f, const size_t *idx, si
 /* ,"marks_start","growth_step" when the live bytes rise steadily from a
  * step on; nothing otherwise. */
 void html_growth_start(struct sb *j, const struct mfile *f);
+/* ,"phases":[[name, begin_ms, end_ms, step]...]: the phases the timeline shows */
+void html_phases_json(struct sb *j, const struct mfile *f);
 
 /* ,"stack":{"sites":[...]}: the timeline by call site, l's first suspects
  * marked. */

@@ -227,3 +227,41 @@ html_growth_start(struct sb *j, const struct mfile *f) {
 		return;
 	growth_mark(j, f, b.k, from, to);
 }
+
+/* ,"phases":[[name, begin_ms, end_ms, step], ...]: the program's phases
+ * (the snapshots' "phases") on the timeline: every span of a phase that
+ * has at most 100 (a checkpoint, an evaluation), and of the others (a
+ * batch, a backward pass each step) those of a 500th of the run and up,
+ * the bar raised until at most 400 of theirs are left. */
+void
+html_phases_json(struct sb *j, const struct mfile *f) {
+	if (!f->nspans || !f->nsnaps)
+		return;
+	size_t per[MAX_PHASES + 1] = {0};
+	for (size_t i = 0; i < f->nspans; i++)
+		per[f->spans[i].name]++;
+	int64_t run = f->snaps[f->nsnaps - 1].elapsed_ms, min = run / 500;
+	for (;;) {
+		size_t n = 0;
+		for (size_t i = 0; i < f->nspans; i++)
+			n += per[f->spans[i].name] > 100 && f->spans[i].e_ms - f->spans[i].b_ms >= min;
+		if (n <= 400)
+			break;
+		min = min * 2 + 1;
+	}
+	char nm[64];
+	sb_puts(j, ",\"phases\":[");
+	int first = 1;
+	for (size_t i = 0; i < f->nspans; i++) {
+		const struct phasespan *p = &f->spans[i];
+		if (per[p->name] > 100 && p->e_ms - p->b_ms < min)
+			continue;
+		sb_puts(j, first ? "[" : ",[");
+		first = 0;
+		sb_json_str(j, phase_name(f, p->name, nm, sizeof nm));
+		sb_printf(j, ",%lld,%lld,", (long long)p->b_ms, (long long)p->e_ms);
+		sb_json_num(j, "%.0f", p->step);
+		sb_putc(j, ']');
+	}
+	sb_putc(j, ']');
+}

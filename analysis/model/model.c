@@ -227,6 +227,9 @@ snap_free(struct snap *s) {
 	free(s->torch);
 	for (int i = 0; i < s->nmarks; i++)
 		free(s->marks[i].name);
+	for (int i = 0; i < s->work.n; i++)
+		free(s->work.v[i].name);
+	free(s->work.shapes);
 }
 
 /* Everything the reader allocated for f (a command reading files one at
@@ -270,6 +273,9 @@ mfile_free(struct mfile *f) {
 		free(f->kept[i].steps);
 	}
 	free(f->kept);
+	for (int i = 0; i < f->nphase_names; i++)
+		free(f->phase_names[i]);
+	free(f->spans);
 	free(f->cur);
 	free(f->curmap);
 	memset(f, 0, sizeof *f);

@@ -32,10 +32,25 @@ struct site {
 struct totals {
 	int present;
 	int64_t live_bytes, live_count, allocs, alloc_bytes, frees, free_bytes, peak_bytes;
+	int peak_phase;        /* the phase its peak was reached in: index + 1
+				* into the file's phase names; 0: none */
+	double peak_step;      /* the step then, NAN: none */
 };
 
 #define MAX_MARKS 8
 struct markval { char *name; double value; };
+
+/* A phase's span (the snapshots' "phases"): name an index into the
+ * file's phase names; begin and end ms since the start; the step at its
+ * begin (NAN: none). */
+struct phasespan { int name; int64_t b_ms, e_ms; double step; };
+#define MAX_PHASES 16
+/* The step's workload (the snapshot's "workload"): its numbers (tokens,
+ * batch_bytes, the program's meta; "step" left out) and its shapes as
+ * text ("4x355, 4x355"), NULL when it said none. */
+#define MAX_WORK 8
+struct workload { struct markval v[MAX_WORK]; int n; char *shapes; };
+
 
 struct snap {
 	int64_t seq;
@@ -59,6 +74,9 @@ struct snap {
 				* previous snapshot), SITES_TOP (largest only) */
 	struct markval marks[MAX_MARKS]; /* latest mark values at this snapshot */
 	int nmarks;
+	int phase;             /* the phase open at it: index + 1 into the file's
+				* phase names; 0: none */
+	struct workload work;  /* the latest workload (n 0: none) */
 	int64_t dropped_stacks, dropped_live, shim_bytes;
 	int64_t dropped_snaps; /* snapshots the file could not take, so far */
 	int64_t coalesced;     /* snapshot requests merged into others so far */
@@ -203,6 +221,10 @@ struct mfile {
 	size_t nsegs, cap_segs;
 	struct event *events;
 	size_t nevents, cap_events;
+	char *phase_names[MAX_PHASES]; /* the phases the file names */
+	int nphase_names;
+	struct phasespan *spans;   /* every span the snapshots list, in order */
+	size_t nspans, cap_spans;
 	struct kept *kept;         /* "kept" records, in file order */
 	size_t nkept, cap_kept;
 	/* Replay state for snap_sites(): the call sites as of snapshot cur_idx. */
@@ -257,11 +279,14 @@ void run_load(struct run *r, char **paths, int npaths);
  * doc/FORMAT.md), a thread per core (MEMTALLY_READERS=N: N threads).
  * Memory: a few hundred bytes a snapshot a file. */
 void run_load_summaries(struct run *r, char **paths, int npaths);
-/* FILE@N, FILE@peak, FILE@last where FILE exists and the whole name does
- * not: returns the snapshot (a seq, SNAP_PEAK, SNAP_LAST) and cuts path at
- * the '@'; SNAP_DEFAULT when the name has none.  run_list does this for
- * every path (mfile.sel). */
+/* FILE@N, FILE@peak, FILE@last, FILE@phase:NAME where FILE exists and the
+ * whole name does not: returns the snapshot (a seq, SNAP_PEAK, SNAP_LAST,
+ * a phase's SNAP_PHASE0 - k) and cuts path at the '@'; SNAP_DEFAULT when
+ * the name has none.  run_list does this for every path (mfile.sel). */
 long path_selector(char *path);
+/* sel made a seq of f where it names a phase (the most live bytes among
+ * the snapshots taken during it; exits 1 when there is none), else sel. */
+long phase_selector(const struct mfile *f, long sel);
 /* The same for OOM dumps: directories contribute their *.oom<N>.jsonl. */
 void run_load_dumps(struct run *r, char **paths, int npaths);
 void run_load_dumps_if_any(struct run *r, char **paths, int npaths);
@@ -283,6 +308,10 @@ struct site *snap_sites(struct mfile *f, const struct snap *s, size_t *n);
 #define SNAP_LAST (-1)
 #define SNAP_PEAK (-2)
 #define SNAP_DEFAULT (-3) /* none given: the last, or where a command says */
+/* FILE@phase:NAME (read/files.c): SNAP_PHASE0 - k for the k-th name given,
+ * made a seq once the file is read (the snapshot with the most live bytes
+ * of those taken during that phase) */
+#define SNAP_PHASE0 (-16)
 const struct snap *pick_snapshot(const struct mfile *f, long seq, int kind);
 /* A file followed as it grows (memtally top): follow_poll reads what was
  * appended since the last call (at most budget bytes), whole lines into

@@ -46,9 +46,42 @@ add(struct run *r, char *path, int named, long sel) {
 	r->list[r->nlist++] = path;
 }
 
-/* FILE@N, FILE@peak, FILE@last (a snapshot of a file or of every file
- * of a directory) where FILE exists and FILE@... does not: the snapshot
- * goes to *sel and the path is cut there (in place).  Else SNAP_DEFAULT. */
+/* The phase names FILE@phase:NAME gave, SNAP_PHASE0 - k for the k-th. */
+#define MAX_PHASE_SELS 16
+static char *phase_sels[MAX_PHASE_SELS];
+static int nphase_sels;
+
+long
+phase_selector(const struct mfile *f, long sel) {
+	if (sel > SNAP_PHASE0 || SNAP_PHASE0 - sel >= nphase_sels)
+		return sel;
+	const char *want = phase_sels[SNAP_PHASE0 - sel];
+	const struct snap *best = NULL;
+	int64_t most = -1;
+	for (size_t i = 0; i < f->nsnaps; i++) {
+		const struct snap *s = &f->snaps[i];
+		if (!s->phase || strcmp(f->phase_names[s->phase - 1], want))
+			continue;
+		int64_t live = 0;
+		for (int k = 0; k < NKINDS; k++)
+			live += s->tot[k].live_bytes;
+		if (live > most)
+			most = live, best = s;
+	}
+	if (!best) {
+		struct sb t = {0};
+		for (int i = 0; i < f->nphase_names; i++)
+			sb_printf(&t, "%s%s", i ? ", " : "", f->phase_names[i]);
+		die(EXIT_BAD_INPUT, "%s: no snapshot was taken during phase '%s' (its phases: %s)",
+		    f->path, want, t.len ? t.p : "none");
+	}
+	return best->seq;
+}
+
+/* FILE@N, FILE@peak, FILE@last, FILE@phase:NAME (a snapshot of a file or
+ * of every file of a directory) where FILE exists and FILE@... does not:
+ * the snapshot goes to *sel and the path is cut there (in place).  Else
+ * SNAP_DEFAULT. */
 long
 path_selector(char *path) {
 	char *at = strrchr(path, '@');
@@ -63,9 +96,15 @@ path_selector(char *path) {
 		sel = SNAP_LAST;
 	else if (*v && strspn(v, "0123456789") == strlen(v) && strlen(v) < 16)
 		sel = atol(v);
-	else
-		die(EXIT_BAD_INPUT, "%s: no such file, and '@%s' is not a snapshot (N, peak or last)",
-		    path, v);
+	else if (!strncmp(v, "phase:", 6) && v[6] && nphase_sels < MAX_PHASE_SELS) {
+		phase_sels[nphase_sels] = xstrdup(v + 6);
+		for (char *p = phase_sels[nphase_sels]; *p; p++)
+			if (*p == ' ') /* "checkpoint save" as the views print it */
+				*p = '_';
+		sel = SNAP_PHASE0 - nphase_sels++;
+	} else
+		die(EXIT_BAD_INPUT, "%s: no such file, and '@%s' is not a snapshot (N, peak, last "
+				    "or phase:NAME)", path, v);
 	*at = 0;
 	if (stat(path, &st)) {
 		int e = errno;
@@ -124,7 +163,7 @@ static int
 run_read(struct run *r, size_t i, struct mfile *f) {
 	struct load_why why;
 	if (!load_file(f, r->list[i], &why)) {
-		f->sel = r->sels[i];
+		f->sel = phase_selector(f, r->sels[i]);
 		f->has_sel = f->sel != SNAP_DEFAULT;
 		return 0;
 	}

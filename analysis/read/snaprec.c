@@ -8,15 +8,39 @@
  * computed from them fits. */
 #include "read/reader.h"
 #include "base/util.h"
+#include "base/sb.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
 
+/* Phase name (len bytes) as an index + 1 into the file's names; 0 when
+ * the table is full. */
+static int
+phase_ix(struct ctx *c, const char *name, size_t len) {
+	struct mfile *f = c->f;
+	for (int i = 0; i < f->nphase_names; i++)
+		if (strlen(f->phase_names[i]) == len && !memcmp(f->phase_names[i], name, len))
+			return i + 1;
+	if (f->nphase_names == MAX_PHASES || !len)
+		return 0;
+	f->phase_names[f->nphase_names] = xstrndup(name, len);
+	return ++f->nphase_names;
+}
+
+static int
+phase_str(struct ctx *c, struct jv *o, const char *key) {
+	struct jv *v = json_get(c->d, o, key);
+	return v && v->type == J_STR ? phase_ix(c, v->s, v->len) : 0;
+}
+
 static void
 totals(struct ctx *c, struct jv *o, struct totals *t) {
 	t->present = 1;
+	t->peak_phase = phase_str(c, o, MT_F_PEAK_PHASE);
+	struct jv *ps = json_get(c->d, o, MT_F_PEAK_STEP);
+	t->peak_step = ps && ps->type == J_NUM ? ps->d : NAN;
 	t->live_bytes = opt_count(c, o, MT_F_LIVE_BYTES, 0, INT64_MAX);
 	t->live_count = opt_i64(c, o, MT_F_LIVE_COUNT, 0);
 	t->allocs = opt_count(c, o, MT_F_ALLOCS, 0, INT64_MAX);
@@ -99,6 +123,55 @@ marks(struct ctx *c, struct jv *o, struct snap *s) {
 				s->marks[s->nmarks].name = xstrndup(x->key, x->keylen);
 				s->marks[s->nmarks++].value = x->d;
 			}
+}
+
+/* The phase open at s, the spans that ended since the previous snapshot
+ * (appended to the file's), the workload. */
+static void
+phases(struct ctx *c, struct jv *o, struct snap *s) {
+	s->phase = phase_str(c, o, MT_F_PHASE);
+	struct jv *ph = json_get(c->d, o, MT_F_PHASES);
+	if (ph && ph->type == J_OBJ)
+		for (struct jv *x = json_child(c->d, ph); x; x = json_next(c->d, x)) {
+			struct jv *sp = x->type == J_OBJ ? json_get(c->d, x, MT_F_SPANS) : NULL;
+			int id = phase_ix(c, x->key, x->keylen);
+			if (!sp || sp->type != J_ARR || !id)
+				continue;
+			for (struct jv *y = json_child(c->d, sp); y; y = json_next(c->d, y)) {
+				struct jv *b = y->type == J_ARR ? json_child(c->d, y) : NULL;
+				struct jv *e = b ? json_next(c->d, b) : NULL;
+				struct jv *st = e ? json_next(c->d, e) : NULL;
+				if (!st || b->type != J_NUM || e->type != J_NUM || st->type != J_NUM ||
+				    b->d < 0 || e->d < b->d || e->d > RD_MAX_MS)
+					bad(c, "a phase span is not [begin_ms, end_ms, step]");
+				struct mfile *f = c->f;
+				f->spans = xgrow(f->spans, f->nspans + 1, &f->cap_spans, sizeof *f->spans);
+				f->spans[f->nspans++] = (struct phasespan){
+					id, (int64_t)b->d, (int64_t)e->d, st->d >= 0 ? st->d : NAN};
+			}
+		}
+	struct jv *w = json_get(c->d, o, MT_F_WORKLOAD);
+	if (!w || w->type != J_OBJ)
+		return;
+	struct sb t = {0};
+	for (struct jv *x = json_child(c->d, w); x; x = json_next(c->d, x)) {
+		if (x->type == J_NUM && s->work.n < MAX_WORK &&
+		    !(x->keylen == 4 && !memcmp(x->key, "step", 4))) {
+			s->work.v[s->work.n].name = xstrndup(x->key, x->keylen);
+			s->work.v[s->work.n++].value = x->d;
+		} else if (x->type == J_ARR && x->keylen == 6 && !memcmp(x->key, "shapes", 6)) {
+			for (struct jv *y = json_child(c->d, x); y; y = json_next(c->d, y)) {
+				if (y->type != J_ARR)
+					continue;
+				sb_puts(&t, t.len ? ", " : "");
+				int k = 0;
+				for (struct jv *z = json_child(c->d, y); z; z = json_next(c->d, z))
+					if (z->type == J_NUM)
+						sb_printf(&t, "%s%.0f", k++ ? "x" : "", z->d);
+			}
+		}
+	}
+	s->work.shapes = t.len ? t.p : (free(t.p), NULL);
 }
 
 /* A call site's row: one pass over its members (the reader's hot loop). */
@@ -274,6 +347,7 @@ rec_snapshot(struct ctx *c, struct jv *o) {
 		    RD_MAX_MS);
 	proc_figures(c, o, s);
 	marks(c, o, s);
+	phases(c, o, s);
 	if (!c->summary) { /* a summary has totals and marks only: no rows */
 		snap_rows(c, o, s);
 		repeated_rows(c, s);

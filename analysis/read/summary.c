@@ -325,7 +325,7 @@ run_load_summaries(struct run *r, char **paths, int npaths) {
 	for (size_t i = 0; i < r->nlist; i++) {
 		if (!p.got[i]) {
 			struct mfile *f = &r->files[i];
-			f->sel = r->sels[i];
+			f->sel = phase_selector(f, r->sels[i]);
 			f->has_sel = f->sel != SNAP_DEFAULT;
 			if (k != i)
 				r->files[k] = *f;

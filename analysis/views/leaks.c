@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void follow_json(struct mfile *f, struct sb *j, const struct leaks *l);
+
 static void
 leaks_json(struct mfile *f, struct opts *o, struct sb *j, int first, const struct leaks *l) {
 	char name[512];
@@ -41,6 +43,7 @@ leaks_json(struct mfile *f, struct opts *o, struct sb *j, int first, const struc
 		sb_puts(j, ",\"allocator_bytes_per_hour\":");
 		sb_json_num(j, "%.0f", l->foot_h);
 	}
+	follow_json(f, j, l);
 	sb_puts(j, ",\"suspects\":[");
 	for (size_t i = 0; i < l->n && (int)i < o->top; i++) {
 		const struct leak *t = &l->v[i];
@@ -109,6 +112,49 @@ torch_text(const struct mfile *f, const struct leaks *l) {
 		       torchfig_text(&t[i], line, sizeof line));
 }
 
+/* Rows that grew with the step's workload (answer/growth.c: follows),
+ * each with its fit: not suspects. */
+static void
+follow_text(const struct leaks *l, const struct opts *o) {
+	char name[1100], a[16], b[16], c[16];
+	if (!l->nfollow)
+		return;
+	printf("  follows the workload, not a leak: %zu row%s whose live bytes follow the "
+	       "step's workload:\n", l->nfollow, l->nfollow == 1 ? "" : "s");
+	for (size_t i = 0; i < l->nfollow && (int)i < o->top; i++) {
+		const struct leak *t = &l->follow[i];
+		site_row_name(&(struct site_row){.name = t->r.name, .nsites = t->r.nsites}, 66,
+			      o->stacks, name, sizeof name);
+		printf("  %10s %-5s %s\n", human(t->r.live, a),
+		       t->r.kind == K_MMAP_FILE ? "mfile" : kind_names[t->r.kind], name);
+		printf("       follows the workload: live = %s x %s %s %s (R^2 %.2f; "
+		       "growth beyond it %s)\n", human((int64_t)llround(t->wf.per), b), t->wf.on,
+		       t->wf.icpt < 0 ? "-" : "+", human((int64_t)llround(fabs(t->wf.icpt)), c),
+		       t->wf.r2, human((int64_t)llround(fmax(0, t->wf.beyond)), a));
+	}
+}
+
+static void
+follow_json(struct mfile *f, struct sb *j, const struct leaks *l) {
+	char name[512];
+	sb_puts(j, ",\"follows_workload\":[");
+	for (size_t i = 0; i < l->nfollow; i++) {
+		const struct leak *t = &l->follow[i];
+		sb_puts(j, i ? ",{\"function\":" : "{\"function\":");
+		sb_json_str(j, site_func(f, t->r.stack, name, sizeof name));
+		sb_puts(j, ",\"where\":");
+		sb_json_str(j, t->r.name);
+		sb_printf(j, ",\"stack\":%lld,\"kind\":\"%s\",\"live_bytes\":%lld,"
+			     "\"growth_bytes\":%.0f,\"follows\":\"workload\",\"on\":",
+			  stack_file_id(f, t->r.stack), kind_names[t->r.kind], (long long)t->r.live,
+			  t->growth);
+		sb_json_str(j, t->wf.on);
+		sb_printf(j, ",\"bytes_per_unit\":%.3f,\"intercept_bytes\":%.0f,\"r2\":%.4f,"
+			     "\"beyond_bytes\":%.0f}", t->wf.per, t->wf.icpt, t->wf.r2, t->wf.beyond);
+	}
+	sb_putc(j, ']');
+}
+
 static void
 leaks_text(struct mfile *f, struct opts *o, const struct leaks *l) {
 	char a[16], b[16], c[16], name[1100], win[96];
@@ -121,6 +167,7 @@ leaks_text(struct mfile *f, struct opts *o, const struct leaks *l) {
 	if (!l->n) {
 		printf("  no leak suspects: nothing grows steadily (%zu rows examined, %s)\n",
 		       l->examined, win);
+		follow_text(l, o);
 		if (l->npts - l->npts / 2 < 6)
 			printf("  a leak that starts late is judged on the last half of these "
 			       "snapshots from 6 up (here %zu): snapshot more often to see one "
@@ -157,6 +204,7 @@ leaks_text(struct mfile *f, struct opts *o, const struct leaks *l) {
 	}
 	if (l->mark)
 		printf("  (per step: growth per unit of the mark \"%s\")\n", l->mark);
+	follow_text(l, o);
 	char r1[48], r2[48], r3[48], r4[48];
 	printf("  over the top suspect's last %s, %s: suspects %s, all tracked %s, "
 	       "allocator footprint %s, RSS %s\n",

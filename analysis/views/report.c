@@ -57,8 +57,12 @@ sites_text(struct mfile *f, const struct snap *s, struct opts *o, const char *ti
 		n = sites_on_device(f, v, n, o->ask.only_gpu - 1);
 	struct site_row *r = site_rows(f, v, n, o->kind, o->stacks, 4 * o->top + 64, 0, &nr);
 	char a[16], b[16], name[1100];
-	printf("  top call sites by live bytes %s (snapshot %lld, %s):\n", title, (long long)s->seq,
-	       s->reason);
+	char ph[96] = "";
+	if (s->phase) /* the phase the snapshot was taken in */
+		snprintf(ph, sizeof ph, ", %s", phase_during(f, s->phase, snap_step(s, "step"), name,
+							     sizeof name));
+	printf("  top call sites by live bytes %s (snapshot %lld, %s%s):\n", title, (long long)s->seq,
+	       s->reason, ph);
 	printf("  %11s %9s %9s %11s %-9s %s\n", "live", "count", "allocs", "allocated", "kind",
 	       "where");
 	int shown = 0;
@@ -201,6 +205,11 @@ at_peak_text(struct mfile *f, const struct snap *s, struct site *v, size_t n, st
 			    s->tot[k].peak_bytes > 0 && !(gpus && kind_on_device(k))) {
 				sb_printf(&h, "%s%s %s", h.len ? ", " : "", kind_names[k],
 					  human(s->tot[k].peak_bytes, a));
+				if (s->tot[k].peak_phase) { /* the phase it was reached in */
+					char ph[96];
+					sb_printf(&h, " %s", phase_during(f, s->tot[k].peak_phase,
+									s->tot[k].peak_step, ph, sizeof ph));
+				}
 				tp += s->tot[k].peak_bytes, tn += s->tot[k].live_bytes;
 			}
 		printf("  top call sites at the peak (each kind at its high-water mark: %s):\n",
@@ -292,6 +301,9 @@ spikes_text(struct mfile *f, struct opts *o) {
 			      name, sizeof name);
 		printf("  %11s %11s %-22s %-9s %s\n", human(v[i].r.peak, a), human(v[i].r.live, b),
 		       spike_when(&v[i], w, sizeof w), kind_names[v[i].r.kind], name);
+		if (v[i].phase) /* the phase it was reached in (answer/phase.c) */
+			printf("  %23s %s\n", "",
+			       phase_during(f, v[i].phase, v[i].step, name, sizeof name));
 		if (o->stacks)
 			site_print_stack(stdout, f, v[i].r.stack, "        ");
 	}
@@ -314,6 +326,12 @@ spikes_json(struct sb *j, struct mfile *f, struct opts *o) {
 			sb_puts(j, "null");
 		sb_puts(j, ",\"step\":");
 		sb_json_num(j, "%.0f", v[i].step);
+		if (v[i].phase) {
+			char ph[64];
+			sb_puts(j, ",\"phase\":");
+			sb_json_str(j, f->phase_names[v[i].phase - 1]);
+			(void)ph;
+		}
 		sb_puts(j, ",");
 		site_json_names(j, f, v[i].r.stack);
 		sb_puts(j, ",\"row\":");

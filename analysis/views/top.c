@@ -329,6 +329,35 @@ cmp_proc(const void *x, const void *y) {
 	return fa->pid < fb->pid ? -1 : fa->pid > fb->pid;
 }
 
+/* The phases (answer/phase.c): the one open at the last snapshot, the one
+ * each kind's peak was reached in, and the largest spike's. */
+static void
+phase_line(struct sb *o, struct mfile *f, struct opts *op) {
+	const struct snap *s = &f->snaps[f->nsnaps - 1];
+	char a[16], ph[96], nm[64];
+	struct sb t = {0};
+	if (s->phase)
+		sb_printf(&t, "now in %s", phase_name(f, s->phase, nm, sizeof nm));
+	for (int k = 0; k < NKINDS; k++)
+		if (s->tot[k].present && s->tot[k].peak_phase)
+			sb_printf(&t, "%s%s peak %s %s", t.len ? "; " : "", kind_names[k],
+				  human(s->tot[k].peak_bytes, a),
+				  phase_during(f, s->tot[k].peak_phase, s->tot[k].peak_step, ph, sizeof ph));
+	if (f->nspans) {
+		struct spike v[8];
+		size_t n = answer_spikes(f, &op->ask, v, 8), i = 0;
+		while (i < n && !v[i].phase)
+			i++;
+		if (i < n) /* the largest spike in a phase */
+			sb_printf(&t, "%sspike %s %s", t.len ? "; " : "", human(v[i].r.peak, a),
+				  phase_during(f, v[i].phase, v[i].step, ph, sizeof ph));
+		spikes_free(v, n);
+	}
+	if (t.len)
+		sb_printf(o, "  phases: %s\n", t.p);
+	sb_free(&t);
+}
+
 static void
 frame(struct sb *o, struct view *v, struct opts *op, int width) {
 	char a[16], b[16], c[16], d[16], e[16], g[16], lab[128], t1[48], t2[48];
@@ -369,6 +398,7 @@ frame(struct sb *o, struct view *v, struct opts *op, int width) {
 			sb_printf(o, "\n%s  %s  snapshot %lld (%s) at %s\n", file_label(f, lab, sizeof lab), cmd,
 				  (long long)f->snaps[f->nsnaps - 1].seq, f->snaps[f->nsnaps - 1].reason,
 				  human_ms(f->snaps[f->nsnaps - 1].elapsed_ms, a));
+			phase_line(o, f, op);
 			sites_frame(o, &v->p[v->sel], v, op, width);
 		}
 	}

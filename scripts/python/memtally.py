@@ -14,6 +14,14 @@ optimizer step of a PyTorch program is marked "step" without these lines
 (the start-up hook's _memtally/steps.py, doc/python.md); a program's own
 "step" mark through mark() wins over the automatic one.
 
+Phases and the workload (doc/python.md): checkpoints, evaluations,
+batches, backward and optimizer steps are phases without code; name the
+rest, and say what a step worked on:
+
+    with memtally.phase("rollout"):
+        seqs = policy.generate(prompts)
+    memtally.mark("step", step, meta={"tokens": seqs.numel()})
+
 The process's own figures, while it runs under the shim:
 
     memtally.peak_reset()
@@ -26,7 +34,7 @@ import ctypes
 import os
 import sys
 
-__all__ = ['mark', 'snapshot', 'active', 'on_step', 'figures', 'peak_reset', 'Figures']
+__all__ = ['mark', 'phase', 'snapshot', 'active', 'on_step', 'figures', 'peak_reset', 'Figures']
 
 try:
     _lib = ctypes.CDLL(None)
@@ -38,6 +46,16 @@ try:
     _snap.restype = ctypes.c_int
 except (OSError, AttributeError):
     _mark = _snap = None
+
+try:
+    _phase = ctypes.CDLL(None).memtally_phase
+    _phase.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    _phase.restype = ctypes.c_int
+    _workload = ctypes.CDLL(None).memtally_workload
+    _workload.argtypes = [ctypes.c_char_p]
+    _workload.restype = ctypes.c_int
+except (OSError, AttributeError):
+    _phase = _workload = None
 
 # doc/FORMAT.md's kinds, in the order of memtally_figures' arrays
 KINDS = ('heap', 'mmap', 'mmap_file', 'cuda', 'cuda_host', 'cuda_managed', 'cuda_vmm')
@@ -67,12 +85,27 @@ def active():
     return _snap is not None
 
 
-def mark(name, value):
+def mark(name, value, meta=None):
     """Record the current value of a progress counter ("step", 1200);
-    returns True when recorded.  Up to 8 names of up to 31 bytes."""
+    returns True when recorded.  Up to 8 names of up to 31 bytes.  meta
+    (a dict of JSON values: {"tokens": 4096, "rollouts": 8}) says what the
+    step worked on: the snapshots from this mark on carry it as their
+    workload, with the DataLoader's batch shapes the start-up hook saw
+    since the previous step; `memtally leaks` tells growth that follows
+    its numbers from a leak."""
     if _mark is None:
         return False
     steps = _steps() if name == 'step' else None
+    if meta is not None:
+        ph = sys.modules.get('_memtally.phases')
+        if ph is not None and getattr(ph, '_phase', None) is not None and steps is not None:
+            ph.set_meta(meta)  # sent with the batches' shapes, before the mark
+        elif _workload is not None:
+            import json
+            w = dict(meta)
+            if name == 'step':
+                w.setdefault('step', value)
+            _workload(json.dumps(w, separators=(',', ':'), default=str).encode())
     if steps is not None and hasattr(steps, 'user_step_before'):
         # what describes the step (torch's allocator figures) goes to the
         # shim first: the step's snapshot is written as it is marked
@@ -81,6 +114,39 @@ def mark(name, value):
     if ok and steps is not None:
         steps.user_step(value)  # the automatic marks stop; callbacks run
     return ok
+
+
+class phase:
+    """A phase of the program, as a context manager (or a decorator):
+
+        with memtally.phase("rollout"):
+            ...
+
+    Snapshots taken inside it, and a peak reached inside it, name it
+    ("during rollout at step 30"); `memtally diff run@rollout run@eval`
+    compares two phases.  Up to 16 names of up to 31 bytes; nests."""
+
+    def __init__(self, name):
+        self.name = str(name).encode()
+
+    def __enter__(self):
+        if _phase is not None:
+            _phase(self.name, 1)
+        return self
+
+    def __exit__(self, *exc):
+        if _phase is not None:
+            _phase(self.name, 0)
+        return False
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def inside(*args, **kwargs):
+            with self:
+                return fn(*args, **kwargs)
+        return inside
 
 
 def on_step(fn):

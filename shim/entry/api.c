@@ -15,6 +15,7 @@
 #include "memtally.h"
 #include "capture/charge.h"
 #include "state/marks.h"
+#include "state/phases.h"
 #include "output/snapshot.h"
 #include "capture/python.h"
 #include "state/trigger.h"
@@ -78,6 +79,22 @@ memtally_mark(const char *name, double value) {
 	if (!r && step_due(name, old, value) && __atomic_load_n(&mt_active, __ATOMIC_ACQUIRE))
 		mt_trigger_sync(MT_REASON_STEP);
 	return r;
+}
+
+/* Phases and the workload (state/phases.c): the program's own calls,
+ * never from inside the allocator; one short lock. */
+MT_EXPORT int
+memtally_phase(const char *name, int begin) {
+	if (!__atomic_load_n(&mt_active, __ATOMIC_ACQUIRE))
+		return -1;
+	return mt_phase_mark(name, begin != 0);
+}
+
+MT_EXPORT int
+memtally_workload(const char *json) {
+	if (!__atomic_load_n(&mt_active, __ATOMIC_ACQUIRE))
+		return -1;
+	return mt_workload_set(json, json ? strnlen(json, 1024) : 0);
 }
 
 MT_EXPORT int

@@ -28,6 +28,7 @@
 #include "state/devices.h"
 #include "state/events.h"
 #include "state/marks.h"
+#include "state/phases.h"
 #include "output/file.h"
 #include "platform/fdio.h"
 #include "output/zout.h"
@@ -278,6 +279,7 @@ totals(struct mt_buf *b, int note) {
 			      (unsigned long)t->free_bytes, (long)t->peak_bytes);
 		if (k == MT_HEAP && mt_cfg.sample)
 			mt_buf_puts(b, "," MT_KEY(MT_F_LIVE_ESTIMATED) "true");
+		mt_phases_peak_json(b, k);
 		mt_buf_puts(b, "},");
 	}
 }
@@ -306,6 +308,7 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 	mt_procstat_json(b, scr, nscr, often, af);
 	mt_devices_json(b);
 	mt_marks_json(b);
+	mt_phases_json(b, !dump);
 	totals(b, !dump);
 	uint64_t reserved = mt_maptab_reserved();
 	if (reserved) /* PROT_NONE: address space, in no kind */

@@ -7,6 +7,7 @@
 #ifndef MT_TOTALS_H
 #define MT_TOTALS_H
 #include "state/stacks.h"
+#include "state/phases.h"
 #include <stdint.h>
 
 /* Process-wide exact totals per kind. */
@@ -48,6 +49,11 @@ extern MT_HIDDEN uint32_t mt_peak_epoch[MT_PEAK_SLOTS];
 static inline void
 mt_peak_moved(int slot) {
 	__atomic_add_fetch(&mt_peak_epoch[slot], 1, __ATOMIC_RELAXED);
+	/* the phase and step it moved in (phases.h): two loads, two stores */
+	__atomic_store_n(&mt_peak_phase[slot], __atomic_load_n(&mt_phase_now, __ATOMIC_RELAXED),
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&mt_peak_step[slot], __atomic_load_n(&mt_step_now, __ATOMIC_RELAXED) + 1,
+			 __ATOMIC_RELAXED);
 }
 /* Peaks since the last mt_since_reset (memtally_peak_reset, entry/api.c):
  * one a kind, then host memory (heap + mmap) and device memory (cuda +

@@ -81,7 +81,20 @@ def records(rank, pid, leak):
             sites.append(site(10, 'heap', step * 64 * KIB, step, step, step * 64 * KIB))
         if step in (8, 9):  # a checkpoint mapping held for two steps
             sites.append(site(12, 'mmap', 64 * MIB, 1, 1, 64 * MIB))
-        out.append(snapshot(step, step, sites, reason='exit' if step == 23 else 'every'))
+        snap = snapshot(step, step, sites, reason='exit' if step == 23 else 'every')
+        if rank == 1:  # phases and the workload (issue 56): a checkpoint at step 8
+            snap['workload'] = {'step': step, 'batches': 1, 'shapes': [[4, 16 + step % 3]],
+                                'batch_bytes': 512 + 32 * (step % 3), 'tokens': 64 + 4 * (step % 3)}
+            if step == 8:
+                snap['phase'] = 'checkpoint_save'
+            if step >= 8:
+                snap['mmap'].update(peak_phase='checkpoint_save', peak_step=8)
+            if step == 10:
+                snap['phases'] = {'checkpoint_save': {'count': 1, 'ms': 1500,
+                                                      'spans': [[9800, 11300, 8]]}}
+            elif step > 10:
+                snap['phases'] = {'checkpoint_save': {'count': 1, 'ms': 1500}}
+        out.append(snap)
     return out
 
 def write(name, recs):

@@ -36,6 +36,8 @@ CASES = [
     ('functions-json', ['functions', '--json', R0]),
     ('metrics', ['metrics', IN]),
     ('metrics-peak', ['metrics', '--at', 'peak', '--top', '3', R0]),
+    ('report-phases', ['report', R1]),  # rank 1's phases: the mmap peak in a checkpoint
+    ('diff-phases', ['diff', R1 + '@phase:checkpoint save', R1 + '@last']),  # a phase against the end
 ]
 
 for name, args in CASES:

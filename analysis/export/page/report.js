@@ -46,6 +46,12 @@ function timeline(p,box){box.innerHTML='';var S=p.snapshots,W=1100,H=260,L=70,B=
  series.forEach(function(s){var pts=[];s[1].forEach(function(v,i){if(v!=null)pts.push(X(S.t[i])+','+Y(v));});
   el('polyline',{points:pts.join(' '),fill:'none',stroke:s[2],'stroke-width':1.5,'class':'series','data-name':s[0]},svg);
   if(pts.length<=60)pts.forEach(function(q){var c=q.split(',');el('circle',{cx:c[0],cy:c[1],r:2.5,fill:s[2]},svg);});});
+ /* the program's phases: bands behind the lines, a row of them under the axis */
+ var PC=['#fdd0a2','#c6dbef','#c7e9c0','#dadaeb','#fcbba1','#d9d9d9'],pn=[];
+ (p.phases||[]).forEach(function(q){var k=pn.indexOf(q[0]);if(k<0){k=pn.length;pn.push(q[0]);}
+  var r=el('rect',{x:X(q[1]),y:10,width:Math.max(1,X(q[2])-X(q[1])),height:H-B-10,fill:PC[k%PC.length],'fill-opacity':0.5,'class':'phase','data-phase':q[0]},svg);
+  svg.insertBefore(r,svg.firstChild);
+  el('title',{},r).textContent=q[0]+' '+((q[2]-q[1])/1000).toFixed(2)+' s'+(q[3]!=null?' at step '+q[3]:'');});
  var RC={exit:'#000',signal:'#d62728',request:'#1f77b4',every:'#7f7f7f',interval:'#c7c7c7',preoom:'#ff7f0e',oom:'#ff0000'};
  S.t.forEach(function(t,i){var m=el('line',{x1:X(t),x2:X(t),y1:H-B,y2:H-B+6,stroke:RC[S.reason[i]]||'#aaa','class':'tick'},svg);
   var tt=el('title',{},m);tt.textContent='snapshot '+S.seq[i]+': '+S.reason[i]+' at '+(t/1000).toFixed(2)+' s'+(S.label[i]?' ('+S.label[i]+')':'')+(S.mark[i]!=null?' step '+S.mark[i]:'');});
@@ -53,6 +59,7 @@ function timeline(p,box){box.innerHTML='';var S=p.snapshots,W=1100,H=260,L=70,B=
  var mk=el('line',{x1:L,x2:L,y1:10,y2:H-B,stroke:'#444','stroke-dasharray':'2,3','class':'moment',visibility:'hidden'},svg);
  box.momentAt=function(t){if(t==null){mk.setAttribute('visibility','hidden');return;}mk.setAttribute('x1',X(t));mk.setAttribute('x2',X(t));mk.setAttribute('visibility','visible');};
  var lg=h('div',{'class':'legend'},null,box);series.forEach(function(s){var sp=h('span',{},null,lg);h('i',{style:'background:'+s[2]},null,sp);sp.appendChild(document.createTextNode(s[0]));});
+ pn.forEach(function(n,k){var sp=h('span',{'class':'phase-key'},null,lg);h('i',{style:'background:'+PC[k%PC.length]},null,sp);sp.appendChild(document.createTextNode(n));});
  if(p.downsampled)h('div',{'class':'note'},'Showing '+S.t.length+' of '+p.nsnaps+' snapshots (evenly spaced; the first, the last and the peak kept).',box);
  if(p.marks_start)h('div',{'class':'note'},p.marks_start,box);}
 var COLS={rss:'#d62728',pss:'#ff9896',heap:'#1f77b4',mmap:'#2ca02c',mmap_file:'#98df8a',cgroup:'#9467bd'};
@@ -89,7 +96,7 @@ function findings(p,box){box.innerHTML='';var L=p.leaks;
   if(L.more)h('div',{'class':'note'},'and '+L.more+' more (memtally leaks --top N).',box);}
  if(!p.spikes.length){h('p',{'class':'note',id:'no-spikes'},'No spike: no call site\'s own high-water mark is twice, and 4 MiB over, what it held at the peak.',box);return;}
  h('div',{'class':'note'},'Spikes: a call site\'s own high-water mark, far above what it held at the process peak (memory the peak tables miss):',box);
- grid(box,'spikes',['own peak','at peak','when','kind','where'],p.spikes.map(function(s){return [hb(s.peak),hb(s.live),s.ms==null?'?':(s.step!=null?'step '+s.step+' ('+secs(s.ms)+')':secs(s.ms)),s.k,named(s.w,s.sites)];}),function(){return 'spike';});}
+ grid(box,'spikes',['own peak','at peak','when','kind','where'],p.spikes.map(function(s){return [hb(s.peak),hb(s.live),(s.ms==null?'?':(s.step!=null?'step '+s.step+' ('+secs(s.ms)+')':secs(s.ms)))+(s.ph?' '+s.ph:''),s.k,named(s.w,s.sites)];}),function(){return 'spike';});}
 
 function flame(p,box){box.innerHTML=p.flame;var s=box.querySelector('svg');if(s)mtFlameInit(s);
  document.getElementById('flame-note').textContent='Live memory by call site '+p.flame_moment+' (it stays there when the table below moves: one flame graph a process keeps the page small). Click a frame to zoom; Search highlights.';}

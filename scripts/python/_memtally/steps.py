@@ -238,6 +238,12 @@ def on_torch(torch):
             raise
         _warn('steps', 'cannot hook optimizer steps in torch %s (%s: %s); steps are not marked'
               % (getattr(torch, '__version__', '?'), type(e).__name__, e))
+    try:  # phases and the step's workload (_memtally/phases.py)
+        _state['phases'] = bool(load('phases').install(torch, sys.modules[__name__]))
+    except Exception as e:
+        if not ours(e):
+            raise
+        _warn('phases', '_memtally.phases: %s: %s' % (type(e).__name__, e))
     try:
         load('cuda').install(torch)
     except Exception as e:
