@@ -29,7 +29,7 @@ on the real module with the arguments it passes (CUDA's caching allocator
 cannot run on the CPU: test_cuda's double stays), and `memtally torch`'s
 pickle loads in 2.x's torch.cuda._memory_viz.
 
-`make test` runs lightning and compile (leak and fixed) and api; MT_FULL=1
+`make test` runs lightning (leak and fixed) and api; MT_FULL=1
 all.  When the venv could not be built the test says why and passes."""
 import json, os, re, subprocess, sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
@@ -68,7 +68,7 @@ ENTRIES = {
     'composer': ('composer_run.py', 40, 'cache', None),
     'accelerate': ('accel.py', 40, 'kept', 'torchrun'),
 }
-FAST = ('lightning', 'compile')
+FAST = ('lightning',)
 
 
 def sh(args, env=ENV, timeout=None, **kw):
