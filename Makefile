@@ -66,8 +66,11 @@ SHIM_CONFIG_SRC := shim/platform/config.c shim/platform/buf.c shim/platform/glue
 $(B)/memtally: $(AN_OBJ) $(SHIM_CONFIG_OBJ)
 	$(CC) -o $@ $^ $(AN_LIBS)
 
+# setup-torch2.sh: the PyTorch 2.x venv test_frameworks runs in (outside
+# the tree, built once; never fails the build).
 deps:
 	bash scripts/setup-deps.sh
+	bash scripts/setup-torch2.sh
 
 # The Python start-up hook and helper (doc/python.md): `memtally run` finds
 # them beside itself (bundle: python/), in ../share/memtally/python
@@ -112,6 +115,7 @@ test: deps
 # tables under ThreadSanitizer; ends with "N passed, N failed".
 check:
 	MEMTALLY_DEPS_EXTRA="clang libclang-rt-14-dev $(MEMTALLY_DEPS_EXTRA)" bash scripts/setup-deps.sh
+	bash scripts/setup-torch2.sh
 	bash test/check.sh
 
 $(B)/asan/memtally: $(AN_SRC) $(AN_HDR) $(SHIM_CONFIG_SRC)

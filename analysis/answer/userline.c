@@ -24,12 +24,36 @@
 
 /* ---- the user's frame ---- */
 
+/* Code torch.compile wrote (TorchInductor's output code, doc/python.md
+ * "torch.compile"): a file under its default cache folder
+ * (/tmp/torchinductor_USER), or one whose first line is the header it
+ * writes ("# AOT ID: "), wherever TORCHINDUCTOR_CACHE_DIR puts it.  Each
+ * file's answer is kept. */
+static int
+py_generated(const char *path) {
+	static struct keyix ix; /* path -> 1 + the answer */
+	if (strstr(path, "/torchinductor_"))
+		return 1;
+	int fresh;
+	uint64_t *slot = keyix_slot(&ix, path, strlen(path), &fresh);
+	if (fresh) {
+		static const char head[] = "# AOT ID: ";
+		char b[sizeof head] = {0};
+		FILE *in = fopen(path, "rb");
+		size_t got = in ? fread(b, 1, sizeof head - 1, in) : 0;
+		if (in)
+			fclose(in);
+		*slot = 1 + (got == sizeof head - 1 && !memcmp(b, head, got));
+	}
+	return *slot == 2;
+}
+
 int
 site_py_user(const struct frame *fr) {
 	const char *f = fr->file;
 	return fr->python == 1 && f && f[0] != '<' && !strstr(f, "/site-packages/") &&
 	       !strstr(f, "/dist-packages/") && !strstr(f, "/lib/python") &&
-	       !site_own_frame(fr);
+	       !site_own_frame(fr) && !py_generated(f);
 }
 
 /* ---- source text, a cache per file ---- */
