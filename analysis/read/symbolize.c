@@ -228,6 +228,23 @@ resolve(struct symmod *m, uint64_t off, struct frame *out, int max) {
 	Dwarf_Die *cu = dwfl_module_addrdie(m->mod, addr, &bias);
 	Dwarf_Die *scopes = NULL;
 	int ns = cu ? dwarf_getscopes(cu, addr - bias, &scopes) : 0;
+	/* dwarf_getscopes goes on from an inlined instance into the scopes of
+	 * its abstract definition (remember, then remember's own subprogram),
+	 * not into the code it was inlined in: the callers come from the
+	 * innermost scope's place in the concrete tree (dwarf_getscopes_die,
+	 * as eu-addr2line -i does), so an inlined helper reads
+	 * remember < batch_a < main. */
+	if (ns > 0) {
+		Dwarf_Die inner = scopes[0], *path = NULL;
+		int np = dwarf_getscopes_die(&inner, &path);
+		if (np > 0) {
+			free(scopes);
+			scopes = path;
+			ns = np;
+		} else {
+			free(path);
+		}
+	}
 	for (int i = 0; i < ns && n < max; i++) {
 		int tag = dwarf_tag(&scopes[i]);
 		if (tag != DW_TAG_subprogram && tag != DW_TAG_inlined_subroutine)
