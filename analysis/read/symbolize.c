@@ -348,7 +348,7 @@ sym_text(const struct frame *fr, char *buf, size_t n, int full_path) {
 		snprintf(buf, n, "0x%llx [no module]", (unsigned long long)fr->offset);
 	else if (!fr->func)
 		snprintf(buf, n, "%s+0x%llx", full_path ? mod : mb, (unsigned long long)fr->offset);
-	else if (fr->pc == MT_PC_ELIDED)
+	else if (fr->pc == MT_PC_ELIDED || fr->python == 2) /* a mark, not a frame */
 		snprintf(buf, n, "%s", fr->func);
 	else if (fr->file && fr->line) {
 		const char *fb = full_path || !strrchr(fr->file, '/') ? fr->file : strrchr(fr->file, '/') + 1;
