@@ -135,6 +135,8 @@ mt_utf8_len(const unsigned char *p, size_t avail) {
 #define MT_F_FRAMES "frames"
 #define MT_F_ENTRY "entry"
 #define MT_F_TRUNCATED "truncated"
+#define MT_F_ELIDED "elided"
+#define MT_F_ELIDED_AT "elided_at"
 #define MT_F_HEX "hex"
 #define MT_F_OFFSETS "offsets"
 #define MT_F_DEPTH "depth"

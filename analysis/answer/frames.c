@@ -6,6 +6,8 @@
 #include "answer/sites.h"
 #include "base/util.h"
 #include "read/symbolize.h"
+#include "base/keyix.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -103,6 +105,32 @@ py_frame(const struct pyframe *p) {
 			      .module = "[python]", .status = SYM_OK, .python = 1};
 }
 
+/* The mark standing for the Python frames a stack past MEMTALLY_PYDEPTH
+ * left out between its two ends: "[N Python frames left out]" (a mark,
+ * as "[no Python frame]": python 2, named by no row). */
+static struct frame
+py_elided(int64_t n) {
+	static struct keyix names; /* count -> its text, kept for good */
+	int fresh;
+	uint64_t *v = keyix_slot(&names, (const char *)&n, sizeof n, &fresh);
+	if (fresh) {
+		char t[64];
+		snprintf(t, sizeof t, "[%lld Python frame%s left out]", (long long)n, n == 1 ? "" : "s");
+		*v = (uint64_t)(uintptr_t)xstrdup(t);
+	}
+	return (struct frame){.func = (const char *)(uintptr_t)*v, .module = "[python]",
+			      .status = SYM_OK, .python = 2};
+}
+
+/* Python frame k of ps into out[*n], after the mark of the frames left
+ * out before it when there is one (and room). */
+static void
+py_put(const struct mfile *f, const struct pystack *ps, int k, struct frame *out, int *n, int max) {
+	if (ps->elided > 0 && k == ps->elided_at && *n < max - 1)
+		out[(*n)++] = py_elided(ps->elided);
+	out[(*n)++] = py_frame(&f->pyframes[ps->frames[k]]);
+}
+
 /* Hybrid: the k-th native _PyEval_EvalFrameDefault frame (innermost first)
  * is replaced by the k-th run of Python frames (a run ends at a frame with
  * its entry bit); Python frames left over (a native stack cut at
@@ -128,11 +156,11 @@ site_frames(const struct mfile *f, uint32_t stack, struct frame *out, int max) {
 			continue;
 		}
 		do
-			out[n++] = py_frame(&f->pyframes[ps->frames[k]]);
+			py_put(f, ps, k, out, &n, max);
 		while (!ps->entry[k++] && k < ps->n && n < max);
 	}
 	while (ps && k < ps->n && n < max)
-		out[n++] = py_frame(&f->pyframes[ps->frames[k++]]);
+		py_put(f, ps, k++, out, &n, max);
 	if (!f->native && st->py == 0 && f->python && n < max)
 		out[n++] = (struct frame){.func = "[no Python frame]", .module = "[python]",
 					  .status = SYM_OK, .python = 2};

@@ -128,6 +128,8 @@ struct pystack {
 	uint32_t *frames;
 	uint8_t *entry;
 	int n, truncated;
+	int64_t elided;            /* frames left out past the depth ... */
+	int elided_at;             /* ... between frames[elided_at - 1] and frames[elided_at] */
 };
 
 struct segment {

@@ -271,6 +271,11 @@ pystack(struct ctx *c, struct jv *o) {
 	for (struct jv *x = json_child(c->d, en); x; x = json_next(c->d, x), i++)
 		p->entry[i] = x->type == J_NUM && x->i;
 	p->truncated = flag(c, o, MT_F_TRUNCATED);
+	/* both ends kept: frames [0, elided_at) innermost, the rest outermost */
+	p->elided = opt_count(c, o, MT_F_ELIDED, 0, INT32_MAX);
+	p->elided_at = (int)opt_count(c, o, MT_F_ELIDED_AT, 0, p->n);
+	if (!p->elided)
+		p->elided_at = 0;
 }
 
 static void

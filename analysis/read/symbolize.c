@@ -228,6 +228,23 @@ resolve(struct symmod *m, uint64_t off, struct frame *out, int max) {
 	Dwarf_Die *cu = dwfl_module_addrdie(m->mod, addr, &bias);
 	Dwarf_Die *scopes = NULL;
 	int ns = cu ? dwarf_getscopes(cu, addr - bias, &scopes) : 0;
+	/* dwarf_getscopes goes on from an inlined instance into the scopes of
+	 * its abstract definition (remember, then remember's own subprogram),
+	 * not into the code it was inlined in: the callers come from the
+	 * innermost scope's place in the concrete tree (dwarf_getscopes_die,
+	 * as eu-addr2line -i does), so an inlined helper reads
+	 * remember < batch_a < main. */
+	if (ns > 0) {
+		Dwarf_Die inner = scopes[0], *path = NULL;
+		int np = dwarf_getscopes_die(&inner, &path);
+		if (np > 0) {
+			free(scopes);
+			scopes = path;
+			ns = np;
+		} else {
+			free(path);
+		}
+	}
 	for (int i = 0; i < ns && n < max; i++) {
 		int tag = dwarf_tag(&scopes[i]);
 		if (tag != DW_TAG_subprogram && tag != DW_TAG_inlined_subroutine)
@@ -331,7 +348,7 @@ sym_text(const struct frame *fr, char *buf, size_t n, int full_path) {
 		snprintf(buf, n, "0x%llx [no module]", (unsigned long long)fr->offset);
 	else if (!fr->func)
 		snprintf(buf, n, "%s+0x%llx", full_path ? mod : mb, (unsigned long long)fr->offset);
-	else if (fr->pc == MT_PC_ELIDED)
+	else if (fr->pc == MT_PC_ELIDED || fr->python == 2) /* a mark, not a frame */
 		snprintf(buf, n, "%s", fr->func);
 	else if (fr->file && fr->line) {
 		const char *fb = full_path || !strrchr(fr->file, '/') ? fr->file : strrchr(fr->file, '/') + 1;

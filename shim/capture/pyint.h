@@ -40,6 +40,9 @@
 #include <stdint.h>
 
 #define MAXD 64 /* MEMTALLY_PYDEPTH's ceiling */
+/* The frames a walk reads at most (a deeper chain: its outermost are
+ * those within this many of the innermost). */
+#define MT_PY_MAXWALK 100000
 
 /* ---- the interpreter (pyfind.c) ---- */
 struct mt_pyinterp {
@@ -76,6 +79,8 @@ struct pystack {
 	uint64_t entry;   /* bit i: frame i is its eval-loop activation's first */
 	uint32_t *frames; /* pyframe ids, innermost first, in the id arena */
 	uint8_t n, truncated, written;
+	uint8_t elided_at; /* frames [0, elided_at) innermost, then elided left out */
+	uint32_t elided;
 };
 struct mt_pytables {
 	struct mt_chunked code, frame, stack;

@@ -46,7 +46,13 @@ stack_line(struct mt_buf *b, uint32_t id) {
 	mt_buf_puts(b, "]," MT_KEY(MT_F_ENTRY) "[");
 	for (int i = 0; i < s->n; i++)
 		mt_buf_printf(b, "%s%d", i ? "," : "", (int)(s->entry >> i & 1));
-	mt_buf_printf(b, "]%s}\n", s->truncated ? "," MT_KEY(MT_F_TRUNCATED) "true" : "");
+	mt_buf_puts(b, "]");
+	if (s->truncated)
+		mt_buf_puts(b, "," MT_KEY(MT_F_TRUNCATED) "true");
+	if (s->elided) /* both ends kept: the frames between left out */
+		mt_buf_printf(b, "," MT_KEY(MT_F_ELIDED) "%u," MT_KEY(MT_F_ELIDED_AT) "%u",
+			      (unsigned)s->elided, (unsigned)s->elided_at);
+	mt_buf_puts(b, "}\n");
 }
 
 void

@@ -166,6 +166,8 @@ code_line(uintptr_t co, int32_t li, int first, struct mt_py_lpos *pos) {
 
 struct walk {
 	int n, truncated;
+	int elided, elided_at; /* frames left out between [0, elided_at) and the rest */
+	uint64_t rest;         /* REST_MIX of the frames from elided_at on, all of them */
 	uint64_t entry, hash;
 	uintptr_t code[MAXD];
 	uintptr_t iword[MAXD]; /* the frame's instruction word as read (pointer or lasti) */
@@ -206,6 +208,32 @@ struct py_thread {
 static MT_TLS struct py_thread *me;
 static struct mt_tpool pool = MT_TPOOL(sizeof(struct py_thread));
 
+/* The frames past a deep walk's inner ones, mixed: what a check of the
+ * thread's last walk compares when that walk kept both ends (two
+ * multiplies a frame, where the walk's own is ~75 instructions). */
+#define REST_MIX(r, co, iw, marked)                                                    \
+	((((r) ^ (co)) * 0x9e3779b97f4a7c15ull ^ (iw) ^ (uint64_t)(marked) << 63) *   \
+	 0xc2b2ae3d27d4eb4full)
+#define REST_OWNER(r) (((r) ^ 0x165667b19e3779f9ull) * 0x9e3779b97f4a7c15ull)
+
+/* The outer ring of a walk past its depth (slots [at, at + tail), the
+ * frame that is now the outermost kept at slot at + r) put in order. */
+static void
+ring_order(struct walk *w, uint64_t *ent, int at, int tail, int r) {
+	uintptr_t code[MAXD / 4], iword[MAXD / 4]; /* tail: a quarter of the depth */
+	int32_t lasti[MAXD / 4];
+	uint64_t bits = 0;
+	for (int j = 0; j < tail; j++) {
+		int o = at + (r + j) % tail;
+		code[j] = w->code[o], iword[j] = w->iword[o], lasti[j] = w->lasti[o];
+		bits |= (*ent >> o & 1) << j;
+	}
+	for (int j = 0; j < tail; j++) {
+		w->code[at + j] = code[j], w->iword[at + j] = iword[j], w->lasti[at + j] = lasti[j];
+		*ent = (*ent & ~(1ull << (at + j))) | (bits >> j & 1) << (at + j);
+	}
+}
+
 /* A frame's instruction word as read (the int lasti, or the pointer) and
  * whether it carries its own entry mark, for the walk's two loops. */
 static inline __attribute__((always_inline)) uintptr_t
@@ -243,13 +271,22 @@ walk_as(uintptr_t ts, struct walk *w, int entry, int instr, int verify) {
 			o_entry = (uintptr_t)mt_pyi.L.fr_entry, o_type = (uintptr_t)mt_pyi.L.ob_type,
 			o_cocode = (uintptr_t)mt_pyi.L.co_code, ctype = mt_pyi.code_type;
 	const int skip = mt_pyi.L.skip_non_code, max = (int)mt_cfg.pydepth;
+	/* Past max frames both ends are kept: the innermost keep_in, and the
+	 * outermost tail in a ring over the last slots (the script's own
+	 * lines are the outermost: a Trainer puts 30-60 library frames
+	 * between them and the allocation).  Below 8 frames, the innermost. */
+	const int tail = max >= 8 ? max / 4 : 0, keep_in = max - tail;
+#define PY_SLOT(k) ((k) < max ? (k) : keep_in + ((k) - keep_in) % tail)
 	uintptr_t f = rd(ts + (uintptr_t)mt_pyi.L.ts_frame);
 	if (mt_pyi.L.cf_current >= 0)
 		f = f ? rd(f + (uintptr_t)mt_pyi.L.cf_current) : 0;
 	int n = 0, truncated = 0, steps = 0;
 	uint64_t ent = 0, a = 0x9e3779b97f4a7c15ull, b = 0xc2b2ae3d27d4eb4full;
+	uint64_t rest = 0;
 	if (verify) {
-		const int want = w->n;
+		/* a walk that kept both ends: its inner frames compared, then
+		 * every frame past them mixed (REST_MIX) and counted */
+		const int want = w->elided ? w->elided_at : w->n;
 		for (; n < want; n++, steps++) {
 			if (!f)
 				return 0;
@@ -268,14 +305,40 @@ walk_as(uintptr_t ts, struct walk *w, int entry, int instr, int verify) {
 				ent |= 1ull << n;
 			f = rd(f + o_prev);
 		}
+		if (w->elided) {
+			int m = 0;
+			for (; f && steps < MT_PY_MAXWALK; steps++, f = rd(f + o_prev)) {
+				if (entry == PY_ENTRY_CSTACK &&
+				    *(const volatile uint8_t *)(f + o_owner) == 3) {
+					if (!m && n)
+						ent |= 1ull << (n - 1);
+					rest = REST_OWNER(rest);
+					continue;
+				}
+				uintptr_t co = rd(f + o_code);
+				if (!co || rd(co + o_type) != ctype) {
+					if (!skip)
+						break;
+					continue;
+				}
+				rest = REST_MIX(rest, co, instr_word(f, o_instr, instr),
+						entry_marked(f, o_entry, entry));
+				m++;
+			}
+			const uint64_t mask = (1ull << want) - 1;
+			return n + m == w->n + w->elided && rest == w->rest &&
+			       (ent & mask) == (w->entry & mask);
+		}
 	}
-	for (; f && steps < 4 * MAXD; steps++) {
+	for (; f && steps < MT_PY_MAXWALK; steps++) {
 		if (entry == PY_ENTRY_CSTACK &&
 		    *(const volatile uint8_t *)(f + o_owner) == 3) {
 			/* FRAME_OWNED_BY_CSTACK: an activation of the eval loop
 			 * starts below; the frame above it is the entry */
 			if (n)
-				ent |= 1ull << (n - 1);
+				ent |= 1ull << PY_SLOT(n - 1);
+			if (n >= keep_in && tail)
+				rest = REST_OWNER(rest);
 			f = rd(f + o_prev);
 			continue;
 		}
@@ -286,34 +349,53 @@ walk_as(uintptr_t ts, struct walk *w, int entry, int instr, int verify) {
 			f = rd(f + o_prev); /* 3.13: None */
 			continue;
 		}
-		if (n == max) {
+		if (n == max && !tail) {
 			truncated = 1;
 			break;
 		}
 		if (verify)
 			return 0; /* a frame more than the last walk had */
+		const int slot = PY_SLOT(n);
 		uintptr_t iw = instr_word(f, o_instr, instr);
 		/* the pointer: code units of 2 bytes from the code's start */
 		int32_t li = instr == PY_INSTR_LASTI ? (int32_t)(uint32_t)iw
 			     : iw ? (int32_t)((intptr_t)(iw - (co + o_cocode)) >> 1)
 				  : -1;
-		if (entry_marked(f, o_entry, entry))
-			ent |= 1ull << n;
-		w->code[n] = co;
-		w->iword[n] = iw;
-		w->lasti[n] = li;
-		a = mt_mix64(a ^ co);
-		b = mt_mix64(b ^ ((uint64_t)(uint32_t)li | (uint64_t)n << 32));
+		ent &= ~(1ull << slot);
+		const int marked = entry_marked(f, o_entry, entry);
+		if (marked)
+			ent |= 1ull << slot;
+		w->code[slot] = co;
+		w->iword[slot] = iw;
+		w->lasti[slot] = li;
+		if (n >= keep_in && tail) { /* the hash takes them as rest */
+			rest = REST_MIX(rest, co, iw, marked);
+		} else {
+			a = mt_mix64(a ^ co);
+			b = mt_mix64(b ^ ((uint64_t)(uint32_t)li | (uint64_t)n << 32));
+		}
 		n++;
 		f = rd(f + o_prev);
 	}
 	if (verify)
 		return n == w->n && truncated == w->truncated && ent == w->entry;
+	w->elided = 0;
+	w->elided_at = 0;
+	w->rest = rest;
+	if (n > max) { /* the ring in order, outermost last */
+		w->elided = n - max;
+		w->elided_at = keep_in;
+		truncated = 1;
+		ring_order(w, &ent, keep_in, tail, (n - max) % tail);
+		n = max;
+	}
+#undef PY_SLOT
 	w->n = n;
 	w->truncated = truncated;
 	w->entry = ent;
-	w->hash = mt_mix64(a ^ (b << 32 | b >> 32) ^
-			   mt_mix64(ent ^ ((uint64_t)n << 1 | (uint64_t)truncated) * 0x165667b19e3779f9ull));
+	w->hash = mt_mix64(a ^ (b << 32 | b >> 32) ^ mt_mix64(rest) ^
+			   mt_mix64(ent ^ ((uint64_t)(n + w->elided) << 1 | (uint64_t)truncated) *
+				    0x165667b19e3779f9ull));
 	return n;
 }
 
@@ -369,7 +451,8 @@ frame_id(uintptr_t co, int32_t li) {
 static uint32_t
 stack_id(const struct walk *w) {
 	uint32_t ids[MAXD];
-	uint64_t h = 0x51ed270b27d5a3b9ull ^ w->entry ^ (uint64_t)w->truncated << 63;
+	uint64_t h = 0x51ed270b27d5a3b9ull ^ w->entry ^ (uint64_t)w->truncated << 63 ^
+		     (uint64_t)w->elided << 40;
 	for (int i = 0; i < w->n; i++) {
 		if (!(ids[i] = frame_id(w->code[i], w->lasti[i])))
 			return 0;
@@ -383,7 +466,7 @@ stack_id(const struct walk *w) {
 				continue;
 			struct pystack *s = mt_chunk_at(&mt_pyt.stack, stackix.v[i]);
 			if (s->n == w->n && s->entry == w->entry &&
-			    s->truncated == w->truncated &&
+			    s->truncated == w->truncated && s->elided == (uint32_t)w->elided &&
 			    !memcmp(s->frames, ids, (size_t)w->n * sizeof ids[0]))
 				return stackix.v[i];
 		}
@@ -400,6 +483,8 @@ stack_id(const struct walk *w) {
 	s->frames = fr;
 	s->n = (uint8_t)w->n;
 	s->truncated = (uint8_t)w->truncated;
+	s->elided = (uint32_t)w->elided;
+	s->elided_at = (uint8_t)w->elided_at;
 	/* several stacks may share a hash: a new slot, not a replace */
 	if (mt_map64_insert(&stackix, h, mt_pyt.nstacks))
 		return 0;

@@ -27,7 +27,7 @@
 	X(exact_above, EXACT_ABOVE, SIZE, "1M", "0", "1T", "heap allocations of this size or more are always exact") \
 	X(depth, DEPTH, U64, "32", "1", "128", "max native frames per stack") \
 	X(python, PYTHON, BOOL, "1", "", "", "record the Python stack of each tracked allocation in CPython 3.10-3.13 processes (0: native stacks only)") \
-	X(pydepth, PYDEPTH, U64, "16", "1", "64", "max Python frames per stack") \
+	X(pydepth, PYDEPTH, U64, "64", "1", "64", "Python frames kept per stack; past it both ends") \
 	X(initdepth, INITDEPTH, U64, "4", "0", "128", "inside a library initializer the dynamic loader runs (constructors at start and dlopen, destructors at exit): the innermost native frames kept, then a mark for those left out, the initializer's call and the loader's frames (0: keep them all)") \
 	X(pynative, PYNATIVE, BOOL, "0", "", "", "under Python, keep the native frames outside the interpreter's innermost eval loop too (0: the Python stack stands for them)") \
 	X(unwind, UNWIND, UNWIND, "cfi", "", "", "stack walker: cfi (the shim's own, from each object's unwind tables; a stack it cannot follow goes to libunwind), libunwind, or fp (frame pointers)") \

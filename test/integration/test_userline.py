@@ -66,7 +66,7 @@ def step(x):
     out = net(x)  # LEAK
     return out.sum()
 for i in range(200):
-    x = torch.randn(4, 3, 32, 32)
+    x = torch.randn(8, 3, 32, 32)
     keep.append(step(x))
     opt.step()
 ''',

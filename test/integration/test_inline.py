@@ -1,0 +1,170 @@
+"""Inlined frames as frames (issue 53): a C program (remember() inlined
+into batch_a() and batch_b(), both inlined into main; leaf < mid < outer
+inlined into work, a lexical block between) and a C++ one (a member
+function inlined through a template and a namespace's functions into main;
+libstdc++'s allocator chain under std::vector), each built at -O2 and -O3:
+
+ - every return address of the program's own module reads, in
+   `report --json`'s frames, exactly as `addr2line -i -f -C` gives it
+   (function, file, line, innermost first), the chain's frames but the
+   last marked inlined; at least one chain is two frames or more;
+ - gdb's `bt` at remember's line gives the same functions as that site's
+   chain (where gdb is installed);
+ - the two inlined call sites of remember are two rows, naming batch_a
+   and batch_b and main (report), and every view carries the chain:
+   `report --stacks`, `flame --folded`, `functions`, pprof's Line
+   entries (`go tool pprof -traces`, where go is installed)."""
+import json, os, re, shutil, subprocess, sys
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
+import mt
+
+B, OUT = os.environ['MT_BUILD'], os.environ['MT_OUT']
+MT = os.environ.get('MT_MEMTALLY') or os.path.join(B, 'memtally')
+LIB = os.path.join(B, 'libmemtally.so')
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'inline')
+os.makedirs(OUT, exist_ok=True)
+
+
+def sh(args, **kw):
+    return subprocess.run(args, capture_output=True, text=True, timeout=kw.pop("timeout", 120), **kw)
+
+
+def line_of(src, tag):
+    return [i + 1 for i, l in enumerate(open(src)) if tag in l][0]
+
+
+def build_and_run(src, opt):
+    name = '%s-O%d' % (os.path.splitext(os.path.basename(src))[0], opt)
+    exe = os.path.join(OUT, name)
+    cc = 'g++' if src.endswith('.cc') else 'gcc'
+    r = sh([cc, '-O%d' % opt, '-g', '-o', exe, src])
+    mt.eq(r.returncode, 0, '%s: builds (%s)' % (name, r.stderr[-200:]))
+    out = os.path.join(OUT, name + '.out')
+    shutil.rmtree(out, ignore_errors=True)
+    r = sh([exe], env=dict(os.environ, LD_PRELOAD=LIB, MEMTALLY_OUT=out))
+    mt.eq(r.returncode, 0, '%s: exit code' % name)
+    return name, exe, out
+
+
+def sites(out):
+    """Every call site of report --json --stacks, last and at the peak."""
+    r = sh([MT, 'report', '--json', '--stacks', '--top', '1000', out])
+    p = json.loads(r.stdout)['processes'][0]
+    return p['last']['callsites'] + p['peak']['callsites']
+
+
+def chains(frames, exe):
+    """The frames of each return address in exe, innermost first:
+    [(offset, [frame, ...])]."""
+    out = []
+    for f in frames:
+        if f['module'] != exe:
+            continue
+        if out and out[-1][0] == f['offset'] and out[-1][1][-1]['inlined']:
+            out[-1][1].append(f)
+        else:
+            out.append((f['offset'], [f]))
+    return out
+
+
+def addr2line(exe, off):
+    r = sh(['addr2line', '-i', '-f', '-C', '-e', exe, off])
+    v = r.stdout.splitlines()
+    return [(v[i], os.path.basename(v[i + 1].rsplit(':', 1)[0]), int(v[i + 1].rsplit(':', 1)[1].split()[0])
+             if v[i + 1].rsplit(':', 1)[1].split()[0].isdigit() else 0) for i in range(0, len(v) - 1, 2)]
+
+
+def check_addr2line(name, exe, out):
+    seen, deep, bad = set(), 0, []
+    for c in sites(out):
+        for off, ch in chains(c['frames'], exe):
+            if off in seen:
+                continue
+            seen.add(off)
+            mine = [(f['function'], os.path.basename(f['file']) if f['file'] else '??', f['line'])
+                    for f in ch]
+            want = addr2line(exe, off)
+            if mine[0][0] == '_start':  # no line: addr2line says ??:0
+                continue
+            if mine != want or any(not f['inlined'] for f in ch[:-1]):
+                bad.append((off, mine, want))
+            deep = max(deep, len(ch))
+    mt.check(seen and not bad, '%s: %d return addresses read as addr2line -i gives them%s'
+             % (name, len(seen), (': ' + repr(bad[0])[:400]) if bad else ''))
+    mt.check(deep >= 3, '%s: inline chains up to %d frames (3 at least)' % (name, deep))
+    return seen
+
+
+def chains_of(out, exe, func):
+    """The chains (function names) whose innermost frame is func."""
+    got = []
+    for c in sites(out):
+        for off, ch in chains(c['frames'], exe):
+            names = [re.sub(r'\(.*', '', f['function']) for f in ch]
+            if names[0] == func and names not in got:
+                got.append(names)
+    return got
+
+
+def check_gdb(name, exe, src, out):
+    if not shutil.which('gdb'):
+        print('  skip gdb: not installed')
+        return
+    r = sh(['gdb', '-nx', '-batch', '-ex', 'break %s:%d' % (os.path.basename(src), line_of(src, 'SITE_REMEMBER')),
+            '-ex', 'run', '-ex', 'bt', exe])
+    bt = re.findall(r'^#\d+\s+(?:0x\w+ in )?(\w+)', r.stdout, re.M)
+    have = chains_of(out, exe, 'remember')
+    mt.check(bt[:2] == ['remember', 'batch_a'] and bt in have,
+             '%s: gdb\'s bt at remember (%r) is one of its chains (%r)' % (name, bt, have))
+
+
+def check_views(name, exe, src, out):
+    a, b, site = (line_of(src, t) for t in ('CALL_A', 'CALL_B', 'SITE_REMEMBER'))
+    base = os.path.basename(src)
+    rep = sh([MT, 'report', out]).stdout
+    for batch in ('batch_a', 'batch_b'):
+        want = 'remember (%s:%d) < %s < main' % (base, site, batch)
+        mt.check(want in rep, '%s: report has the row %r' % (name, want))
+    mt.check('[2 sites]' not in rep, '%s: the two inlined call sites are not one row' % name)
+    st = sh([MT, 'report', '--stacks', out]).stdout
+    for batch, line in (('batch_a', a), ('batch_b', b)):
+        want = '\n'.join(['remember (%s:%d) [inlined]' % (src, site),
+                          '%s (%s:%d) [inlined]' % (batch, src, line), 'main ('])
+        flat = '\n'.join(l.strip() for l in st.splitlines())
+        mt.check(want in flat, '%s: --stacks shows remember < %s (line %d) < main, inlined' % (name, batch, line))
+    fold = sh([MT, 'flame', '--folded', out]).stdout
+    for batch in ('batch_a', 'batch_b'):
+        mt.check(re.search(r';main;%s;remember \(%s:%d\) \d+' % (batch, re.escape(base), site), fold),
+                 '%s: folded has main;%s;remember' % (name, batch))
+    fn = sh([MT, 'functions', out]).stdout
+    for f in ('batch_a (%s:%d)' % (base, a), 'batch_b (%s:%d)' % (base, b), 'remember (%s:%d)' % (base, site)):
+        mt.check(f in fn, '%s: functions lists %s' % (name, f))
+    go = shutil.which('go')
+    if not go:
+        print('  skip pprof: go not installed')
+        return
+    pb = os.path.join(OUT, name + '.pb.gz')
+    sh([MT, 'pprof', out, '-o', pb])
+    tr = sh([go, 'tool', 'pprof', '-traces', '-lines', pb], timeout=300).stdout
+    for batch, line in (('batch_a', a), ('batch_b', b)):
+        want = (r'remember %s:%d \(inline\)\s*\n\s*%s %s:%d \(inline\)\s*\n\s*main '
+                % (re.escape(src), site, batch, re.escape(src), line))
+        mt.check(re.search(want, tr), '%s: pprof -traces -lines: remember < %s:%d < main' % (name, batch, line))
+
+
+for opt in (2, 3):
+    if mt.case('c-O%d' % opt):
+        src = os.path.join(HERE, 'inline_c.c')
+        name, exe, out = build_and_run(src, opt)
+        check_addr2line(name, exe, out)
+        check_views(name, exe, src, out)
+        check_gdb(name, exe, src, out)
+    if mt.case('cc-O%d' % opt):
+        src = os.path.join(HERE, 'inline_cc.cc')
+        name, exe, out = build_and_run(src, opt)
+        check_addr2line(name, exe, out)
+        have = sorted(chains_of(out, exe, 'Pool::grab'))
+        mt.eq(have, [['Pool::grab', 'void Pool::fill<4>', 'stage_one', 'main'],
+                     ['Pool::grab', 'void Pool::fill<7>', 'stage_two', 'main']],
+              '%s: Pool::grab\'s two inlined chains' % name)
+mt.done()
