@@ -163,6 +163,18 @@ const struct kept *answer_kept(struct mfile *f, const struct ask *a, const struc
 struct sb;
 void kept_chain_text(struct sb *b, const struct kept *k);
 void kept_chain_json(struct sb *j, const struct kept *k);
+/* Why suspect t of l has no chain (answer_kept gave none), from the
+ * file's "searched" records: returns the case, one of "not_heap" (the
+ * search maps heap blocks only), "not_searched" (no search ran in the
+ * process), "no_steps" (a process without steps: searched at exit only,
+ * where growth cannot be followed), "no_path" (searched after the growth
+ * began: no path from the program's names to its memory), "cut" (those
+ * searches stopped at their budget), "share" (skipped: the searches had
+ * taken their share of the run), "failed" (the search failed and is
+ * off), "late" (the growth began after the last search of the steps);
+ * and the sentence that says it in text. */
+const char *answer_unkept(const struct mfile *f, const struct leaks *l, const struct leak *t,
+			  char *text, size_t n);
 
 /* ---- spikes ---- */
 

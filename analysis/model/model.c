@@ -229,6 +229,7 @@ mfile_free(struct mfile *f) {
 		free(f->kept[i].steps);
 	}
 	free(f->kept);
+	free(f->searched);
 	free(f->cur);
 	free(f->curmap);
 	memset(f, 0, sizeof *f);

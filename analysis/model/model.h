@@ -162,6 +162,16 @@ struct kept {
 	size_t nsteps;
 };
 
+/* A "searched" record: one search of the Python hook's (or one it
+ * skipped), so a row with no "kept" record can say why. */
+struct searched {
+	double step;               /* NAN when absent */
+	int final;                 /* the search at exit */
+	char skipped[16];          /* "share", "failed"; "" when it ran */
+	char cut[16];              /* "time", "objects"; "" when it ended */
+	int64_t objects;           /* objects reached (-1 when absent) */
+};
+
 struct mfile {
 	char *path;
 	int has_sel;               /* FILE@N, FILE@peak, FILE@last named it: */
@@ -200,6 +210,8 @@ struct mfile {
 	size_t nevents, cap_events;
 	struct kept *kept;         /* "kept" records, in file order */
 	size_t nkept, cap_kept;
+	struct searched *searched; /* "searched" records, in file order */
+	size_t nsearched, cap_searched;
 	/* Replay state for snap_sites(): the call sites as of snapshot cur_idx. */
 	struct site *cur;
 	size_t ncur, capcur;

@@ -64,6 +64,13 @@ leaks_json(struct mfile *f, struct opts *o, struct sb *j, int first, const struc
 			kept_chain_json(j, k);
 		else
 			sb_puts(j, "null");
+		if (!k) { /* why not: which case, and the sentence */
+			char why[300];
+			const char *c = answer_unkept(f, l, t, why, sizeof why);
+			sb_printf(j, ",\"kept_why\":{\"case\":\"%s\",\"text\":", c);
+			sb_json_str(j, why);
+			sb_putc(j, '}');
+		}
 		sb_putc(j, '}');
 	}
 	sb_putc(j, ']');
@@ -153,6 +160,10 @@ leaks_text(struct mfile *f, struct opts *o, const struct leaks *l) {
 			kept_chain_text(&chain, k);
 			printf("       kept alive by: %s\n", chain.p);
 			free(chain.p);
+		} else {
+			char why[300];
+			answer_unkept(f, l, t, why, sizeof why);
+			printf("       no chain: %s\n", why);
 		}
 	}
 	if (l->mark)
