@@ -144,6 +144,8 @@ struct leaks {
 	size_t n;
 	/* the process over the top suspect's window */
 	double sus_h, tracked_h, heap_h, rss_h, foot_h; /* bytes per hour (NAN: unknown) */
+	int frag;               /* the footprint not live grows >= half the heap's
+				 * growth, at the 99% interval's low end (growth.c) */
 	int64_t win_ms;
 };
 void answer_leaks(struct mfile *f, const struct ask *a, struct leaks *out);

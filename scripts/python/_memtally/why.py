@@ -184,7 +184,7 @@ def _at_exit():
     st = sys.modules.get('_memtally.steps')
     step = None
     if st is not None:
-        step = getattr(st, '_count', None)
+        step = getattr(st, '_count', None) or None  # 0: no step marked
     if not _off and _api is not None:
         _follow()
     check(step, True, 'exit')
