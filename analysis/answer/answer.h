@@ -88,10 +88,20 @@ void rows_free(struct row *r, size_t n);
  * calls (the HTML page asks for rows at up to 100 snapshots of a file
  * whose names cost a symbolization each): zeroed at first, row_names_free
  * after; one ask's grouping (apart or not) per names. */
+struct keyix;
 struct row_names {
 	char **by_stack;
 	size_t n;
 	int apart;
+	/* for calls over many moments of one file (the page's tables):
+	 * each stack's row group (+1; its name interned in groups), its
+	 * label (site_label), and each (group, kind)'s row in the call
+	 * (valid where stamp is the call's) */
+	uint32_t *gid;
+	char **label;
+	struct keyix *groups;
+	size_t ngroups;
+	uint32_t *rowof, *stamp, call;
 };
 struct row *answer_rows_named(struct mfile *f, const struct ask *a, const struct site *v,
 			      size_t n, int at_peak, size_t *nr, struct row_names *names);

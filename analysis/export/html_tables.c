@@ -70,7 +70,7 @@ static void
 rows_max(struct rowmap *rm, struct mfile *f, const size_t *idx, size_t m) {
 	for (size_t q = 0; q < m; q++) {
 		size_t n;
-		struct site *v = snap_sites(f, &f->snaps[idx[q]], &n);
+		const struct site *v = snap_sites_view(f, &f->snaps[idx[q]], &n);
 		for (size_t i = 0; i < n; i++) {
 			if (v[i].live_bytes <= 0)
 				continue;
@@ -82,7 +82,6 @@ rows_max(struct rowmap *rm, struct mfile *f, const size_t *idx, size_t m) {
 				rm->r[k].max = rm->r[k].sum;
 			rm->r[k].sum = 0;
 		}
-		free(v);
 	}
 }
 
@@ -122,14 +121,13 @@ rows_series(struct rowmap *rm, struct mfile *f, const size_t *idx, size_t m, con
 		band[top[k]] = k;
 	for (size_t q = 0; q < m; q++) {
 		size_t n;
-		struct site *v = snap_sites(f, &f->snaps[idx[q]], &n);
+		const struct site *v = snap_sites_view(f, &f->snaps[idx[q]], &n);
 		for (size_t i = 0; i < n; i++) {
 			if (v[i].live_bytes <= 0)
 				continue;
 			size_t k = rowmap_get(rm, f, v[i].stack, v[i].kind);
 			y[(k < nband ? band[k] : nt) * m + q] += v[i].live_bytes;
 		}
-		free(v);
 	}
 	free(band);
 	return y;
@@ -298,9 +296,8 @@ html_moments_json(struct sb *j, struct mfile *f, struct opts *o, const size_t *i
 			if (!(m <= TABLE_SNAPS || q == 0 || q == m - 1 || sn == pk ||
 			      q * (TABLE_SNAPS - 3) / m != (q + 1) * (TABLE_SNAPS - 3) / m))
 				continue;
-			v = snap_sites(f, sn, &n);
-			r = answer_rows_named(f, &a, v, n, 0, &nr, &names);
-			free(v);
+			const struct site *cv = snap_sites_view(f, sn, &n);
+			r = answer_rows_named(f, &a, cv, n, 0, &nr, &names);
 			char name[48];
 			snprintf(name, sizeof name, "at snapshot %lld", (long long)sn->seq);
 			sb_putc(j, ',');

@@ -285,6 +285,9 @@ void snap_free(struct snap *s);
 /* Every call site as of snapshot s of f (deltas replayed), as a fresh
  * array the caller frees. */
 struct site *snap_sites(struct mfile *f, const struct snap *s, size_t *n);
+/* The same sites, not copied: f's replay state, valid until f's next
+ * snap_sites or snap_sites_view (a view that walks many snapshots). */
+const struct site *snap_sites_view(struct mfile *f, const struct snap *s, size_t *n);
 /* Snapshot seq of f (SNAP_LAST: the last; SNAP_PEAK: file_peak's); exits
  * 1 naming the file when there is none. */
 #define SNAP_LAST (-1)
