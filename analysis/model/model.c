@@ -36,10 +36,30 @@ file_peak(const struct mfile *f, int kind) {
 }
 
 const struct module *
-file_module(const struct mfile *f, uint64_t pc) {
+file_module(const struct mfile *cf, uint64_t pc) {
+	struct mfile *f = (struct mfile *)cf; /* its cache only */
+	/* the last module found, when no later one overlaps it (the later
+	 * listing wins): a stack's frames come from a few modules */
+	if (f->modlone_n != f->nmods && f->nmods <= 8192) {
+		f->modlone = xrealloc(f->modlone, f->nmods + 1);
+		for (size_t i = 0; i < f->nmods; i++) {
+			f->modlone[i] = 1;
+			for (size_t j = i + 1; j < f->nmods && f->modlone[i]; j++)
+				f->modlone[i] = f->mods[j].end <= f->mods[i].start ||
+						f->mods[j].start >= f->mods[i].end;
+		}
+		f->modlone_n = f->nmods;
+		f->mod_last = 0;
+	}
+	size_t c = f->mod_last;
+	if (c && f->modlone_n == f->nmods && c <= f->nmods && f->modlone[c - 1] &&
+	    pc >= f->mods[c - 1].start && pc < f->mods[c - 1].end)
+		return &f->mods[c - 1];
 	for (size_t i = f->nmods; i-- > 0;)
-		if (pc >= f->mods[i].start && pc < f->mods[i].end)
+		if (pc >= f->mods[i].start && pc < f->mods[i].end) {
+			f->mod_last = i + 1;
 			return &f->mods[i];
+		}
 	return NULL;
 }
 
@@ -236,6 +256,7 @@ mfile_free(struct mfile *f) {
 	}
 	free(f->kept);
 	free(f->searched);
+	free(f->modlone);
 	free(f->cur);
 	free(f->curmap);
 	memset(f, 0, sizeof *f);

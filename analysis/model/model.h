@@ -186,6 +186,10 @@ struct mfile {
 	struct module *mods;       /* every module ever listed */
 	size_t nmods, cap_mods;
 	size_t *modix, modix_cap;  /* open addressing on (start, end): index + 1 */
+	/* file_module's cache: the last module found (index + 1) and, for
+	 * mods[0..modlone_n), whether no later module overlaps it */
+	size_t mod_last, modlone_n;
+	unsigned char *modlone;
 	/* Stacks, pyframes and pystacks in the order their records came,
 	 * from index 1 (0: none); every reference in the model is an index.
 	 * The maps take the file's ids to indexes (load.c). */
