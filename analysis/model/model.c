@@ -35,14 +35,34 @@ file_peak(const struct mfile *f, int kind) {
 	return best;
 }
 
+static const struct mfile *sort_mods; /* cmp_mod_start's file */
+
+static int
+cmp_mod_start(const void *a, const void *b) {
+	uint64_t x = sort_mods->mods[*(const size_t *)a].start, y = sort_mods->mods[*(const size_t *)b].start;
+	return x < y ? -1 : x > y;
+}
+
 const struct module *
 file_module(const struct mfile *cf, uint64_t pc) {
 	struct mfile *f = (struct mfile *)cf; /* its cache only */
-	/* the last module found, when no later one overlaps it (the later
-	 * listing wins): a stack's frames come from a few modules */
+	/* the later listing wins where modules overlap; where none do (the
+	 * usual file), a binary search by start; else the last module found
+	 * first, when no later one overlaps it (a stack's frames come from a
+	 * few modules) */
 	if (f->modlone_n != f->nmods && f->nmods <= 8192) {
 		f->modlone = xrealloc(f->modlone, f->nmods + 1);
-		for (size_t i = 0; i < f->nmods; i++) {
+		f->modsorted = xrealloc(f->modsorted, (f->nmods + 1) * sizeof *f->modsorted);
+		for (size_t i = 0; i < f->nmods; i++)
+			f->modsorted[i] = i;
+		f->mod_sorted_ok = 0;
+		sort_mods = f;
+		xqsort(f->modsorted, f->nmods, sizeof *f->modsorted, cmp_mod_start);
+		int apart = 1; /* no two overlap: sorted by start, each ends before the next */
+		for (size_t i = 1; i < f->nmods && apart; i++)
+			apart = f->mods[f->modsorted[i - 1]].end <= f->mods[f->modsorted[i]].start;
+		f->mod_sorted_ok = apart;
+		for (size_t i = 0; i < f->nmods && !apart; i++) {
 			f->modlone[i] = 1;
 			for (size_t j = i + 1; j < f->nmods && f->modlone[i]; j++)
 				f->modlone[i] = f->mods[j].end <= f->mods[i].start ||
@@ -51,10 +71,24 @@ file_module(const struct mfile *cf, uint64_t pc) {
 		f->modlone_n = f->nmods;
 		f->mod_last = 0;
 	}
-	size_t c = f->mod_last;
-	if (c && f->modlone_n == f->nmods && c <= f->nmods && f->modlone[c - 1] &&
-	    pc >= f->mods[c - 1].start && pc < f->mods[c - 1].end)
-		return &f->mods[c - 1];
+	if (f->modlone_n == f->nmods && f->nmods) {
+		if (f->mod_sorted_ok) {
+			size_t lo = 0, hi = f->nmods; /* the last start <= pc */
+			while (hi - lo > 1) {
+				size_t mid = lo + (hi - lo) / 2;
+				if (f->mods[f->modsorted[mid]].start <= pc)
+					lo = mid;
+				else
+					hi = mid;
+			}
+			const struct module *m = &f->mods[f->modsorted[lo]];
+			return pc >= m->start && pc < m->end ? m : NULL;
+		}
+		size_t c = f->mod_last;
+		if (c && c <= f->nmods && f->modlone[c - 1] && pc >= f->mods[c - 1].start &&
+		    pc < f->mods[c - 1].end)
+			return &f->mods[c - 1];
+	}
 	for (size_t i = f->nmods; i-- > 0;)
 		if (pc >= f->mods[i].start && pc < f->mods[i].end) {
 			f->mod_last = i + 1;
@@ -257,6 +291,7 @@ mfile_free(struct mfile *f) {
 	free(f->kept);
 	free(f->searched);
 	free(f->modlone);
+	free(f->modsorted);
 	free(f->cur);
 	free(f->curmap);
 	memset(f, 0, sizeof *f);

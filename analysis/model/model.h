@@ -190,6 +190,8 @@ struct mfile {
 	 * mods[0..modlone_n), whether no later module overlaps it */
 	size_t mod_last, modlone_n;
 	unsigned char *modlone;
+	size_t *modsorted;         /* the modules by start */
+	int mod_sorted_ok;         /* no two overlap: file_module searches modsorted */
 	/* Stacks, pyframes and pystacks in the order their records came,
 	 * from index 1 (0: none); every reference in the model is an index.
 	 * The maps take the file's ids to indexes (load.c). */
