@@ -150,7 +150,7 @@ answer_leaks(struct mfile *f, const struct ask *a, struct leaks *l) {
 	m.of = xcalloc(f->nstacks * NKINDS + 1, sizeof *m.of);
 	for (size_t i = 0; i < l->npts; i++) {
 		size_t nv;
-		struct site *v = snap_sites(f, l->pts[i], &nv);
+		const struct site *v = snap_sites_view(f, l->pts[i], &nv); /* not copied */
 		for (size_t k = 0; k < nv; k++) {
 			if (a->kind >= 0 && v[k].kind != a->kind)
 				continue;
@@ -163,7 +163,6 @@ answer_leaks(struct mfile *f, const struct ask *a, struct leaks *l) {
 				t->r.stack = v[k].stack;
 			}
 		}
-		free(v);
 	}
 	l->examined = m.n;
 	double total_growth = 0; /* all growth over the window, for shares */
