@@ -184,7 +184,8 @@ void kept_chain_json(struct sb *j, const struct kept *k);
  * searches stopped at their budget), "share" (skipped: the searches had
  * taken their share of the run), "failed" (the search failed and is
  * off), "late" (the growth began after the last search of the steps);
- * and the sentence that says it in text. */
+ * and the sentence that says it in text.  NULL (nothing said) for a
+ * process that is not Python's. */
 const char *answer_unkept(const struct mfile *f, const struct leaks *l, const struct leak *t,
 			  char *text, size_t n);
 

@@ -87,6 +87,8 @@ kept_chain_json(struct sb *j, const struct kept *k) {
 const char *
 answer_unkept(const struct mfile *f, const struct leaks *l, const struct leak *t, char *text,
 	      size_t n) {
+	if (!f->python) /* not a Python process: no search to speak of */
+		return NULL;
 	if (t->r.kind != K_HEAP) {
 		snprintf(text, n, "not searched: the search follows heap blocks only");
 		return "not_heap";

@@ -85,9 +85,10 @@ findings_json(struct sb *j, struct mfile *f, struct opts *o, const struct leaks 
 			free(b.p);
 		} else { /* why not, as leaks says it */
 			char why[300];
-			answer_unkept(f, l, t, why, sizeof why);
-			sb_puts(j, ",\"unkept\":");
-			sb_json_str(j, why);
+			if (answer_unkept(f, l, t, why, sizeof why)) {
+				sb_puts(j, ",\"unkept\":");
+				sb_json_str(j, why);
+			}
 		}
 		sb_putc(j, '}');
 	}

@@ -65,9 +65,9 @@ leaks_json(struct mfile *f, struct opts *o, struct sb *j, int first, const struc
 			kept_chain_json(j, k);
 		else
 			sb_puts(j, "null");
-		if (!k) { /* why not: which case, and the sentence */
-			char why[300];
-			const char *c = answer_unkept(f, l, t, why, sizeof why);
+		char why[300];
+		const char *c = k ? NULL : answer_unkept(f, l, t, why, sizeof why);
+		if (c) { /* why not: which case, and the sentence */
 			sb_printf(j, ",\"kept_why\":{\"case\":\"%s\",\"text\":", c);
 			sb_json_str(j, why);
 			sb_putc(j, '}');
@@ -163,8 +163,8 @@ leaks_text(struct mfile *f, struct opts *o, const struct leaks *l) {
 			free(chain.p);
 		} else {
 			char why[300];
-			answer_unkept(f, l, t, why, sizeof why);
-			printf("       no chain: %s\n", why);
+			if (answer_unkept(f, l, t, why, sizeof why))
+				printf("       no chain: %s\n", why);
 		}
 	}
 	if (l->mark)
