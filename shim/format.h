@@ -87,6 +87,9 @@ mt_utf8_len(const unsigned char *p, size_t avail) {
 #define MT_F_FINAL "final"
 #define MT_F_SEARCH_MS "search_ms"
 #define MT_F_MESSAGE "message"
+#define MT_R_SEARCHED "searched"
+#define MT_F_SKIPPED "skipped"
+#define MT_F_CUT "cut"
 
 /* A snapshot's reason that begins so is the final snapshot of a process
  * a signal killed: "signal-term", "signal-int", "signal-hup",

@@ -93,10 +93,20 @@ void rows_free(struct row *r, size_t n);
  * calls (the HTML page asks for rows at up to 100 snapshots of a file
  * whose names cost a symbolization each): zeroed at first, row_names_free
  * after; one ask's grouping (apart or not) per names. */
+struct keyix;
 struct row_names {
 	char **by_stack;
 	size_t n;
 	int apart;
+	/* for calls over many moments of one file (the page's tables):
+	 * each stack's row group (+1; its name interned in groups), its
+	 * label (site_label), and each (group, kind)'s row in the call
+	 * (valid where stamp is the call's) */
+	uint32_t *gid;
+	char **label;
+	struct keyix *groups;
+	size_t ngroups;
+	uint32_t *rowof, *stamp, call;
 };
 struct row *answer_rows_named(struct mfile *f, const struct ask *a, const struct site *v,
 			      size_t n, int at_peak, size_t *nr, struct row_names *names);
@@ -159,6 +169,8 @@ struct leaks {
 	size_t nfollow;
 	/* the process over the top suspect's window */
 	double sus_h, tracked_h, heap_h, rss_h, foot_h; /* bytes per hour (NAN: unknown) */
+	int frag;               /* the footprint not live grows >= half the heap's
+				 * growth, at the 99% interval's low end (growth.c) */
 	int64_t win_ms;
 };
 void answer_leaks(struct mfile *f, const struct ask *a, struct leaks *out);
@@ -178,6 +190,19 @@ const struct kept *answer_kept(struct mfile *f, const struct ask *a, const struc
 struct sb;
 void kept_chain_text(struct sb *b, const struct kept *k);
 void kept_chain_json(struct sb *j, const struct kept *k);
+/* Why suspect t of l has no chain (answer_kept gave none), from the
+ * file's "searched" records: returns the case, one of "not_heap" (the
+ * search maps heap blocks only), "not_searched" (no search ran in the
+ * process), "no_steps" (a process without steps: searched at exit only,
+ * where growth cannot be followed), "no_path" (searched after the growth
+ * began: no path from the program's names to its memory), "cut" (those
+ * searches stopped at their budget), "share" (skipped: the searches had
+ * taken their share of the run), "failed" (the search failed and is
+ * off), "late" (the growth began after the last search of the steps);
+ * and the sentence that says it in text.  NULL (nothing said) for a
+ * process that is not Python's. */
+const char *answer_unkept(const struct mfile *f, const struct leaks *l, const struct leak *t,
+			  char *text, size_t n);
 
 /* ---- spikes ---- */
 

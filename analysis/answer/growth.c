@@ -20,6 +20,8 @@
 #include <string.h>
 
 #define MIN_GROWTH (64 << 10)
+#define FRAG_Z 2.58     /* fragmentation: the 99% interval's low end */
+#define FRAG_SHARE 0.5  /* ... grows by half the heap's growth or more */
 
 /* A row's live bytes at each point. */
 struct ser {
@@ -95,7 +97,7 @@ process_rates(const struct ask *a, struct leaks *l, const double *x) {
 	if (!l->n)
 		return;
 	size_t w0 = l->v[0].w0, n = l->npts - w0;
-	double yr[LEAK_MAXPTS], yt[LEAK_MAXPTS], yf[LEAK_MAXPTS], yh[LEAK_MAXPTS];
+	double yr[LEAK_MAXPTS], yt[LEAK_MAXPTS], yf[LEAK_MAXPTS], yh[LEAK_MAXPTS], yg[LEAK_MAXPTS];
 	int have_rss = 1, have_foot = 1;
 	for (size_t i = 0; i < n; i++) {
 		const struct snap *p = l->pts[w0 + i];
@@ -105,16 +107,25 @@ process_rates(const struct ask *a, struct leaks *l, const double *x) {
 		have_foot &= p->alloc_footprint >= 0;
 		yt[i] = 0;
 		yh[i] = (double)p->tot[K_HEAP].live_bytes;
+		yg[i] = yf[i] - yh[i];
 		for (int k = 0; k < NKINDS; k++)
 			if (a->kind < 0 || a->kind == k)
 				yt[i] += (double)p->tot[k].live_bytes;
 	}
 	if (have_rss)
 		l->rss_h = theil_sen(x + w0, yr, n);
-	if (have_foot)
-		l->foot_h = theil_sen(x + w0, yf, n);
 	l->tracked_h = theil_sen(x + w0, yt, n);
 	l->heap_h = theil_sen(x + w0, yh, n);
+	l->frag = 0;
+	if (have_foot) {
+		l->foot_h = theil_sen(x + w0, yf, n);
+		/* fragmentation: the footprint's part not live (footprint -
+		 * heap) grows at least half as fast as the heap, at the low
+		 * end of its slope's 99% interval: a verdict with a margin,
+		 * so noise near the line does not flip it */
+		l->frag = l->heap_h > 0 &&
+			  theil_sen_low(x + w0, yg, n, FRAG_Z) > FRAG_SHARE * l->heap_h;
+	}
 	for (size_t i = 0; i < l->n; i++)
 		if (l->v[i].w0 == w0)
 			l->sus_h += l->v[i].per_hour;
@@ -212,7 +223,7 @@ answer_leaks(struct mfile *f, const struct ask *a, struct leaks *l) {
 	m.of = xcalloc(f->nstacks * NKINDS + 1, sizeof *m.of);
 	for (size_t i = 0; i < l->npts; i++) {
 		size_t nv;
-		struct site *v = snap_sites(f, l->pts[i], &nv);
+		const struct site *v = snap_sites_view(f, l->pts[i], &nv); /* not copied */
 		for (size_t k = 0; k < nv; k++) {
 			if (a->kind >= 0 && v[k].kind != a->kind)
 				continue;
@@ -225,7 +236,6 @@ answer_leaks(struct mfile *f, const struct ask *a, struct leaks *l) {
 				t->r.stack = v[k].stack;
 			}
 		}
-		free(v);
 	}
 	l->examined = m.n;
 	double total_growth = 0; /* all growth over the window, for shares */

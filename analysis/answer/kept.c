@@ -5,6 +5,7 @@
 #include "answer/answer.h"
 #include "answer/sites.h"
 #include "base/sb.h"
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -81,4 +82,91 @@ kept_chain_json(struct sb *j, const struct kept *k) {
 		sb_putc(j, '}');
 	}
 	sb_putc(j, ']');
+}
+
+const char *
+answer_unkept(const struct mfile *f, const struct leaks *l, const struct leak *t, char *text,
+	      size_t n) {
+	if (!f->python) /* not a Python process: no search to speak of */
+		return NULL;
+	if (t->r.kind != K_HEAP) {
+		snprintf(text, n, "not searched: the search follows heap blocks only");
+		return "not_heap";
+	}
+	int steps = 0;
+	for (size_t i = 0; i < f->nsnaps && !steps; i++)
+		steps = !isnan(snap_step(&f->snaps[i], "step"));
+	/* the searches at steps; where the growth began (a step) */
+	double from = l->mark && t->w0 < l->npts ? snap_step(l->pts[t->w0], l->mark) : NAN;
+	const struct searched *last = NULL, *after = NULL, *cut = NULL, *skip = NULL;
+	size_t nafter = 0;
+	int failed = 0, atexit = 0;
+	for (size_t i = 0; i < f->nsearched; i++) {
+		const struct searched *s = &f->searched[i];
+		failed |= !strcmp(s->skipped, "failed");
+		if (s->final) {
+			atexit |= !s->skipped[0];
+			continue;
+		}
+		if (isnan(s->step))
+			continue;
+		if (!s->skipped[0])
+			last = s;
+		if (!isnan(from) && s->step < from)
+			continue;
+		if (s->skipped[0])
+			skip = s;
+		else if (s->cut[0])
+			cut = s;
+		else
+			after = after ? after : s, nafter++;
+	}
+	if (!f->nsearched && !f->nkept) {
+		if (!steps) {
+			snprintf(text, n, "not searched: a process without steps (the search follows "
+					  "growth from one optimizer step to the next)");
+			return "no_steps";
+		}
+		snprintf(text, n, "not searched: no search recorded in this process (the Python hook "
+				  "searches in PyTorch processes that `memtally run` starts)");
+		return "not_searched";
+	}
+	if (!last && !after && !cut && !skip && !failed) {
+		snprintf(text, n, "%s: a process without steps (the search follows growth from "
+				  "one optimizer step to the next)",
+			 atexit ? "searched at exit only" : "not searched");
+		return "no_steps";
+	}
+	if (after) {
+		if (!isnan(from))
+			snprintf(text, n, "searched %zu time%s since the growth began at step %.0f "
+					  "(first at step %.0f): no path from the program's names to "
+					  "its memory",
+				 nafter, nafter == 1 ? "" : "s", from, after->step);
+		else
+			snprintf(text, n, "searched %zu time%s at steps: no path from the program's "
+					  "names to its memory", nafter, nafter == 1 ? "" : "s");
+		return "no_path";
+	}
+	if (cut) {
+		snprintf(text, n, "searched at step %.0f, after the growth began, but the search "
+				  "stopped at its budget (%s) before it",
+			 cut->step, !strcmp(cut->cut, "time") ? "a second" : "500,000 objects");
+		return "cut";
+	}
+	if (failed) {
+		snprintf(text, n, "not searched: the search failed and is off (see the warnings)");
+		return "failed";
+	}
+	if (skip) {
+		snprintf(text, n, "not searched since the growth began at step %.0f: the searches "
+				  "had taken their share of the run (5%%)", isnan(from) ? skip->step : from);
+		return "share";
+	}
+	if (last)
+		snprintf(text, n, "not searched since the growth began at step %.0f: the last "
+				  "search was at step %.0f", from, last->step);
+	else
+		snprintf(text, n, "not searched at a step since the growth began at step %.0f", from);
+	return "late";
 }

@@ -106,7 +106,16 @@ void
 row_names_free(struct row_names *names) {
 	for (size_t i = 0; names->by_stack && i < names->n; i++)
 		free(names->by_stack[i]);
+	for (size_t i = 0; names->label && i < names->n; i++)
+		free(names->label[i]);
 	free(names->by_stack);
+	free(names->label);
+	free(names->gid);
+	free(names->rowof);
+	free(names->stamp);
+	if (names->groups)
+		keyix_free(names->groups);
+	free(names->groups);
 	memset(names, 0, sizeof *names);
 }
 
@@ -116,9 +125,113 @@ answer_rows(struct mfile *f, const struct ask *a, const struct site *v, size_t n
 	return answer_rows_named(f, a, v, n, at_peak, nr, NULL);
 }
 
+/* Stack's row group in names (interned once: its name, else the stack
+ * itself apart), from 1. */
+static uint32_t
+group_of(struct mfile *f, const struct ask *a, uint32_t stack, struct namer *nm,
+	 struct row_names *names) {
+	if (names->gid[stack])
+		return names->gid[stack];
+	char name[1024];
+	row_name(f, a, stack, name, sizeof name, nm, names);
+	if (a->apart) {
+		names->gid[stack] = stack + 1;
+		return stack + 1;
+	}
+	int fresh = 1;
+	uint64_t *slot = keyix_slot(names->groups, name, strlen(name), &fresh);
+	if (fresh)
+		*slot = ++names->ngroups;
+	names->gid[stack] = (uint32_t)*slot;
+	return (uint32_t)*slot;
+}
+
+/* answer_rows_named over names' caches: the same rows, each site's row
+ * found by two array reads once its stack was met (the page asks for the
+ * rows of 100 moments of one file). */
+static struct row *
+rows_cached(struct mfile *f, const struct ask *a, const struct site *v, size_t n, int at_peak,
+	    size_t *nr, struct row_names *names) {
+	struct row *r = NULL;
+	size_t m = 0, cap = 0, nmap = 0, slots = (f->nstacks + 1) * NKINDS;
+	struct namer nm = {0};
+	if (!names->gid) {
+		names->gid = xcalloc(f->nstacks + 1, sizeof *names->gid);
+		names->label = xcalloc(f->nstacks + 1, sizeof *names->label);
+		names->groups = xcalloc(1, sizeof *names->groups);
+		names->rowof = xcalloc(slots, sizeof *names->rowof);
+		names->stamp = xcalloc(slots, sizeof *names->stamp);
+	}
+	uint32_t call = ++names->call;
+	int64_t *now = at_peak ? live_now_of(f, &nmap) : NULL;
+	for (size_t i = 0; i < n; i++) {
+		const struct site *s = &v[i];
+		if (a->kind >= 0 && s->kind != a->kind)
+			continue;
+		int64_t live_now = s->live_bytes;
+		if (now)
+			live_now = s->stack < f->nstacks ? now[(size_t)s->stack * NKINDS + s->kind] : 0;
+		if (!s->live_bytes && !live_now && !s->peak_bytes && !s->allocs)
+			continue;
+		uint32_t g = group_of(f, a, s->stack, &nm, names);
+		size_t slot = (size_t)(g - 1) * NKINDS + s->kind;
+		size_t k;
+		if (names->stamp[slot] != call) {
+			names->stamp[slot] = call;
+			names->rowof[slot] = (uint32_t)m;
+			k = m;
+			r = xgrow(r, m + 1, &cap, sizeof *r);
+			memset(&r[m], 0, sizeof r[m]);
+			r[m].kind = s->kind;
+			r[m].stack = s->stack;
+			r[m].top = s->live_bytes;
+			m++;
+		} else {
+			k = names->rowof[slot];
+		}
+		struct row *w = &r[k];
+		if (s->live_bytes > w->top) { /* the row shows its largest site's stack */
+			w->top = s->live_bytes;
+			w->stack = s->stack;
+		}
+		w->nsites += s->live_bytes > 0; /* the sites holding bytes then, as report counts */
+		w->nall++;
+		w->live += s->live_bytes;
+		w->live_now += live_now;
+		w->count += s->live_count;
+		w->allocs += s->allocs;
+		w->alloc_bytes += s->alloc_bytes;
+		w->frees += s->frees;
+		if (s->peak_bytes > w->peak)
+			w->peak = s->peak_bytes;
+	}
+	namer_free(&nm);
+	free(now);
+	for (size_t i = 0; i < m; i++) { /* the largest site's path, labelled once a stack */
+		uint32_t st = r[i].stack;
+		char **lab = &names->label[st];
+		if (!*lab)
+			*lab = site_label(f, xstrdup(names->by_stack[st]), st);
+		r[i].name = xstrdup(*lab);
+		if (!r[i].nsites) /* none holds bytes then: every site it has */
+			r[i].nsites = r[i].nall;
+	}
+	if (m)
+		xqsort(r, m, sizeof *r, cmp_row);
+	*nr = m;
+	return r;
+}
+
 struct row *
 answer_rows_named(struct mfile *f, const struct ask *a, const struct site *v, size_t n,
 		  int at_peak, size_t *nr, struct row_names *names) {
+	if (names && (!names->by_stack || names->apart == a->apart) && f->nstacks < UINT32_MAX - 1) {
+		int ok = 1; /* every stack in range: the caches index by it */
+		for (size_t i = 0; i < n && ok; i++)
+			ok = v[i].stack < f->nstacks;
+		if (ok)
+			return rows_cached(f, a, v, n, at_peak, nr, names);
+	}
 	struct row *r = NULL;
 	size_t m = 0, cap = 0, nmap = 0;
 	struct namer nm = {0};

@@ -164,6 +164,55 @@ role_summary(const struct proc_facts *v, const int *role, size_t n, int which, c
 	return buf;
 }
 
+void
+proc_growth(const struct leaks *l, struct proc_facts *p) {
+	p->growth = 0;
+	p->suspects = l->n;
+	p->grow_where[0] = 0;
+	for (size_t i = 0; i < l->n; i++)
+		if (l->v[i].growth > p->growth) {
+			p->growth = l->v[i].growth;
+			snprintf(p->grow_where, sizeof p->grow_where, "%s", l->v[i].r.name);
+		}
+}
+
+const char *
+role_growth(const struct proc_facts *v, const int *role, size_t n, int which, char *buf,
+	    size_t len) {
+	size_t m = 0, k = 0, top = n, pids = 0;
+	double lo = 0, hi = 0;
+	char ids[64] = "", a[16], b[16];
+	for (size_t i = 0; i < n; i++) {
+		if (role[i] != which)
+			continue;
+		m++;
+		if (!v[i].suspects || v[i].growth <= 0)
+			continue;
+		if (!k || v[i].growth < lo)
+			lo = v[i].growth;
+		if (!k || v[i].growth > hi)
+			hi = v[i].growth, top = i;
+		k++;
+		if (pids < 4) {
+			size_t u = strlen(ids);
+			snprintf(ids + u, sizeof ids - u, "%s%lld", pids ? ", " : "", (long long)v[i].pid);
+		} else if (pids == 4) {
+			size_t u = strlen(ids);
+			snprintf(ids + u, sizeof ids - u, ", ...");
+		}
+		pids++;
+	}
+	buf[0] = 0;
+	if (!k)
+		return buf;
+	human((int64_t)lo, a), human((int64_t)hi, b);
+	snprintf(buf, len, "; %s%zu grow%s (pid%s %s): %s%s%s over %s window%s, at %s",
+		 k == m && m > 1 ? "all " : "", k, k == 1 ? "s" : "", k == 1 ? "" : "s", ids,
+		 k > 1 && strcmp(a, b) ? a : "", k > 1 && strcmp(a, b) ? "-" : "", b,
+		 k == 1 ? "its" : "their", k == 1 ? "" : "s", v[top].grow_where);
+	return buf;
+}
+
 size_t
 procs_lead(const struct proc_facts *v, size_t n) {
 	if (!n)

@@ -30,8 +30,16 @@ struct proc_facts {
 	int tracker, spawned, launcher_argv; /* from its command line */
 	int64_t peak_live;    /* highest live bytes of any snapshot (all kinds) */
 	int64_t final_live;   /* at its last snapshot */
+	/* growth (proc_growth; 0 and "" until then): its top leak suspect's
+	 * growth over its window, bytes, how many suspects, that row's name */
+	double growth;
+	size_t suspects;
+	char grow_where[160];
 };
 void proc_facts(const struct mfile *f, struct proc_facts *p);
+/* p's growth fields from l, f's leaks (answer_leaks). */
+struct leaks;
+void proc_growth(const struct leaks *l, struct proc_facts *p);
 
 /* role[i] of each of v[0..n).  Helpers are helpers only beside a process
  * that matters: a run of helpers alone (a worker's file named by itself)
@@ -43,6 +51,14 @@ void procs_classify(const struct proc_facts *v, size_t n, int *role);
 /* The process a view opens on: the busiest (highest peak) of the ranks,
  * else of the processes that matter that marked steps, else of the
  * processes that matter; 0 when n is 0. */
+/* What grows in the group (role[i] == which), to follow role_summary's
+ * line: "; 1 grows (pid 41): 5.07 MiB over its window, at dl.py:12  kept.append(..)"
+ * naming the processes that grow (up to 4 pids), the range of their top
+ * suspects' growth and the largest's row; "" when nothing grows (or
+ * proc_growth was not asked). */
+const char *role_growth(const struct proc_facts *v, const int *role, size_t n, int which,
+			char *buf, size_t len);
+
 size_t procs_lead(const struct proc_facts *v, size_t n);
 
 /* "DataLoader worker", "pool worker", "launcher", "resource tracker";

@@ -37,6 +37,31 @@ theil_sen(const double *x, const double *y, size_t n) {
 	return m;
 }
 
+static int cmp_double(const void *a, const void *b);
+
+double
+theil_sen_low(const double *x, const double *y, size_t n, double z) {
+	double px[MAXPTS], py[MAXPTS];
+	n = pick(x, y, n, px, py);
+	if (n < 3)
+		return -INFINITY;
+	double *s = xmalloc(n * n / 2 * sizeof *s + sizeof *s);
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = i + 1; j < n; j++)
+			if (px[j] != px[i])
+				s[k++] = (py[j] - py[i]) / (px[j] - px[i]);
+	/* Sen (1968): the slopes' rank (k - C) / 2, C = z sd(Kendall's S) */
+	double c = z * sqrt((double)n * (n - 1) * (2.0 * n + 5) / 18), r = ((double)k - c) / 2;
+	double lo = -INFINITY;
+	if (k && r >= 0) {
+		xqsort(s, k, sizeof *s, cmp_double);
+		lo = s[(size_t)r < k ? (size_t)r : k - 1];
+	}
+	free(s);
+	return lo;
+}
+
 double
 kendall_tau(const double *x, const double *y, size_t n) {
 	double px[MAXPTS], py[MAXPTS];

@@ -7,6 +7,10 @@
 /* Median of pairwise slopes (y_j - y_i)/(x_j - x_i) over pairs with
  * distinct x; at most 80 evenly spaced points are used. */
 double theil_sen(const double *x, const double *y, size_t n);
+/* The lower end of theil_sen's confidence interval (Sen 1968), z
+ * standard deviations of Kendall's S below the median slope (2.58: 99%
+ * two-sided); -INFINITY with fewer than 3 points. */
+double theil_sen_low(const double *x, const double *y, size_t n, double z);
 /* Kendall's tau-b between x and y (1: y always rises with x). */
 double kendall_tau(const double *x, const double *y, size_t n);
 /* Robust z-scores (x - median) / (1.4826 * MAD) into z; when MAD is 0,

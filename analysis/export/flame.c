@@ -27,7 +27,35 @@ struct fnode {
 	int64_t value;
 	struct fnode **kids;
 	size_t nkids, cap;
+	uint32_t *hix;        /* past HASH_FROM kids: kid index + 1 by hash of kind, name */
+	size_t hcap;
 };
+
+#define HASH_FROM 8
+
+static size_t
+kid_hash(const char *name, int kind) {
+	size_t h = 1469598103934665603ull ^ (size_t)(kind + 2);
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		h = (h ^ *p) * 1099511628211ull;
+	return h;
+}
+
+/* n's kids in its hash (hcap a power of two, at most half full). */
+static void
+kids_rehash(struct fnode *n) {
+	free(n->hix);
+	n->hcap = 16;
+	while (n->hcap < 2 * n->cap)
+		n->hcap *= 2;
+	n->hix = xcalloc(n->hcap, sizeof *n->hix);
+	for (size_t i = 0; i < n->nkids; i++) {
+		size_t h = kid_hash(n->kids[i]->name, n->kids[i]->kind) & (n->hcap - 1);
+		while (n->hix[h])
+			h = (h + 1) & (n->hcap - 1);
+		n->hix[h] = (uint32_t)i + 1;
+	}
+}
 
 struct fnode *
 flame_new(void) {
@@ -39,17 +67,31 @@ flame_new(void) {
 
 static struct fnode *
 child(struct fnode *n, const char *name, int kind) {
-	for (size_t i = 0; i < n->nkids; i++)
-		if (n->kids[i]->kind == kind && !strcmp(n->kids[i]->name, name))
-			return n->kids[i];
-	if (n->nkids == n->cap) {
-		n->cap = n->cap ? n->cap * 2 : 4;
-		n->kids = xrealloc(n->kids, n->cap * sizeof *n->kids);
+	size_t h = 0;
+	if (n->hix) { /* a wide node: by its hash */
+		h = kid_hash(name, kind) & (n->hcap - 1);
+		for (; n->hix[h]; h = (h + 1) & (n->hcap - 1)) {
+			struct fnode *k = n->kids[n->hix[h] - 1];
+			if (k->kind == kind && !strcmp(k->name, name))
+				return k;
+		}
+	} else {
+		for (size_t i = 0; i < n->nkids; i++)
+			if (n->kids[i]->kind == kind && !strcmp(n->kids[i]->name, name))
+				return n->kids[i];
 	}
 	struct fnode *c = xcalloc(1, sizeof *c);
 	c->name = xstrdup(name);
 	c->kind = kind;
+	if (n->nkids == n->cap) {
+		n->cap = n->cap ? n->cap * 2 : 4;
+		n->kids = xrealloc(n->kids, n->cap * sizeof *n->kids);
+	}
 	n->kids[n->nkids++] = c;
+	if (n->nkids > HASH_FROM && (!n->hix || 2 * n->nkids > n->hcap))
+		kids_rehash(n);
+	else if (n->hix)
+		n->hix[h] = (uint32_t)n->nkids; /* the empty slot the probe ended on */
 	return c;
 }
 
@@ -288,6 +330,9 @@ draw(struct draw *d, struct fnode *n, double x, int level) {
 	}
 	sb_puts(d->o, "</text></g>\n");
 	xqsort(n->kids, n->nkids, sizeof *n->kids, cmp_node);
+	free(n->hix); /* its indexes moved: rebuilt at the next new kid */
+	n->hix = NULL;
+	n->hcap = 0;
 	double cx = x;
 	for (size_t i = 0; i < n->nkids; i++) {
 		draw(d, n->kids[i], cx, level + 1);
@@ -418,6 +463,7 @@ flame_free(struct fnode *n) {
 	for (size_t i = 0; i < n->nkids; i++)
 		flame_free(n->kids[i]);
 	free(n->kids);
+	free(n->hix);
 	for (int i = 0; i < n->nlines; i++)
 		free(n->lines[i]);
 	free(n->lines);

@@ -88,6 +88,12 @@ findings_json(struct sb *j, struct mfile *f, struct opts *o, const struct leaks 
 			sb_puts(j, ",\"kept\":");
 			sb_json_str(j, b.p);
 			free(b.p);
+		} else { /* why not, as leaks says it */
+			char why[300];
+			if (answer_unkept(f, l, t, why, sizeof why)) {
+				sb_puts(j, ",\"unkept\":");
+				sb_json_str(j, why);
+			}
 		}
 		sb_putc(j, '}');
 	}

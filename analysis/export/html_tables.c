@@ -65,25 +65,42 @@ rowmap_free(struct rowmap *m) {
 }
 
 /* Pass 1: each row's most live bytes over the kept snapshots (the
- * replay goes forward, so this is one pass over the file's deltas). */
+ * replay goes forward, so this is one pass over the file's deltas); each
+ * snapshot's row sums kept in sums (at[q] .. at[q + 1]) for pass 2, unless
+ * they would pass SUMS_MAX (then pass 2 replays again). */
+#define SUMS_MAX (8u << 20)
+struct rowsum { uint32_t row; int64_t bytes; };
+struct sums { struct rowsum *v; size_t n, cap, *at; int whole; };
+
 static void
-rows_max(struct rowmap *rm, struct mfile *f, const size_t *idx, size_t m) {
+rows_max(struct rowmap *rm, struct mfile *f, const size_t *idx, size_t m, struct sums *ss) {
+	ss->at = xmalloc((m + 1) * sizeof *ss->at);
+	ss->whole = 1;
 	for (size_t q = 0; q < m; q++) {
 		size_t n;
-		struct site *v = snap_sites(f, &f->snaps[idx[q]], &n);
+		const struct site *v = snap_sites_view(f, &f->snaps[idx[q]], &n);
 		for (size_t i = 0; i < n; i++) {
 			if (v[i].live_bytes <= 0)
 				continue;
 			size_t k = rowmap_get(rm, f, v[i].stack, v[i].kind); /* (rm->r may move) */
 			rm->r[k].sum += v[i].live_bytes;
 		}
+		ss->at[q] = ss->n;
 		for (size_t k = 0; k < rm->n; k++) {
+			if (!rm->r[k].sum)
+				continue;
 			if (rm->r[k].sum > rm->r[k].max)
 				rm->r[k].max = rm->r[k].sum;
+			if (ss->whole && ss->n < SUMS_MAX) {
+				ss->v = xgrow(ss->v, ss->n + 1, &ss->cap, sizeof *ss->v);
+				ss->v[ss->n++] = (struct rowsum){(uint32_t)k, rm->r[k].sum};
+			} else {
+				ss->whole = 0;
+			}
 			rm->r[k].sum = 0;
 		}
-		free(v);
 	}
+	ss->at[m] = ss->n;
 }
 
 /* The STACK_ROWS rows that held the most, most first, into top; how many. */
@@ -113,7 +130,7 @@ rows_top(const struct rowmap *rm, size_t *top) {
  * snapshot q in y[k * m + q]. */
 static int64_t *
 rows_series(struct rowmap *rm, struct mfile *f, const size_t *idx, size_t m, const size_t *top,
-	    size_t nt) {
+	    size_t nt, const struct sums *ss) {
 	int64_t *y = xcalloc((nt + 1) * (m ? m : 1), sizeof *y);
 	size_t nband = rm->n, *band = xmalloc((nband + 1) * sizeof *band);
 	for (size_t k = 0; k < rm->n; k++)
@@ -121,15 +138,19 @@ rows_series(struct rowmap *rm, struct mfile *f, const size_t *idx, size_t m, con
 	for (size_t k = 0; k < nt; k++)
 		band[top[k]] = k;
 	for (size_t q = 0; q < m; q++) {
+		if (ss->whole) { /* pass 1's sums */
+			for (size_t i = ss->at[q]; i < ss->at[q + 1]; i++)
+				y[band[ss->v[i].row] * m + q] += ss->v[i].bytes;
+			continue;
+		}
 		size_t n;
-		struct site *v = snap_sites(f, &f->snaps[idx[q]], &n);
+		const struct site *v = snap_sites_view(f, &f->snaps[idx[q]], &n);
 		for (size_t i = 0; i < n; i++) {
 			if (v[i].live_bytes <= 0)
 				continue;
 			size_t k = rowmap_get(rm, f, v[i].stack, v[i].kind);
 			y[(k < nband ? band[k] : nt) * m + q] += v[i].live_bytes;
 		}
-		free(v);
 	}
 	free(band);
 	return y;
@@ -167,9 +188,12 @@ band_json(struct sb *j, struct mfile *f, const struct rowmap *rm, const struct l
 void
 html_stack_json(struct sb *j, struct mfile *f, const struct leaks *l, const size_t *idx, size_t m) {
 	struct rowmap rm = {0};
-	rows_max(&rm, f, idx, m);
+	struct sums ss = {0};
+	rows_max(&rm, f, idx, m, &ss);
 	size_t top[STACK_ROWS], nt = rows_top(&rm, top);
-	int64_t *y = rows_series(&rm, f, idx, m, top, nt);
+	int64_t *y = rows_series(&rm, f, idx, m, top, nt, &ss);
+	free(ss.v);
+	free(ss.at);
 	sb_puts(j, ",\"stack\":{\"sites\":[");
 	for (size_t k = 0; k <= nt; k++) {
 		if (k)
@@ -298,9 +322,8 @@ html_moments_json(struct sb *j, struct mfile *f, struct opts *o, const size_t *i
 			if (!(m <= TABLE_SNAPS || q == 0 || q == m - 1 || sn == pk ||
 			      q * (TABLE_SNAPS - 3) / m != (q + 1) * (TABLE_SNAPS - 3) / m))
 				continue;
-			v = snap_sites(f, sn, &n);
-			r = answer_rows_named(f, &a, v, n, 0, &nr, &names);
-			free(v);
+			const struct site *cv = snap_sites_view(f, sn, &n);
+			r = answer_rows_named(f, &a, cv, n, 0, &nr, &names);
 			char name[48];
 			snprintf(name, sizeof name, "at snapshot %lld", (long long)sn->seq);
 			sb_putc(j, ',');

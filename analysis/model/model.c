@@ -148,8 +148,8 @@ replay(struct mfile *f, const struct snap *s) {
 	}
 }
 
-struct site *
-snap_sites(struct mfile *f, const struct snap *s, size_t *n) {
+const struct site *
+snap_sites_view(struct mfile *f, const struct snap *s, size_t *n) {
 	long idx = (long)(s - f->snaps);
 	if (idx < f->cur_idx)
 		f->cur_idx = -1; /* replay from the start */
@@ -163,10 +163,16 @@ snap_sites(struct mfile *f, const struct snap *s, size_t *n) {
 	for (long i = from; i <= idx; i++)
 		replay(f, &f->snaps[i]);
 	f->cur_idx = idx;
-	struct site *v = xmalloc((f->ncur + 1) * sizeof *v);
-	if (f->ncur) /* memcpy(v, NULL, 0) is undefined */
-		memcpy(v, f->cur, f->ncur * sizeof *v);
 	*n = f->ncur;
+	return f->cur;
+}
+
+struct site *
+snap_sites(struct mfile *f, const struct snap *s, size_t *n) {
+	const struct site *cur = snap_sites_view(f, s, n);
+	struct site *v = xmalloc((*n + 1) * sizeof *v);
+	if (*n) /* memcpy(v, NULL, 0) is undefined */
+		memcpy(v, cur, *n * sizeof *v);
 	return v;
 }
 
@@ -276,6 +282,7 @@ mfile_free(struct mfile *f) {
 	for (int i = 0; i < f->nphase_names; i++)
 		free(f->phase_names[i]);
 	free(f->spans);
+	free(f->searched);
 	free(f->cur);
 	free(f->curmap);
 	memset(f, 0, sizeof *f);

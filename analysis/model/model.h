@@ -182,6 +182,16 @@ struct kept {
 	size_t nsteps;
 };
 
+/* A "searched" record: one search of the Python hook's (or one it
+ * skipped), so a row with no "kept" record can say why. */
+struct searched {
+	double step;               /* NAN when absent */
+	int final;                 /* the search at exit */
+	char skipped[16];          /* "share", "failed"; "" when it ran */
+	char cut[16];              /* "time", "objects"; "" when it ended */
+	int64_t objects;           /* objects reached (-1 when absent) */
+};
+
 struct mfile {
 	char *path;
 	int has_sel;               /* FILE@N, FILE@peak, FILE@last named it: */
@@ -229,6 +239,8 @@ struct mfile {
 	size_t nspans, cap_spans;
 	struct kept *kept;         /* "kept" records, in file order */
 	size_t nkept, cap_kept;
+	struct searched *searched; /* "searched" records, in file order */
+	size_t nsearched, cap_searched;
 	/* Replay state for snap_sites(): the call sites as of snapshot cur_idx. */
 	struct site *cur;
 	size_t ncur, capcur;
@@ -305,6 +317,9 @@ void snap_free(struct snap *s);
 /* Every call site as of snapshot s of f (deltas replayed), as a fresh
  * array the caller frees. */
 struct site *snap_sites(struct mfile *f, const struct snap *s, size_t *n);
+/* The same sites, not copied: f's replay state, valid until f's next
+ * snap_sites or snap_sites_view (a view that walks many snapshots). */
+const struct site *snap_sites_view(struct mfile *f, const struct snap *s, size_t *n);
 /* Snapshot seq of f (SNAP_LAST: the last; SNAP_PEAK: file_peak's); exits
  * 1 naming the file when there is none. */
 #define SNAP_LAST (-1)

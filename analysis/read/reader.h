@@ -81,6 +81,7 @@ void rec_outcome(struct ctx *c, struct jv *o);
 void rec_segment(struct ctx *c, struct jv *o);
 void rec_trace(struct ctx *c, struct jv *o);
 void rec_kept(struct ctx *c, struct jv *o);
+void rec_searched(struct ctx *c, struct jv *o);
 
 /* Reading lines (lines.c): the buffer, the source, the parser's arena. */
 struct lines {

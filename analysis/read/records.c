@@ -410,7 +410,7 @@ record(struct ctx *c, char *p, size_t len) {
 		{MT_R_PYFRAME, pyframe},   {MT_R_PYSTACK, pystack}, {MT_R_PYTHON, python},
 		{MT_R_SNAPSHOT, rec_snapshot}, {MT_R_OOM, rec_oom}, {MT_R_OUTCOME, rec_outcome},
 		{MT_R_SEGMENT, rec_segment},
-		{MT_R_TRACE, rec_trace},   {MT_R_KEPT, rec_kept},
+		{MT_R_TRACE, rec_trace},   {MT_R_KEPT, rec_kept}, {MT_R_SEARCHED, rec_searched},
 	};
 	for (size_t i = 0; i < sizeof parsers / sizeof *parsers; i++)
 		if (!strcmp(type, parsers[i].type)) {

@@ -491,3 +491,22 @@ rec_kept(struct ctx *c, struct jv *o) {
 	f->kept = xgrow(f->kept, f->nkept + 1, &f->cap_kept, sizeof *f->kept);
 	f->kept[f->nkept++] = k;
 }
+
+/* {"type":"searched","step":S,"final":B,"skipped":..,"cut":..,
+ * "objects":N,...}: one search of the Python hook's, or one skipped. */
+void
+rec_searched(struct ctx *c, struct jv *o) {
+	struct mfile *f = c->f;
+	struct searched k = {0};
+	struct jv *st = json_get(c->d, o, MT_F_STEP);
+	k.step = st && st->type == J_NUM ? st->d : NAN;
+	k.final = flag(c, o, MT_F_FINAL);
+	k.objects = opt_count(c, o, MT_F_OBJECTS, -1, INT64_MAX);
+	const char *v = str_field(c, o, MT_F_SKIPPED);
+	snprintf(k.skipped, sizeof k.skipped, "%s", v ? v : "");
+	v = str_field(c, o, MT_F_CUT);
+	snprintf(k.cut, sizeof k.cut, "%s", v ? v : "");
+	c->held += sizeof k;
+	f->searched = xgrow(f->searched, f->nsearched + 1, &f->cap_searched, sizeof *f->searched);
+	f->searched[f->nsearched++] = k;
+}

@@ -42,6 +42,7 @@ leaks_json(struct mfile *f, struct opts *o, struct sb *j, int first, const struc
 		sb_json_num(j, "%.0f", l->rss_h);
 		sb_puts(j, ",\"allocator_bytes_per_hour\":");
 		sb_json_num(j, "%.0f", l->foot_h);
+		sb_printf(j, ",\"fragmentation\":%s", l->frag ? "true" : "false");
 	}
 	follow_json(f, j, l);
 	sb_puts(j, ",\"suspects\":[");
@@ -67,6 +68,13 @@ leaks_json(struct mfile *f, struct opts *o, struct sb *j, int first, const struc
 			kept_chain_json(j, k);
 		else
 			sb_puts(j, "null");
+		char why[300];
+		const char *c = k ? NULL : answer_unkept(f, l, t, why, sizeof why);
+		if (c) { /* why not: which case, and the sentence */
+			sb_printf(j, ",\"kept_why\":{\"case\":\"%s\",\"text\":", c);
+			sb_json_str(j, why);
+			sb_putc(j, '}');
+		}
 		sb_putc(j, '}');
 	}
 	sb_putc(j, ']');
@@ -200,6 +208,10 @@ leaks_text(struct mfile *f, struct opts *o, const struct leaks *l) {
 			kept_chain_text(&chain, k);
 			printf("       kept alive by: %s\n", chain.p);
 			free(chain.p);
+		} else {
+			char why[300];
+			if (answer_unkept(f, l, t, why, sizeof why))
+				printf("       no chain: %s\n", why);
 		}
 	}
 	if (l->mark)
@@ -213,7 +225,7 @@ leaks_text(struct mfile *f, struct opts *o, const struct leaks *l) {
 	       rate_text(l->tracked_h, NAN, l->win_ms, 0, r2, sizeof r2),
 	       rate_text(l->foot_h, NAN, l->win_ms, 0, r3, sizeof r3),
 	       rate_text(l->rss_h, NAN, l->win_ms, 0, r4, sizeof r4));
-	if (!isnan(l->foot_h) && l->foot_h > 1.5 * l->heap_h && l->heap_h > 0)
+	if (l->frag)
 		printf("  (the allocator's footprint grows %.1fx faster than the heap bytes "
 		       "live in it: fragmentation)\n", l->foot_h / l->heap_h);
 	torch_text(f, l);
@@ -250,6 +262,7 @@ section_of(struct mfile *f, struct opts *o, struct section *sec) {
 	struct leaks l;
 	answer_leaks(f, &o->ask, &l);
 	proc_facts(f, &sec->facts);
+	proc_growth(&l, &sec->facts);
 	sec->suspects = l.n;
 	sec->growth = 0;
 	for (size_t i = 0; i < l.n; i++)
@@ -291,21 +304,18 @@ leaks_run(struct run *r, struct opts *o) {
 			fwrite(v[i].text, 1, v[i].len, stdout);
 	for (int g = ROLE_DATALOADER; g < NROLES; g++) {
 		size_t m = 0, growing = 0;
-		double most = 0;
 		for (size_t i = 0; i < n; i++)
 			if (role[i] == g) {
 				m++;
 				growing += v[i].suspects > 0;
-				most = v[i].growth > most ? v[i].growth : most;
 			}
 		if (!m)
 			continue;
-		char line[256], h[16];
+		char line[256], grow[400];
 		role_summary(facts, role, n, g, line, sizeof line);
 		if (growing)
-			printf("%s; %zu with slight growth (at most %s), nothing material "
-			       "(--all-processes: each in full)\n", line, growing,
-			       human((int64_t)most, h));
+			printf("%s%s; nothing material (--all-processes: each in full)\n", line,
+			       role_growth(facts, role, n, g, grow, sizeof grow));
 		else
 			printf("%s; nothing grows (--all-processes: each in full)\n", line);
 	}

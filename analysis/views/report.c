@@ -485,6 +485,12 @@ report_run(struct run *r, struct opts *o) {
 		v = xgrow(v, n + 1, &cap, sizeof *v);
 		facts = xgrow(facts, n + 1, &capf, sizeof *facts);
 		proc_facts(&f, &facts[n]);
+		if (!facts[n].steps && (facts[n].dataloader || facts[n].pool || facts[n].spawned)) {
+			struct leaks l; /* a helper's growth, for its group's line */
+			answer_leaks(&f, &o->ask, &l);
+			proc_growth(&l, &facts[n]);
+			leaks_free(&l);
+		}
 		FILE *saved = stdout, *mem = open_memstream(&v[n].text, &v[n].len);
 		if (!mem)
 			die(EXIT_BAD_INPUT, "open_memstream: out of memory");
@@ -501,13 +507,14 @@ report_run(struct run *r, struct opts *o) {
 		if (o->all_processes || role[i] == ROLE_MAIN)
 			fwrite(v[i].text, 1, v[i].len, stdout);
 	for (int g = ROLE_DATALOADER; g < NROLES && !o->all_processes; g++) {
-		char line[256];
+		char line[256], grow[400];
 		int any = 0;
 		for (size_t i = 0; i < n; i++)
 			any |= role[i] == g;
 		if (any)
-			printf("%s (--all-processes: each in full)\n",
-			       role_summary(facts, role, n, g, line, sizeof line));
+			printf("%s%s (--all-processes: each in full)\n",
+			       role_summary(facts, role, n, g, line, sizeof line),
+			       role_growth(facts, role, n, g, grow, sizeof grow));
 	}
 	for (size_t i = 0; i < n; i++)
 		free(v[i].text);

@@ -59,4 +59,42 @@ if mt.case('ddp'):
     r = sh(MT, 'ranks', d)
     mt.check(re.search(r'r1 .*<< outlier: growth', r.stdout) is not None, 'ddp ranks text: rank 1 marked: %r' % r.stdout[-400:])
 
+# ---- the fragmentation verdict, over 5 identical runs (issue 53) ----
+CONV = '''import torch
+import torch.nn as nn
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 8, 3),
+                      nn.Flatten(), nn.Linear(8 * 12 * 12, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+kept = []
+for i in range(80):
+    x, y = torch.randn(16, 3, 16, 16), torch.randint(0, 10, (16,))
+    out = model(x)
+    loss = nn.functional.cross_entropy(out, y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    kept.append(out.detach()[:4].clone())  # LEAK
+    kept.append(torch.randn(8192))
+'''
+if mt.case('frag'):
+    path = os.path.join(OUT, 'conv.py')
+    with open(path, 'w') as f:
+        f.write(CONV)
+    got = []
+    for i in range(5):
+        d = os.path.join(OUT, 'conv%d' % i)
+        r = sh(MT, 'run', '--out', d, '--', '/usr/bin/python3', path, timeout=300)
+        mt.eq(r.returncode, 0, 'frag run %d: exit code (%s)' % (i, r.stderr[-300:]))
+        p = json.loads(sh(MT, 'leaks', '--json', d).stdout)['processes'][0]
+        t = sh(MT, 'leaks', d).stdout
+        note = 'fragmentation)' in t
+        mt.check(p.get('fragmentation') is note, 'frag run %d: the note is printed iff the verdict is '
+                 'true (%s, %s)' % (i, p.get('fragmentation'), note))
+        a, h = p.get('allocator_bytes_per_hour'), p.get('heap_bytes_per_hour')
+        got.append((p.get('fragmentation'), a and h and round(a / h, 2)))
+    mt.check(len(set(v for v, _ in got)) == 1 and got[0][0] is not None,
+             'frag: 5 identical runs give the same verdict (verdict, footprint/heap growth): %s' % got)
+
 mt.done()

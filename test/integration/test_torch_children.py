@@ -2,7 +2,7 @@
 has the trainer itself), under `memtally run`:
  - DataLoader workers started by spawn get the hook through PYTHONPATH;
  - torchrun, 2 ranks: each rank's file counts its 400 steps."""
-import os, subprocess, sys
+import os, re, subprocess, sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
 
@@ -60,5 +60,26 @@ if mt.case('torchrun'):
     mt.eq(r.returncode, 0, 'torchrun, 2 ranks: exit code (%s)' % r.stderr[-300:])
     ranks = {f.header['rank']: last_step(f) for f in mt.files(d) if f.header.get('rank') is not None}
     mt.eq(ranks, {0: 400, 1: 400}, 'each rank\'s file counts its 400 steps')
+
+if mt.case('workerleak'):
+    # issue 53: report's line for the DataLoader workers names their
+    # growth (which grow, by how much, the line); without the leak it
+    # names none
+    src = os.path.join(HERE, 'py', 'torch_workerleak.py')
+    line = [i + 1 for i, l in enumerate(open(src)) if l.rstrip().endswith('# LEAK')][0]
+    for variant in ('leak', 'fixed'):
+        d = os.path.join(OUT, 'workers_' + variant)
+        r = subprocess.run([MT, 'run', '--out', d, '--interval', '0.25', '--', PY, src, variant],
+                           env=env0, capture_output=True, text=True, timeout=280)
+        mt.eq(r.returncode, 0, 'workerleak %s: exit code (%s)' % (variant, r.stderr[-300:]))
+        rep = subprocess.run([MT, 'report', d], capture_output=True, text=True).stdout
+        wl = [l for l in rep.splitlines() if 'DataLoader workers' in l]
+        mt.check(len(wl) == 1, 'workerleak %s: one summary line for the workers (%s)' % (variant, wl))
+        if variant == 'leak':
+            mt.check(wl and re.search(r'; all 2 grow \(pids \d+, \d+\): [\d.]+ MiB(-[\d.]+ MiB)? over their '
+                                      r'windows, at torch_workerleak\.py:%d ' % line, wl[0]),
+                     'workerleak: the line names both workers, their growth and the line: %s' % wl)
+        else:
+            mt.check(wl and 'grow' not in wl[0], 'workerleak fixed: no growth named: %s' % wl)
 
 mt.done()

@@ -174,6 +174,28 @@ def leak_case(name, src, root, after, graph=False, row_text=None):
     return recs
 
 
+def unkept_case(name, src, case, args=()):
+    """A suspect row with no chain says which case it is (kept_why in
+    JSON, "no chain: ..." in text)."""
+    d = os.path.join(OUT, name)
+    path = os.path.join(OUT, name + '.py')
+    with open(path, 'w') as f:
+        f.write(src)
+    r = subprocess.run([MT, 'run', '--out', d] + list(args) + ['--', PY, path], env=env0,
+                       capture_output=True, text=True, timeout=280)
+    mt.eq(r.returncode, 0, '%s: exit code (%s)' % (name, r.stderr[-300:]))
+    line = [i + 1 for i, l in enumerate(src.splitlines()) if l.endswith('# LEAK')][0]
+    sus, err = suspects(d)
+    row = [s for s in (sus or []) if '%s.py:%d' % (name, line) in s['where']]
+    mt.check(row, '%s: a suspect row for the leak (%s)' % (name, [s['where'][:60] for s in sus or []] or err))
+    why = row[0].get('kept_why') if row else None
+    mt.check(row and row[0].get('kept_by') is None and why and why.get('case') == case,
+             '%s: no chain, kept_why says %s: %s' % (name, case, why))
+    t = subprocess.run([MT, 'leaks', d], capture_output=True, text=True).stdout
+    mt.check(why and ('no chain: ' + why.get('text', '?')) in t,
+             '%s: leaks prints "no chain: %s"' % (name, why and why.get('text')))
+
+
 def fixed_case(name, src):
     r, d, path, line = run(name, src)
     mt.eq(r.returncode, 0, '%s: exit code (%s)' % (name, r.stderr[-300:]))
@@ -229,6 +251,56 @@ for i in range(STEPS):
     mt.check('kept alive by: cache (global dict, trainer.py:' in dom and
              'kept alive by: history (global list, trainer.py:' in dom,
              'trainer: the HTML page shows both chains beside their suspects')
+
+# a leak that starts late (step 50 of 150, step 100 of 300): the search
+# follows growth, not the step's number (issue 53)
+LATE = HEAD + '''import sys
+STEPS, FROM = int(sys.argv[1]), int(sys.argv[2])
+history = []
+for i in range(STEPS):
+    x = torch.randn(16, 256)
+    step(x)
+    if i >= FROM:
+        history.append(torch.randn(64, 256) * 1.5)  # LEAK
+'''
+if mt.case('late'):
+    for steps, start in ((150, 50), (300, 100)):
+        name = 'late%d_%d' % (steps, start)
+        path = os.path.join(OUT, name + '.py')
+        with open(path, 'w') as f:
+            f.write(LATE)
+        d = os.path.join(OUT, name)
+        r = subprocess.run([MT, 'run', '--out', d, '--', PY, path, str(steps), str(start)], env=env0,
+                           capture_output=True, text=True, timeout=280)
+        mt.eq(r.returncode, 0, '%s: exit code (%s)' % (name, r.stderr[-300:]))
+        sus, err = suspects(d)
+        line = [i + 1 for i, l in enumerate(LATE.splitlines()) if l.endswith('# LEAK')][0]
+        row = [s for s in (sus or []) if '%s.py:%d' % (name, line) in s['where']]
+        mt.check(row, '%s: a suspect row for the leak (%s)' % (name, [s['where'][:60] for s in sus or []] or err))
+        kb = row[0].get('kept_by') if row else None
+        mt.check(kb and (kb[0]['how'], kb[0]['name']) == ('global', 'history'),
+                 '%s: kept_by starts at the global history: %s (%s)' % (name, kb and kb[:2], row and row[0].get('kept_why')))
+        recs = kept_records(d)
+        mt.check(recs and min(k['step'] for k in recs if 'step' in k) < steps,
+                 '%s: the chain was found at a step, before exit (%s)' % (name, [k.get('step') for k in recs]))
+
+if mt.case('unkept'):
+    # searched after the growth began, but a bytearray's buffer is not
+    # mapped to its site: no path from the program's names
+    unkept_case('nopath', HEAD + '''hidden = []
+for i in range(64):
+    step(torch.randn(128, 256))
+    hidden.append(bytearray(65536))  # LEAK
+''', 'no_path')
+    # a process without steps (torch imported, no optimizer): searched at
+    # exit only
+    unkept_case('nosteps', '''import time
+import torch
+kept = []
+for i in range(100):
+    kept.append(torch.randn(64, 256) * 1.5)  # LEAK
+    time.sleep(0.04)
+''', 'no_steps', ['--interval', '0.2'])
 
 if mt.case('capi'):
     # the shim's C API the search rests on, from ctypes under LD_PRELOAD

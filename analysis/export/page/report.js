@@ -92,7 +92,7 @@ function findings(p,box){box.innerHTML='';var L=p.leaks;
  if(!L||L.points<3)h('p',{'class':'note'},'Leaks: too few snapshots after start-up and before teardown to judge growth (take snapshots with MEMTALLY_INTERVAL, MEMTALLY_EVERY or MEMTALLY_STEPS).',box);
  else if(!L.suspects.length)h('p',{'class':'note',id:'no-leaks'},'No leak suspect: nothing grows steadily ('+L.examined+' rows examined, '+L.window+').',box);
  else{h('div',{'class':'note'},'Leak suspects, fastest first ('+L.examined+' rows examined, '+L.window+'), as memtally leaks ranks them:',box);
-  grid(box,'leaks',['#','growth','per step','fit','share','live','kind','where'],L.suspects.map(function(s,i){return [i+1,s.growth,s.per_step,s.fit.toFixed(2),(100*s.share).toFixed(1)+'%',hb(s.live),s.k,named(s.w,s.sites)+(s.kept?' \u2014 kept alive by: '+s.kept:'')];}),function(){return 'suspect';});
+  grid(box,'leaks',['#','growth','per step','fit','share','live','kind','where'],L.suspects.map(function(s,i){return [i+1,s.growth,s.per_step,s.fit.toFixed(2),(100*s.share).toFixed(1)+'%',hb(s.live),s.k,named(s.w,s.sites)+(s.kept?' \u2014 kept alive by: '+s.kept:s.unkept?' \u2014 no chain: '+s.unkept:'')];}),function(){return 'suspect';});
   if(L.more)h('div',{'class':'note'},'and '+L.more+' more (memtally leaks --top N).',box);}
  if(!p.spikes.length){h('p',{'class':'note',id:'no-spikes'},'No spike: no call site\'s own high-water mark is twice, and 4 MiB over, what it held at the peak.',box);return;}
  h('div',{'class':'note'},'Spikes: a call site\'s own high-water mark, far above what it held at the process peak (memory the peak tables miss):',box);

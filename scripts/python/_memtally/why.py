@@ -8,12 +8,16 @@ references from a root (a module's global, a running frame's local)
 to it, and writes it to the process's file as a "kept" record
 (memtally_record), which `memtally leaks` prints under the row.
 
-When: at steps 2, 4, 8, 16, ... (each power of two; steps.py's on_step)
-and once at exit (atexit, before the interpreter tears modules down).
-Each search notes the live bytes of every call site it has met
-(memtally_site_live); a site is growing once its live bytes rose at
-each of the last GROW_CHECKS checks, and is written the first time it
-is seen growing and again at exit.
+When: searches find the sites (at steps 2, 3, 5, 8, 12, ..., each about
+1.5 times the last: SEARCH_GROWTH); from then on each site met is
+followed at every step (memtally_site_live: one call a site), and a
+site that has grown over the steps it was followed (GROW_CHECKS rises,
+at its highest now, MIN_GROWTH more than when first met, few falls) is
+searched for at that step, whatever the step, and written the first
+time it is seen growing; once more at exit (atexit, before the
+interpreter tears modules down).  Each search, and each one skipped,
+is said in a "searched" record, so that a row with no chain can say
+why (doc/FORMAT.md "searched").
 
 Objects: torch tensors (the storage's data pointer: a heap block the
 shim tracks), bytes, array.array and numpy arrays that own their data;
@@ -38,20 +42,25 @@ import sys
 
 BUDGET_S = 1.0        # a search's time budget
 MAX_OBJECTS = 500000  # and objects reached (each held until the search ends)
-GROW_CHECKS = 3       # rises in a row that make a site "growing"
+GROW_CHECKS = 3       # rises (step to step) that make a site "growing"
+MIN_GROWTH = 64 << 10  # and bytes more than when it was first met
+SEARCH_GROWTH = 1.5   # the steps searched: each about this times the last
 MAX_SITES = 4096      # call sites whose live bytes are followed
 MAX_CHAIN = 64        # steps written of a chain
 RUN_SHARE = 0.05      # the most of the run's time searches at steps take
+GROWTH_SEARCHES = 8   # searches for a site seen growing, past that share
 
 _api = None           # (owner, site_live, record) through ctypes
 _torch = None
-_live = {}            # stack id -> live bytes at the last checks (a few)
+_live = {}            # stack id -> [first, last, highest, rises, falls] live bytes
+_next_at = 2          # the next step searched on schedule
 _written = set()      # stack ids written before the exit search
+_asked = set()        # stack ids a search was started for, seen growing
 _seq = 0
 _main_file = None     # __main__.__file__ when installed
 _off = False          # a failure: no more searches
 _t_installed = 0.0
-stats = {'skipped': 0, 'searches': 0, 'seconds': 0.0, 'max_seconds': 0.0, 'objects': 0, 'records': 0}
+stats = {'skipped': 0, 'growth_searches': 0, 'searches': 0, 'seconds': 0.0, 'max_seconds': 0.0, 'objects': 0, 'records': 0}
 
 
 def _ours(e):
@@ -124,25 +133,64 @@ def install(torch, steps):
 
 
 def _on_step(step):
+    global _next_at
     try:
         n = int(step)
     except Exception as e:
         if not _ours(e):
             raise
         return
-    if n >= 2 and not n & (n - 1):
-        check(n, False)
+    if _off or _api is None:
+        return
+    grown = _follow()
+    if n >= _next_at:
+        _next_at = max(n + 1, int(n * SEARCH_GROWTH + 0.5))
+        check(n, False, 'schedule')
+    else:
+        new = [s for s in grown if s not in _written and s not in _asked]
+        if new:
+            _asked.update(new)  # one search each, done or skipped
+            check(n, False, 'growth')
+
+
+def _follow():
+    """The live bytes of the sites followed, now; the sites growing."""
+    live_of = _api[1]
+    grown = []
+    for s, h in _live.items():
+        v = live_of(s)
+        if v is None:
+            continue
+        if v > h[1]:
+            h[3] += 1
+        elif v < h[1]:
+            h[4] += 1
+        h[1] = v
+        if v > h[2]:
+            h[2] = v
+        if _growing(h):
+            grown.append(s)
+    return grown
+
+
+def _growing(h):
+    """Grown over the steps it was followed: GROW_CHECKS rises or more, at
+    its highest now, MIN_GROWTH above its first figure, a fall for at
+    most every other rise."""
+    return h[3] >= GROW_CHECKS and h[1] == h[2] and h[1] - h[0] >= MIN_GROWTH and 2 * h[4] <= h[3]
 
 
 def _at_exit():
     st = sys.modules.get('_memtally.steps')
     step = None
     if st is not None:
-        step = getattr(st, '_count', None)
-    check(step, True)
+        step = getattr(st, '_count', None) or None  # 0: no step marked
+    if not _off and _api is not None:
+        _follow()
+    check(step, True, 'exit')
 
 
-def check(step, final):
+def check(step, final, why='schedule'):
     """One check: the live bytes of the sites met so far, a search from
     the program's roots (from every module's too at exit, when a growing
     site has no chain from the program's), records for the growing sites
@@ -153,36 +201,35 @@ def check(step, final):
         return
     clock = __import__('time').perf_counter
     t0 = clock()
-    if not final and stats['searches'] and stats['seconds'] > RUN_SHARE * (t0 - _t_installed):
+    if not final and stats['searches'] and stats['seconds'] > RUN_SHARE * (t0 - _t_installed) \
+            and (why != 'growth' or stats['growth_searches'] >= GROWTH_SEARCHES):
         stats['skipped'] += 1
+        _said(step, final, why, skipped='share')
         return
+    if why == 'growth':
+        stats['growth_searches'] += 1
     try:
         owner_of, live_of, record = _api
-        growing = []
-        for s, h in _live.items():
-            v = live_of(s)
-            if v is None:
-                continue
-            h.append(v)
-            del h[:-(GROW_CHECKS + 2)]
-            # at exit the last step's figure may stand (a run that ends
-            # on a check's step): rose at the checks before, held since
-            g = h[:-1] if final and len(h) > GROW_CHECKS + 1 and h[-1] == h[-2] else h[-(GROW_CHECKS + 1):]
-            if len(g) > GROW_CHECKS and all(g[i] < g[i + 1] for i in range(len(g) - 1)):
-                growing.append(s)
-        found, visited = search(BUDGET_S, False)
+        growing = [s for s, h in _live.items() if _growing(h)]
+        found, visited, cut = search(BUDGET_S, False)
+        libs = False
         if final and any(s not in found for s in growing):
-            found, more = search(max(0.0, BUDGET_S - (clock() - t0)), True)
-            visited += more
+            libs = True
+            more_found, more, cut = search(max(0.0, BUDGET_S - (clock() - t0)), True)
+            found, visited = more_found, visited + more
         for s in found:  # followed from now on
             if s not in _live and len(_live) < MAX_SITES:
                 v = live_of(s)
                 if v is not None:
-                    _live[s] = [v]
+                    _live[s] = [v, v, v, 0, 0]
+        wrote = 0
         for s in growing:
             if s in found and (final or s not in _written):
                 _write(s, step, final, found[s], _live[s], clock() - t0)
                 _written.add(s)
+                wrote += 1
+        _said(step, final, why, objects=visited, sites=len(found), growing=len(growing),
+              wrote=wrote, ms=int((clock() - t0) * 1000), cut=cut, libs=libs)
         found = None
         stats['objects'] += visited
     except Exception as e:
@@ -191,10 +238,33 @@ def check(step, final):
         _off = True
         _warn('the "why is it still alive" search failed (%s: %s); it is off from now on'
               % (type(e).__name__, e))
+        _said(step, final, why, skipped='failed')
     dt = clock() - t0
     stats['searches'] += 1
     stats['seconds'] += dt
     stats['max_seconds'] = max(stats['max_seconds'], dt)
+
+
+def _said(step, final, why, skipped=None, objects=0, sites=0, growing=0, wrote=0, ms=0,
+          cut=None, libs=False):
+    """A "searched" record: a search done (what it reached, where it was
+    cut) or skipped (why), so a row with no chain can say which."""
+    import json
+    rec = {'type': 'searched', 'final': bool(final), 'why': why}
+    if step is not None:
+        rec['step'] = step
+    if skipped:
+        rec['skipped'] = skipped
+    else:
+        rec.update({'objects': objects, 'sites': sites, 'growing': growing, 'written': wrote,
+                    'search_ms': ms, 'libs': bool(libs)})
+        if cut:
+            rec['cut'] = cut
+    try:
+        _api[2](json.dumps(rec, separators=(',', ':')).encode())
+    except Exception as e:
+        if not _ours(e):
+            raise
 
 
 def _write(stack, step, final, found, h, took):
@@ -202,7 +272,7 @@ def _write(stack, step, final, found, h, took):
     import json
     chain, nobj = found
     _seq += 1
-    rec = {'type': 'kept', 'seq': _seq, 'stack': stack, 'live_bytes': h[-1],
+    rec = {'type': 'kept', 'seq': _seq, 'stack': stack, 'live_bytes': h[1],
            'objects': nobj, 'final': bool(final), 'search_ms': int(took * 1000),
            'chain': chain[:MAX_CHAIN]}
     if step is not None:
@@ -555,7 +625,7 @@ def search(budget, libs):
         tensors_ok = False
     saved_names = {}  # autograd node type -> its _saved_* attributes
     unpack_failed = {}  # (node type, attribute) -> failures, -1: it succeeded
-    me = {id(_live), id(_written), id(stats)}
+    me = {id(_live), id(_written), id(_asked), id(stats)}
     atoms = {id(t) for t in (str, int, float, bool, complex, type(None))}
     T, P = torch.Tensor, getattr(torch.nn, 'Parameter', torch.Tensor)
     FN, MOD = type(search), type(sys)
@@ -832,7 +902,7 @@ def search(budget, libs):
         wheres.clear()
         saved_names.clear()
         unpack_failed.clear()
-    return found, visited
+    return found, visited, ('time' if late else 'objects' if full else None)
 
 
 def _chain(k, objs, par, how, idx, names, wheres):
