@@ -297,8 +297,15 @@ def _hook_optimizer(torch):
     pre = getattr(om, 'register_optimizer_step_pre_hook', None)
     post = getattr(om, 'register_optimizer_step_post_hook', None)
     if pre is not None and post is not None:  # torch >= 2.0
-        pre(lambda opt, args, kwargs: _phase(b'optimizer', 1))
-        h = post(lambda opt, args, kwargs: _phase(b'optimizer', 0))
+        # a pre-hook's value replaces the step's arguments unless it is
+        # None (torch 2.x raises on any other): both return None
+        def opt_begin(opt, args, kwargs):
+            _phase(b'optimizer', 1)
+
+        def opt_end(opt, args, kwargs):
+            _phase(b'optimizer', 0)
+        pre(opt_begin)
+        h = post(opt_end)
         try:  # before the step hook's post-hook: the step is marked after the phase
             om._global_optimizer_post_hooks.move_to_end(h.id, last=False)
         except Exception:
