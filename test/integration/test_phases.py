@@ -105,8 +105,10 @@ if mt.case('grow'):
     txt = cmd('leaks', d).stdout
     mt.check('follows the workload' in txt and 'no leak suspects' in txt, 'leaks says so')
     labels = [s.get('label') for s in f.snapshots if s['reason'] == 'request']
-    mt.eq((labels.count('phase checkpoint_save'), labels.count('phase eval')), (3, 7),
-          'a snapshot inside each checkpoint and evaluation, before it ends')
+    # every checkpoint's; evaluations' while they cost under 5% of the run
+    mt.check(labels.count('phase checkpoint_save') == 3 and 1 <= labels.count('phase eval') <= 7,
+             'a snapshot inside each checkpoint (3) and the evaluations the budget allows (1-7), before each '
+             'ends: %s' % [(x, labels.count(x)) for x in ('phase checkpoint_save', 'phase eval')])
     r = cmd('diff', d + '@phase:eval', d + '@phase:checkpoint save')
     mt.check(r.returncode == 0 and re.search(r'\n\s+\S+ \S+\s+\S+ \S+\s+\S+ \S+\s+\d+ heap\s+torch_rl.py:\d+  torch\.save', r.stdout),
              'diff compares the evaluation with the checkpoint: the torch.save row (%s)' % r.stdout[:400])
