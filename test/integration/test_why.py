@@ -167,8 +167,13 @@ def leak_case(name, src, root, after, graph=False, row_text=None):
     if kb and kb[0]['how'] == 'global':
         mt.check(re.match(r'%s:\d+$' % re.escape(base), kb[0].get('where', '')) is not None,
                  '%s: the global\'s where is the file and its line: %s' % (name, kb[0].get('where')))
-    for cmd in ('leaks', 'report'):
-        t = subprocess.run([MT, cmd, d], capture_output=True, text=True).stdout
+    # report at the last step's snapshot, where the leak is live (a loop in
+    # a function has returned by the last snapshot, and the heap's peak
+    # may be torch's import, one row of ~60 MiB with whole Python stacks)
+    steps = [s['seq'] for f in mt.files(d) for s in f.snapshots if s.get('reason') == 'step']
+    for cmd in (['leaks'], ['report'] + (['--snapshot', str(steps[-1])] if steps else [])):
+        t = subprocess.run([MT] + cmd + [d], capture_output=True, text=True).stdout
+        cmd = cmd[0]
         mt.check(('kept alive by: %s (%s ' % (root[1], root[0])) in t,
                  '%s: %s prints "kept alive by: %s (%s ..."' % (name, cmd, root[1], root[0]))
     return recs

@@ -411,6 +411,16 @@ def _probe_frames():
 
     def probe(a, b, c):
         f = sys._getframe()
+        try:
+            return look(f, a, b, c)
+        finally:
+            # f is this frame's own local: a cycle that kept every frame
+            # object under it (f_back) alive until the next collection, and
+            # with them their locals (the program's objects: a __del__ ran
+            # late)
+            f = None
+
+    def look(f, a, b, c):
         if v == (3, 10):
             base, span = id(f), f.__sizeof__()
         else:
