@@ -221,15 +221,15 @@ static struct mt_tpool pool = MT_TPOOL(sizeof(struct py_thread));
 static void
 ring_order(struct walk *w, uint64_t *ent, int at, int tail, int r) {
 	uintptr_t code[MAXD / 4], iword[MAXD / 4]; /* tail: a quarter of the depth */
-	int32_t lasti[MAXD / 4];
+	int32_t li[MAXD / 4];
 	uint64_t bits = 0;
 	for (int j = 0; j < tail; j++) {
 		int o = at + (r + j) % tail;
-		code[j] = w->code[o], iword[j] = w->iword[o], lasti[j] = w->lasti[o];
+		code[j] = w->code[o], iword[j] = w->iword[o], li[j] = w->lasti[o];
 		bits |= (*ent >> o & 1) << j;
 	}
 	for (int j = 0; j < tail; j++) {
-		w->code[at + j] = code[j], w->iword[at + j] = iword[j], w->lasti[at + j] = lasti[j];
+		w->code[at + j] = code[j], w->iword[at + j] = iword[j], w->lasti[at + j] = li[j];
 		*ent = (*ent & ~(1ull << (at + j))) | (bits >> j & 1) << (at + j);
 	}
 }

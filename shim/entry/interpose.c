@@ -380,6 +380,7 @@ realloc_common(void *p, size_t n, size_t size, int array, uintptr_t ret) {
 /* The sampling fast path's failure (mt_realloc_sampled): counted
  * nothing, the old block (not tracked) is still the program's.  Reached
  * by a jump: its frame is the hook's. */
+__attribute__((used)) MT_NOINLINE void *mt_realloc_sampled_failed(size_t n);
 __attribute__((used)) MT_NOINLINE void *
 mt_realloc_sampled_failed(size_t n) {
 	mt_self.guard = 1;
