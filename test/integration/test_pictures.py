@@ -308,7 +308,10 @@ elif mt.case('crafted'):
     top = lk['processes'][0]['suspects'][0]
     want = top['where'] + (' [%d sites]' % top['sites'] if top['sites'] > 1 else '')
     got = cells(dom, 'suspect')
-    mt.check(got and got[0][-1] == want and want.startswith('train.py:29 ') and want.endswith(' [2 sites]'),
+    # the cell ends with the chain, or why there is none (leaks' kept_why)
+    mt.check(got and got[0][-1].split(' \u2014 ')[0] == want and want.startswith('train.py:29 ')
+             and want.endswith(' [2 sites]') and (' \u2014 kept alive by: ' in got[0][-1]) == bool(top.get('kept_by'))
+             and (top.get('kept_by') or ' \u2014 no chain: ' in got[0][-1]),
              'crafted run: the first leak suspect is leaks\' first, one row for both variants (%s)'
              % (got[0][-1] if got else None))
     sp = json.loads(subprocess.run([MT, 'report', '--json', r2f], capture_output=True, text=True).stdout)

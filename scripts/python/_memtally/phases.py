@@ -283,15 +283,19 @@ def install(torch, steps):
     _phase, _workload = _bind()
     if _phase is None:
         return False
-    _Tensor = torch.Tensor
-    _INT = (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8)
+    # what this torch has (a build without autograd or nn, a stand-in
+    # module: those phases are not marked)
+    _Tensor = getattr(torch, 'Tensor', None)
+    _INT = tuple(getattr(torch, n) for n in ('int64', 'int32', 'int16', 'uint8', 'int8') if hasattr(torch, n))
     _patch(torch, 'save', b'checkpoint_save', snap=True)
-    _patch(torch.autograd, 'backward', b'backward')
-    Module = torch.nn.Module
-    _patch(Module, 'state_dict', b'state_dict')
-    _patch(Module, 'load_state_dict', b'weight_load')
-    if not getattr(Module.train, '_memtally_phase', False):
-        Module.train = _train_wrap(Module.train, steps)
+    if hasattr(torch, 'autograd'):
+        _patch(torch.autograd, 'backward', b'backward')
+    Module = getattr(getattr(torch, 'nn', None), 'Module', None)
+    if Module is not None:
+        _patch(Module, 'state_dict', b'state_dict')
+        _patch(Module, 'load_state_dict', b'weight_load')
+        if not getattr(Module.train, '_memtally_phase', False):
+            Module.train = _train_wrap(Module.train, steps)
     dist = getattr(torch, 'distributed', None)
     if dist is not None:
         for attr in ('broadcast', 'broadcast_object_list'):
@@ -309,7 +313,10 @@ def install(torch, steps):
 
 def _hook_optimizer(torch):
     import importlib
-    om = importlib.import_module('torch.optim.optimizer')
+    try:
+        om = importlib.import_module('torch.optim.optimizer')
+    except ImportError:  # a torch without optim: no optimizer phase
+        return
     pre = getattr(om, 'register_optimizer_step_pre_hook', None)
     post = getattr(om, 'register_optimizer_step_post_hook', None)
     if pre is not None and post is not None:  # torch >= 2.0
