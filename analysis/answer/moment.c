@@ -47,6 +47,26 @@ row_slot(struct keyix *ix, const struct row *r, int *fresh) {
 	return keyix_slot(ix, key, (size_t)klen, fresh);
 }
 
+/* One site into its row: the row shows its largest site's stack, counts
+ * the sites holding bytes then (as report counts them), and sums the rest. */
+static void
+row_add(struct row *w, const struct site *s, int64_t live_now) {
+	if (s->live_bytes > w->top) {
+		w->top = s->live_bytes;
+		w->stack = s->stack;
+	}
+	w->nsites += s->live_bytes > 0;
+	w->nall++;
+	w->live += s->live_bytes;
+	w->live_now += live_now;
+	w->count += s->live_count;
+	w->allocs += s->allocs;
+	w->alloc_bytes += s->alloc_bytes;
+	w->frees += s->frees;
+	if (s->peak_bytes > w->peak)
+		w->peak = s->peak_bytes;
+}
+
 static int
 cmp_row(const void *x, const void *y) {
 	const struct row *a = x, *b = y;
@@ -189,21 +209,7 @@ rows_cached(struct mfile *f, const struct ask *a, const struct site *v, size_t n
 		} else {
 			k = names->rowof[slot];
 		}
-		struct row *w = &r[k];
-		if (s->live_bytes > w->top) { /* the row shows its largest site's stack */
-			w->top = s->live_bytes;
-			w->stack = s->stack;
-		}
-		w->nsites += s->live_bytes > 0; /* the sites holding bytes then, as report counts */
-		w->nall++;
-		w->live += s->live_bytes;
-		w->live_now += live_now;
-		w->count += s->live_count;
-		w->allocs += s->allocs;
-		w->alloc_bytes += s->alloc_bytes;
-		w->frees += s->frees;
-		if (s->peak_bytes > w->peak)
-			w->peak = s->peak_bytes;
+		row_add(&r[k], s, live_now);
 	}
 	namer_free(&nm);
 	free(now);
@@ -265,21 +271,7 @@ answer_rows_named(struct mfile *f, const struct ask *a, const struct site *v, si
 			r[m].top = s->live_bytes;
 			*slot = ++m;
 		}
-		struct row *w = &r[k];
-		if (s->live_bytes > w->top) { /* the row shows its largest site's stack */
-			w->top = s->live_bytes;
-			w->stack = s->stack;
-		}
-		w->nsites += s->live_bytes > 0; /* the sites holding bytes then, as report counts */
-		w->nall++;
-		w->live += s->live_bytes;
-		w->live_now += live_now;
-		w->count += s->live_count;
-		w->allocs += s->allocs;
-		w->alloc_bytes += s->alloc_bytes;
-		w->frees += s->frees;
-		if (s->peak_bytes > w->peak)
-			w->peak = s->peak_bytes;
+		row_add(&r[k], s, live_now);
 	}
 	keyix_free(&ix);
 	namer_free(&nm);
