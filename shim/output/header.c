@@ -12,6 +12,7 @@
 #include "platform/buf.h"
 #include "platform/config.h"
 #include "output/file.h"
+#include "platform/dl.h"
 #include <elf.h>
 #include <link.h>
 #include <string.h>
@@ -85,38 +86,54 @@ mt_header_json(struct mt_buf *b) {
 struct maps_ctx {
 	struct mt_buf *b;
 	int n;
+	int death; /* read the objects' headers through mt_safe_read */
 	unsigned long long adds, subs;
 };
 
+/* The build id in the object's PT_NOTE segments; note: where the notes
+ * are read from (the object's memory, or a safe copy of it). */
 static void
-build_id(struct mt_buf *b, const struct dl_phdr_info *info) {
+build_id_in(struct mt_buf *b, const char *p, const char *end) {
+	while (p + sizeof(ElfW(Nhdr)) <= end) {
+		const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+		const char *name = p + sizeof *nh;
+		const unsigned char *desc = (const unsigned char *)
+			name + ((nh->n_namesz + 3) & ~3u);
+		if ((const char *)desc + nh->n_descsz > end)
+			break;
+		if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+		    !memcmp(name, "GNU", 4)) {
+			mt_buf_puts(b, "," MT_KEY(MT_F_BUILD_ID) "\"");
+			for (unsigned k = 0; k < nh->n_descsz; k++) {
+				mt_buf_putc(b, "0123456789abcdef"[desc[k] >> 4]);
+				mt_buf_putc(b, "0123456789abcdef"[desc[k] & 15]);
+			}
+			mt_buf_putc(b, '"');
+			return;
+		}
+		p = (const char *)desc + ((nh->n_descsz + 3) & ~3u);
+	}
+}
+
+static void
+build_id(struct mt_buf *b, const struct dl_phdr_info *info, const ElfW(Phdr) *phdr, int death) {
 	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		const ElfW(Phdr) *ph = &phdr[i];
 		if (ph->p_type != PT_NOTE)
 			continue;
 		const char *p = (const char *)(info->dlpi_addr + ph->p_vaddr);
-		const char *end = p + ph->p_memsz;
-		while (p + sizeof(ElfW(Nhdr)) <= end) {
-			const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
-			const char *name = p + sizeof *nh;
-			const unsigned char *desc = (const unsigned char *)
-				name + ((nh->n_namesz + 3) & ~3u);
-			if ((const char *)desc + nh->n_descsz > end)
-				break;
-			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
-			    !memcmp(name, "GNU", 4)) {
-				mt_buf_puts(b, "," MT_KEY(MT_F_BUILD_ID) "\"");
-				for (unsigned k = 0; k < nh->n_descsz; k++) {
-					mt_buf_putc(b, "0123456789abcdef"[desc[k] >> 4]);
-					mt_buf_putc(b, "0123456789abcdef"[desc[k] & 15]);
-				}
-				mt_buf_putc(b, '"');
-				return;
-			}
-			p = (const char *)desc + ((nh->n_descsz + 3) & ~3u);
+		if (!death) {
+			build_id_in(b, p, p + ph->p_memsz);
+			continue;
 		}
+		_Alignas(8) char note[512];
+		long n = mt_safe_read(note, p, ph->p_memsz < sizeof note ? ph->p_memsz : sizeof note);
+		if (n > 0)
+			build_id_in(b, note, note + n);
 	}
 }
+
+#define MT_DEATH_PHNUM 64 /* program headers a death reads of an object */
 
 static int
 maps_cb(struct dl_phdr_info *info, size_t size, void *arg) {
@@ -124,11 +141,31 @@ maps_cb(struct dl_phdr_info *info, size_t size, void *arg) {
 	(void)size;
 	c->adds = info->dlpi_adds;
 	c->subs = info->dlpi_subs;
+	const ElfW(Phdr) *phdr = info->dlpi_phdr;
 	const char *name = info->dlpi_name;
+	/* A death: the objects' headers and names are copied, not read, so
+	 * an object being unloaded (its segments unmapped, its link map
+	 * still listed: another thread's dlclose) is left out rather than
+	 * faulting in the handler, which would end the process by SIGSEGV
+	 * instead of its own signal. */
+	ElfW(Phdr) ph_copy[MT_DEATH_PHNUM];
+	char name_copy[512];
+	if (c->death) {
+		size_t want = (size_t)info->dlpi_phnum * sizeof(ElfW(Phdr));
+		if (info->dlpi_phnum > MT_DEATH_PHNUM ||
+		    mt_safe_read(ph_copy, phdr, want) != (long)want)
+			return 0;
+		phdr = ph_copy;
+		if (name && name[0]) {
+			long n = mt_safe_read(name_copy, name, sizeof name_copy - 1);
+			name_copy[n > 0 ? n : 0] = 0;
+			name = name_copy;
+		}
+	}
 	if (!name || !name[0])
 		name = c->n == 0 ? H.exe : "[unknown]";
 	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		const ElfW(Phdr) *ph = &phdr[i];
 		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
 			continue;
 		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
@@ -145,34 +182,134 @@ maps_cb(struct dl_phdr_info *info, size_t size, void *arg) {
 		mt_buf_puts(c->b, "\"," MT_KEY(MT_F_OFFSET) "\"");
 		mt_buf_hex(c->b, ph->p_offset);
 		mt_buf_putc(c->b, '"');
-		build_id(c->b, info);
+		build_id(c->b, info, phdr, c->death);
 		mt_buf_putc(c->b, '}');
 	}
 	return 0;
 }
 
-void
-mt_maps_json(struct mt_buf *b, int always) {
-	/* dl_iterate_phdr holds the loader lock around the callback, which
-	 * only formats into our buffer: no allocation, no other lock. */
-	size_t mark = b->len;
-	struct maps_ctx c = {b, 0, 0, 0};
+/* The whole maps record into b (death: through safe copies). */
+static void
+maps_record(struct mt_buf *b, int death, unsigned long long *adds, unsigned long long *subs) {
+	struct maps_ctx c = {b, 0, death, 0, 0};
 	mt_buf_puts(b, "{" MT_KEY(MT_F_TYPE) "\"" MT_R_MAPS "\"," MT_KEY(MT_F_MODULES) "[");
 	dl_iterate_phdr(maps_cb, &c);
-	if (always) {
-		mt_buf_puts(b, "]}\n");
-		return;
-	}
-	if (c.adds == H.last_adds && c.subs == H.last_subs) {
-		b->len = mark; /* nothing new */
-		return;
-	}
-	H.last_adds = c.adds;
-	H.last_subs = c.subs;
 	mt_buf_puts(b, "]}\n");
+	*adds = c.adds;
+	*subs = c.subs;
+}
+
+void
+mt_maps_json(struct mt_buf *b) {
+	/* dl_iterate_phdr holds the loader lock around the callback, which
+	 * only formats into our buffer: no allocation, no other lock. */
+	unsigned long long adds, subs;
+	maps_record(b, 0, &adds, &subs);
+}
+
+/* ---- the main file's maps, staged outside the writer lock ------------
+ * dl_iterate_phdr takes the loader's lock.  Taken under the writer lock,
+ * it closed a cycle with a death: a thread killed inside dlclose holds the
+ * loader's lock and waits for the writer lock for its final snapshot,
+ * while the writer lock's holder waits for the loader's lock in its maps
+ * record (the death gave up after 2 s and its final snapshot was lost).
+ * So a snapshot reads the loader before it takes the writer lock: the
+ * loader's counts first (one callback), and only when they moved since
+ * the last maps record written, the record itself into S.b, under S.lock,
+ * which is held until the writer copies it (lock order: S, then the
+ * writer lock; S is only ever tried, never waited for).  A death reads
+ * nothing of the loader inside dlclose, and the objects' headers through
+ * safe copies. */
+static struct {
+	mt_lock_t lock;
+	struct mt_buf b;
+	unsigned long long adds, subs;
+} S;
+
+static int
+counts_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+	(void)size;
+	unsigned long long *c = arg;
+	c[0] = info->dlpi_adds;
+	c[1] = info->dlpi_subs;
+	return 1; /* the first object says it */
+}
+
+int
+mt_maps_stage(int death) {
+	if (death && mt_dl_in_close())
+		return 0;
+	unsigned long long c[2] = {0, 0};
+	dl_iterate_phdr(counts_cb, c);
+	if (c[0] == __atomic_load_n(&H.last_adds, __ATOMIC_RELAXED) &&
+	    c[1] == __atomic_load_n(&H.last_subs, __ATOMIC_RELAXED))
+		return 0; /* nothing loaded or unloaded since the last record */
+	/* Never waited for: its holder may be waiting for the loader's lock
+	 * that this thread holds (a snapshot written from a malloc inside
+	 * dlopen: MEMTALLY_EVERY); the holder writes the record itself, and
+	 * the reader takes a module from any maps record, before or after
+	 * the stacks that need it. */
+	if (!mt_trylock(&S.lock))
+		return 0;
+	if (!S.b.growable && mt_buf_init(&S.b, 64 << 10)) {
+		mt_unlock(&S.lock);
+		return 0;
+	}
+	S.b.len = 0;
+	S.b.overflow = 0;
+	maps_record(&S.b, death, &S.adds, &S.subs);
+	if (S.b.overflow) {
+		mt_unlock(&S.lock);
+		return 0;
+	}
+	return 1;
+}
+
+void
+mt_maps_put(struct mt_buf *b, int staged, int death) {
+	unsigned long long adds, subs;
+	if (staged) {
+		if (S.adds != H.last_adds || S.subs != H.last_subs) {
+			mt_buf_put(b, S.b.p, S.b.len);
+			__atomic_store_n(&H.last_adds, S.adds, __ATOMIC_RELAXED);
+			__atomic_store_n(&H.last_subs, S.subs, __ATOMIC_RELAXED);
+		}
+		mt_unlock(&S.lock);
+		return;
+	}
+	if (H.last_adds != ~0ull)
+		return; /* the loader's counts had not moved */
+	/* The file was opened again under the writer lock (a new file, one
+	 * reopened, one cut back): its record now, as before staging (the
+	 * loader's lock under the writer lock, once a file). */
+	if (death && mt_dl_in_close())
+		return;
+	maps_record(b, death, &adds, &subs);
+	__atomic_store_n(&H.last_adds, adds, __ATOMIC_RELAXED);
+	__atomic_store_n(&H.last_subs, subs, __ATOMIC_RELAXED);
+}
+
+void
+mt_maps_release(int staged) {
+	if (staged)
+		mt_unlock(&S.lock);
+}
+
+void
+mt_maps_prefork(void) {
+	mt_lock(&S.lock);
+}
+
+void
+mt_maps_postfork(int child) {
+	if (child)
+		S.lock.v = 0; /* (its count: life.c zeroes the child's) */
+	else
+		mt_unlock(&S.lock);
 }
 
 void
 mt_maps_forget(void) {
-	H.last_adds = H.last_subs = ~0ull;
+	__atomic_store_n(&H.last_adds, ~0ull, __ATOMIC_RELAXED);
+	__atomic_store_n(&H.last_subs, ~0ull, __ATOMIC_RELAXED);
 }

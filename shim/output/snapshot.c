@@ -382,12 +382,15 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
  * process's last (the exit snapshot, or one written as a signal kills
  * it): later writes are refused, so nothing follows it in the file. */
 static void
-write_locked(const char *reason, const char *lab, int final, const struct mt_allocfig *af) {
+write_locked(const char *reason, const char *lab, int final, const struct mt_allocfig *af,
+	     int staged) {
 	if (W.closed) {
+		mt_maps_release(staged);
 		mt_unlock(&W.lock);
 		return;
 	}
 	if (ensure_open()) {
+		mt_maps_release(staged);
 		W.dropped_snaps++;
 		if (final) /* the .prom file still says the process ended */
 			mt_prom_after(W.seq, W.dropped_snaps, final);
@@ -395,6 +398,7 @@ write_locked(const char *reason, const char *lab, int final, const struct mt_all
 		return;
 	}
 	if (below_floor(mt_file_fd())) {
+		mt_maps_release(staged);
 		W.dropped_snaps++; /* the next one written counts it */
 		if (!strcmp(reason, "exit"))
 			W.closed = 1;
@@ -416,7 +420,7 @@ write_locked(const char *reason, const char *lab, int final, const struct mt_all
 	W.lines.flush_err = W.out.flush_err = 0;
 	unsigned warned = W.warnings;
 	W.warnings = warnings_json(&W.lines);
-	mt_maps_json(&W.lines, 0);
+	mt_maps_put(&W.lines, staged, af->state == MT_AF_DEATH);
 	mt_callsites_stacks(&W.lines);
 	int err = mt_buf_flush(&W.lines);
 	struct mt_buf *b = &W.out;
@@ -507,8 +511,10 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	 * snapshot whose thread holds one of them (procstat.h) */
 	struct mt_allocfig af;
 	mt_procstat_allocator(&af);
+	/* the loader's lock, too, before the writer's (header.h) */
+	int staged = mt_maps_stage(0);
 	mt_lock(&W.lock);
-	write_locked(reason, lab, !strcmp(reason, "exit"), &af);
+	write_locked(reason, lab, !strcmp(reason, "exit"), &af, staged);
 }
 
 int
@@ -519,19 +525,25 @@ mt_snapshot_final(const char *reason, uint64_t wait_ns) {
 	 * shim lock), which may itself wait on something the interrupted
 	 * code holds (the loader's lock in dl_iterate_phdr). */
 	uint64_t deadline = mt_now_ns() + wait_ns;
+	/* the maps staged first, as any snapshot's: nothing inside dlclose,
+	 * the staging lock only if free (header.h) */
+	int staged = mt_maps_stage(1);
 	while (!mt_trylock(&W.lock)) {
-		if (mt_now_ns() >= deadline)
+		if (mt_now_ns() >= deadline) {
+			mt_maps_release(staged);
 			return 1;
+		}
 		mt_sys(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
 	}
 	if (W.closed) {
+		mt_maps_release(staged);
 		mt_unlock(&W.lock);
 		return 1;
 	}
 	/* nothing that waits on a lock the dying thread may hold: the
 	 * allocator's figures are left out */
 	struct mt_allocfig af = {.state = MT_AF_DEATH};
-	write_locked(reason, NULL, 1, &af);
+	write_locked(reason, NULL, 1, &af, staged);
 	return 0;
 }
 
@@ -556,17 +568,20 @@ mt_snapshot_describe(void) {
 
 void
 mt_snapshot_prefork(void) {
+	mt_maps_prefork(); /* the staging lock before the writer's */
 	mt_lock(&W.lock);
 }
 
 void
 mt_snapshot_postfork_parent(void) {
 	mt_unlock(&W.lock);
+	mt_maps_postfork(0);
 }
 
 void
 mt_snapshot_postfork_child(int follow) {
 	W.lock.v = 0;
+	mt_maps_postfork(1);
 	mt_file_postfork_child();
 	W.seq = 0;
 	W.dropped_snaps = 0;
@@ -576,8 +591,10 @@ mt_snapshot_postfork_child(int follow) {
 		return;
 	}
 	/* Stack ids are kept, but the child's file must carry its own stack
-	 * records: forget which were written. */
+	 * records: forget which were written; and its maps (staged before
+	 * its first snapshot, not under the writer lock). */
 	mt_callsites_reset();
+	mt_maps_forget();
 	mt_zout_reset();
 	W.out.len = W.lines.len = 0;
 }
@@ -587,7 +604,7 @@ mt_snapshot_dump(int dfd, struct mt_buf *b, const char *reason,
 		 void (*body)(struct mt_buf *, void *), void *arg, char *scr,
 		 size_t nscr) {
 	mt_header_json(b);
-	mt_maps_json(b, 1);
+	mt_maps_json(b);
 	mt_py_emit_all(b);
 	mt_callsites_stacks_all(b);
 	body(b, arg);

@@ -44,12 +44,23 @@ mt_dl_on_close(void (*fn)(void)) {
  * rules) is told once the real dlclose has returned (before, the object
  * is still there).  dlclose resolves nothing from its caller's address,
  * so a C forwarder is exact. */
+static MT_TLS int in_close; /* this thread is inside dlclose */
+
+int
+mt_dl_in_close(void) {
+	return in_close;
+}
+
 MT_EXPORT int
 dlclose(void *handle) {
 	int (*real)(void *) = (int (*)(void *))mt_dlsym(RTLD_NEXT, "dlclose");
 	if (!real)
 		return -1;
+	in_close++;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST); /* marked before it starts */
 	int r = real(handle);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	in_close--;
 	void (*fn)(void) = __atomic_load_n(&on_close, __ATOMIC_ACQUIRE);
 	if (fn)
 		fn(); /* errno stays dlclose's: fn sets none (mt_dl_on_close) */

@@ -33,6 +33,13 @@ void *mt_dlsym(void *handle, const char *name);
  * it must not allocate, take a lock or set errno. */
 void mt_dl_on_close(void (*fn)(void));
 
+/* Whether the calling thread is inside the program's dlclose (the
+ * interposed one): it may hold the loader's lock half way through
+ * unloading an object, its segments unmapped while its link map is still
+ * listed.  A death there must not walk the link maps (signals.c,
+ * header.c's staged maps).  Async-signal-safe: a thread-local read. */
+int mt_dl_in_close(void);
+
 /* Install the "cu" filter (cuda.c, from the constructor). */
 void mt_dlsym_filter(int (*want)(const char *name),
 		     void *(*serve)(void *handle, const char *name));

@@ -209,6 +209,16 @@ mt_fd_high(long fd) {
 }
 
 long
+mt_safe_read(void *dst, const void *src, size_t n) {
+	struct {
+		const void *base;
+		size_t len;
+	} local = {dst, n}, remote = {src, n};
+	return mt_sys(SYS_process_vm_readv, mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0), &local, 1,
+		      &remote, 1, 0);
+}
+
+long
 mt_read_file(const char *path, char *buf, size_t cap) {
 	if (!cap)
 		return -EINVAL;

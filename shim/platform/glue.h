@@ -295,6 +295,12 @@ mt_pcs_find(const uintptr_t *pcs, int n, uintptr_t lo, uintptr_t hi) {
 	return k;
 }
 
+/* Copies up to n bytes of this process's memory at src into dst without
+ * touching it (process_vm_readv): memory unmapped meanwhile (an object
+ * dlclose is unloading) gives a short count, never a fault.  The bytes
+ * copied, or -errno (a seccomp filter may refuse the call: -EPERM,
+ * -ENOSYS).  Async-signal-safe; never allocates. */
+long mt_safe_read(void *dst, const void *src, size_t n);
 /* A small file (/proc, /sys) read whole into buf, NUL-terminated (at most
  * cap - 1 bytes).  Its length, or -errno.  Never allocates. */
 long mt_read_file(const char *path, char *buf, size_t cap);

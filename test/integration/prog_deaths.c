@@ -14,6 +14,11 @@
  *                      snapshot that needs that lock can never be written,
  *                      and the process must die of SIGTERM all the same
  *              exit:   exit(3) after DELAY_US (the control)
+ *              dlclose: one more thread dlopens and dlcloses LIB without
+ *                      pause; prints "ready TID" (that thread's id) and
+ *                      waits: the test sends SIGTERM to that thread, which
+ *                      is often inside dlclose, the loader's lock held and
+ *                      the object's segments half unmapped
  *     THREADS  busy threads: each mallocs, reallocs and frees blocks of
  *              many sizes (some past the tcache and the mmap threshold),
  *              writes through stdio, and every 64th round dlopens and
@@ -63,6 +68,20 @@ busy(void *arg) {
 	return NULL;
 }
 
+static volatile int dl_tid;
+
+static void *
+dl_loop(void *arg) {
+	(void)arg;
+	dl_tid = (int)gettid();
+	for (;;) {
+		void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+		if (h)
+			dlclose(h);
+	}
+	return NULL;
+}
+
 static int hold_pipe[2];
 
 static int
@@ -104,6 +123,16 @@ main(int argc, char **argv) {
 	}
 	while (__atomic_load_n(&started, __ATOMIC_SEQ_CST) < threads)
 		usleep(100);
+	if (!strcmp(how, "dlclose") && lib) {
+		pthread_t t;
+		pthread_create(&t, NULL, dl_loop, NULL);
+		while (!__atomic_load_n(&dl_tid, __ATOMIC_SEQ_CST))
+			usleep(100);
+		printf("ready %d\n", dl_tid);
+		fflush(stdout);
+		for (;;)
+			pause();
+	}
 	printf("ready\n");
 	fflush(stdout);
 	if (!strcmp(how, "wait")) {
