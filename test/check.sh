@@ -2,9 +2,13 @@
 # test/check.sh — `make check`: the stricter gate CI runs after `make test`.
 # Each stage counts once; the last line is "N passed, N failed".
 #   1. the strict build (-Werror, -Wmissing-prototypes, -Wshadow, ...)
-#   2. the whole suite on that build (the layer check included), with the
-#      slow matrices whole (MT_FULL=1: `make test` runs a fast subset of
-#      each; the trainer shapes of test_trainers among them)
+#   2. on that build, the tests that have a slow matrix, whole (MT_FULL=1:
+#      `make test` runs a fast subset of each; the trainer shapes of
+#      test_trainers, the random deaths of test_death_random among them),
+#      and those only this gate runs (test_bench_smoke).  The rest of the
+#      suite is `make test`'s, which CI runs first: the strict build
+#      changes warnings, not code, so a second run of it found nothing new
+#      and took 15 minutes
 #   3. the analysis, bad-input, MPI, CUDA, OOM, Python-frames, golden and formats
 #      tests with the command built with ASan and UBSan
 #   4. every analysis command under valgrind memcheck
@@ -42,7 +46,15 @@ js() {
 	node --check analysis/export/page/report.js
 }
 stage strict-build strict_build
-stage suite env MT_FULL=1 bash test/run.sh
+# the tests that read mt.full(), and run.sh's full_only ones
+full_tests() {
+	local t n
+	for t in test/integration/test_*.py; do
+		grep -q 'mt\.full()' "$t" && { n=${t##*/}; printf '%s ' "${n%.py}"; }
+	done
+	echo test_bench_smoke
+}
+stage suite env MT_FULL=1 MEMTALLY_TESTS="$(full_tests)" bash test/run.sh
 stage asan-ubsan asan_tests
 stage valgrind bash test/valgrind.sh
 stage tsan tsan

@@ -3,6 +3,8 @@
 #   MEMTALLY_TEST=name        run only tests whose name contains this
 #   MEMTALLY_TEST=name:case   ... and within them only that case (a test
 #                             that has cases reads MEMTALLY_CASE: mt.case())
+#   MEMTALLY_TESTS="a b"      run only the tests named, whole names
+#                             (make check: those with a full matrix)
 #   MEMTALLY_TEST_PREFIX=...  wrap C test binaries (e.g. "gdb --args"; runs
 #                             the tests one at a time)
 #   MT_JOBS=n                 tests run at once (default 2 where there are
@@ -59,7 +61,10 @@ full_only=" test_bench_smoke "
 add() { # name cmd...
 	local name=$1; shift
 	case "$name" in *"$filter"*) ;; *) return ;; esac
-	if [ "${MT_FULL:-}" != 1 ] && [ -z "$filter" ] && [[ "$full_only" == *" $name "* ]]; then
+	if [ -n "${MEMTALLY_TESTS:-}" ] && [[ " $MEMTALLY_TESTS " != *" $name "* ]]; then
+		return
+	fi
+	if [ "${MT_FULL:-}" != 1 ] && [ -z "$filter" ] && [ -z "${MEMTALLY_TESTS:-}" ] && [[ "$full_only" == *" $name "* ]]; then
 		echo "skip $name: make check runs it (MT_FULL=1)"
 		return
 	fi
@@ -225,18 +230,32 @@ trap stop_all INT TERM
 
 new_times=()
 queue=("${order[@]}")
+# Tests that mostly wait (for a cadence, an interval, a server: a fifth
+# or less of their wall time on a CPU): one of them at a time runs beside
+# the $jobs others rather than in a slot of theirs
+light=" test_prometheus test_top test_peak test_shapes "
+nlight=0
+declare -A is_light=()
 while [ ${#queue[@]} -gt 0 ] || [ ${#pid_of[@]} -gt 0 ]; do
-	# start what may start: a free slot, the first queued test whose group is free
-	while [ ${#pid_of[@]} -lt "$jobs" ] && [ ${#queue[@]} -gt 0 ]; do
+	# start what may start: a free slot, the first queued test whose group
+	# is free; a waiting test (light) has a slot of its own, beside them
+	while [ ${#queue[@]} -gt 0 ]; do
 		pick=-1
 		for k in "${!queue[@]}"; do
-			g=$(group_of "${names[${queue[$k]}]}")
-			if [ -z "$g" ] || [ -z "${busy[$g]:-}" ]; then pick=$k; break; fi
+			n=${names[${queue[$k]}]}
+			g=$(group_of "$n")
+			[ -n "$g" ] && [ -n "${busy[$g]:-}" ] && continue
+			if [[ "$light" == *" $n "* ]] && [ "$jobs" -gt 1 ]; then
+				[ "$nlight" -lt 1 ] && { pick=$k; break; }
+			elif [ $((${#pid_of[@]} - nlight)) -lt "$jobs" ]; then
+				pick=$k; break
+			fi
 		done
 		[ $pick -lt 0 ] && break
 		i=${queue[$pick]}
 		unset 'queue[pick]'; queue=("${queue[@]}")
 		g=$(group_of "${names[$i]}"); [ -n "$g" ] && busy[$g]=1
+		[[ "$light" == *" ${names[$i]} "* ]] && [ "$jobs" -gt 1 ] && { nlight=$((nlight + 1)); is_light[$i]=1; }
 		launch "$i"
 	done
 	wait -n -p done "${!pid_of[@]}"
@@ -244,6 +263,7 @@ while [ ${#queue[@]} -gt 0 ] || [ ${#pid_of[@]} -gt 0 ]; do
 	[ -z "${done:-}" ] && continue
 	i=${pid_of[$done]}
 	unset 'pid_of[$done]'
+	[ -n "${is_light[$i]:-}" ] && nlight=$((nlight - 1))
 	g=$(group_of "${names[$i]}"); [ -n "$g" ] && unset 'busy[$g]'
 	finish "$i" "$rc"
 	done=
