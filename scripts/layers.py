@@ -62,8 +62,10 @@ ANALYSIS = [
      ('export', [('proto/profile.pb-c', 'html_page', 'pickle', 'html_join', 'html_timeline',
                   'html_tables'), 'flame',
                  ('torch', 'pprof', 'html')])],
-    # the command line and its runner
-    [('', ['run', 'main'])],
+    # the runner: its directory lock and its end-of-run warnings, then the
+    # command; the command line on top
+    [('run', [('lock', 'warnings'), 'run'])],
+    [('', ['main'])],
 ]
 
 HALVES = {'shim': ('shim', SHIM), 'analysis': ('analysis', ANALYSIS)}

@@ -7,6 +7,7 @@
 #include "platform/buf.h"
 #include "platform/config.h"
 #include "platform/fdio.h"
+#include <sys/statfs.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -341,4 +342,29 @@ dump_create(long dfd, unsigned idx, char *dst, size_t n) {
 		r = mt_sys(SYS_openat, dfd, base(dst), flags, FILE_MODE, 0, 0);
 	}
 	return r;
+}
+
+/* Whether the file's filesystem has less free space than the floor
+ * (MEMTALLY_DISK_FLOOR, at least 5% of the filesystem): the program's own
+ * writes must not find the disk full because of us.  Said once (a warning:
+ * into the file when space returns, and memtally run's summary), and again
+ * after each return of space. */
+int
+mt_file_below_floor(void) {
+	static int was; /* the last look found it below */
+	int fd = mt_file_fd();
+	struct statfs sf;
+	if (!mt_cfg.disk_floor || mt_sys(SYS_fstatfs, fd, &sf, 0, 0, 0, 0))
+		return 0;
+	uint64_t unit = (uint64_t)(sf.f_frsize > 0 ? sf.f_frsize : sf.f_bsize);
+	uint64_t avail = (uint64_t)sf.f_bavail * unit, floor = (uint64_t)sf.f_blocks * unit / 20;
+	if (floor < mt_cfg.disk_floor)
+		floor = mt_cfg.disk_floor;
+	int below = avail < floor;
+	if (below && !was)
+		mt_warn("the output filesystem has %lu MiB free, below the floor of %lu MiB "
+			"(MEMTALLY_DISK_FLOOR, or 5%% of its size): snapshots are not written "
+			"until space returns", (unsigned long)(avail >> 20), (unsigned long)(floor >> 20));
+	was = below;
+	return below;
 }

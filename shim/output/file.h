@@ -38,6 +38,10 @@ const char *mt_file_describe(void);
 void mt_file_close(void);
 /* fork child: a file of its own, opened at its first snapshot. */
 void mt_file_postfork_child(void);
+/* Whether the open file's filesystem is below the floor of free space
+ * (MEMTALLY_DISK_FLOOR, at least 5% of it): no snapshot is written then.
+ * Warns once each time it goes below. */
+int mt_file_below_floor(void);
 
 /* Open OOM dump idx, <out>/memtally.<host>[.r<rank>].p<pid>.oom<idx>.jsonl,
  * making the directory; its path into dst (named even when it cannot be

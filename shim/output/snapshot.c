@@ -36,7 +36,6 @@
 #include "capture/unwind.h"
 #include "output/prom.h"
 #include <string.h>
-#include <sys/statfs.h>
 
 /* The writer's state, all of it under the writer lock (held by the writer
  * thread, or by the thread running exit()). */
@@ -57,7 +56,6 @@ static struct {
 	char summary[16 << 10];
 	size_t summary_len;         /* 0: none this time */
 	unsigned warnings;          /* mt_warn's kept warnings in this file */
-	int below_floor;            /* the last look found the disk below the floor */
 	/* Where the file must be cut back to before anything else is
 	 * written to it (-1: nowhere): a snapshot whose write failed half
 	 * way because the descriptor stopped being our file (the program
@@ -113,29 +111,6 @@ header_now(struct mt_buf *b) {
 		W.warnings = warned;
 		mt_header_json(b);
 	}
-}
-
-/* Whether the file's filesystem has less free space than the floor
- * (MEMTALLY_DISK_FLOOR, at least 5% of the filesystem): the program's own
- * writes must not find the disk full because of us.  Said once (a warning:
- * into the file when space returns, and memtally run's summary), and again
- * after each return of space. */
-static int
-below_floor(int fd) {
-	struct statfs sf;
-	if (!mt_cfg.disk_floor || mt_sys(SYS_fstatfs, fd, &sf, 0, 0, 0, 0))
-		return 0;
-	uint64_t unit = (uint64_t)(sf.f_frsize > 0 ? sf.f_frsize : sf.f_bsize);
-	uint64_t avail = (uint64_t)sf.f_bavail * unit, floor = (uint64_t)sf.f_blocks * unit / 20;
-	if (floor < mt_cfg.disk_floor)
-		floor = mt_cfg.disk_floor;
-	int below = avail < floor;
-	if (below && !W.below_floor)
-		mt_warn("the output filesystem has %lu MiB free, below the floor of %lu MiB "
-			"(MEMTALLY_DISK_FLOOR, or 5%% of its size): snapshots are not written "
-			"until space returns", (unsigned long)(avail >> 20), (unsigned long)(floor >> 20));
-	W.below_floor = below;
-	return below;
 }
 
 /* The writer's buffers (2 x 256 KiB, streamed: a snapshot of any size
@@ -397,7 +372,7 @@ write_locked(const char *reason, const char *lab, int final, const struct mt_all
 		unlock_released();
 		return;
 	}
-	if (below_floor(mt_file_fd())) {
+	if (mt_file_below_floor()) {
 		mt_maps_release(staged);
 		W.dropped_snaps++; /* the next one written counts it */
 		if (!strcmp(reason, "exit"))
@@ -475,7 +450,7 @@ mt_snapshot_record(const char *line, size_t n) {
 	if (!mt_cfg.host && !mt_devices_used())
 		return -1;
 	mt_lock(&W.lock);
-	if (W.closed || ensure_open() || below_floor(mt_file_fd())) {
+	if (W.closed || ensure_open() || mt_file_below_floor()) {
 		unlock_released();
 		return -1;
 	}

@@ -77,7 +77,7 @@ def c_file():
               ['-I/usr/include/python3.%d' % sys.version_info[1],
                '-I/usr/lib/python3/dist-packages/numpy/core/include']),
              ('/usr/share/doc/libpng-dev/examples/pngtest.c', []),
-             (os.path.join(ROOT, 'analysis/run.c'), ['-I' + os.path.join(ROOT, 'analysis'), '-I' + ROOT,
+             (os.path.join(ROOT, 'analysis/run/run.c'), ['-I' + os.path.join(ROOT, 'analysis'), '-I' + ROOT,
                                                      '-D_GNU_SOURCE'])]
     for src, inc in cands:
         out = os.path.join(TMP, os.path.basename(src)[:-2] + '.i')

@@ -24,7 +24,9 @@
  *              writes through stdio, and every 64th round dlopens and
  *              dlcloses LIB (when given)
  * Prints "ready" (flushed) once the threads run. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>

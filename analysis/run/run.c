@@ -1,15 +1,13 @@
-/* run.c — `memtally run [options] -- CMD ARGS`: start CMD with the shim
+/* run/run.c — `memtally run [options] -- CMD ARGS`: start CMD with the shim
  * preloaded and MEMTALLY_* set from the options, wait for it, say where
  * the files are, and exit with CMD's status.  Works with launchers
  * (torchrun, mpirun, srun) as CMD: they pass the environment to their
  * ranks, and each rank's file is named by its rank.  Python processes
  * get memtally's start-up hook through PYTHONPATH (set_python_path). */
 #include "cmd/cmd.h"
+#include "run/run.h"
 #include "base/util.h"
 #include "shim/platform/config.h"
-#include "shim/format.h"
-#include "read/json.h"
-#include "read/source.h"
 #include <dirent.h>
 #include <elf.h>
 #include <errno.h>
@@ -19,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -209,18 +206,6 @@ forward(int sig) {
 		kill(child, sig);
 }
 
-static int
-count_files(const char *dir) {
-	DIR *d = opendir(dir);
-	int n = 0;
-	struct dirent *e;
-	while (d && (e = readdir(d)))
-		n += !strncmp(e->d_name, "memtally.", 9) && strstr(e->d_name, ".jsonl") != NULL;
-	if (d)
-		closedir(d);
-	return n;
-}
-
 /* MEMTALLY_<NAME>=val for the command, checked against the shim's own
  * option table (shim/platform/config.c, linked in): an unknown name or a
  * value the shim would refuse is a usage error here, before anything
@@ -384,230 +369,6 @@ preload_env(void) {
 	}
 	setenv("LD_PRELOAD", pre.p, 1);
 	set_python_path();
-}
-
-/* One `memtally run` writes a directory at a time: two at once mixed
- * their processes into one run.  The lock is flock(2) on LOCK_NAME in the
- * directory, held to the end of the run: the kernel releases it when its
- * owner exits or dies, so a killed run leaves no stale lock (the file may
- * stay; the next run takes it).  The ranks of one launcher's job
- * (`srun memtally run ...`: each rank runs memtally run) share it: they
- * hold it shared, under the job's key; so do the runs a run starts (a
- * script that runs `memtally run` under `memtally run`: MEMTALLY_RUN_JOB).  The file holds "pid key", for
- * the message and that check.  The last run out unlinks it. */
-#define LOCK_NAME ".memtally-run.lock"
-static int lock_fd = -1;
-
-/* The launcher job this run is a rank of ("" when none): ranks of one
- * job write one directory together. */
-static void
-job_key(char *k, size_t n) {
-	const char *mine = getenv("MEMTALLY_RUN_JOB"); /* a run inside a run: its key */
-	const char *slurm = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID"),
-		   *pmix = getenv("PMIX_NAMESPACE"), *ompi = getenv("OMPI_MCA_ess_base_jobid"),
-		   *elastic = getenv("TORCHELASTIC_RUN_ID");
-	if (mine && *mine)
-		snprintf(k, n, "%s", mine);
-	else if (slurm && *slurm)
-		snprintf(k, n, "slurm:%s.%s", slurm, step ? step : "");
-	else if (pmix && *pmix)
-		snprintf(k, n, "pmix:%s", pmix);
-	else if (ompi && *ompi)
-		snprintf(k, n, "ompi:%s", ompi);
-	else if (elastic && *elastic)
-		snprintf(k, n, "torchelastic:%s", elastic);
-	else
-		k[0] = 0;
-	for (char *c = k; *c; c++) /* one word on one line */
-		if (*c <= ' ')
-			*c = '_';
-}
-
-static void
-lock_refused(int fd, const char *absout, const char *path) {
-	char who[160] = "";
-	ssize_t n = pread(fd, who, sizeof who - 1, 0);
-	who[n > 0 ? n : 0] = 0;
-	who[strcspn(who, " \n")] = 0;
-	die(EXIT_USAGE, "%s is being written by another memtally run (pid %s, holding %s): name "
-			"another --out, or wait for it to end",
-	    absout, who[0] ? who : "?", path);
-}
-
-/* An earlier run's files would read as more processes (a later /bin/true
- * showed up as another "rank"): refused unless asked.  Checked by the run
- * that takes the lock alone, before the job's other ranks may join it
- * (their files are this run's). */
-static void
-no_earlier_files(const char *absout, int append) {
-	int before = count_files(absout);
-	if (before > 0 && !append)
-		die(EXIT_USAGE, "%s already holds %d memtally file%s from an earlier run: name a new "
-				"--out, remove them, or add --append to add this run's files to them",
-		    absout, before, before == 1 ? "" : "s");
-}
-
-static char *
-run_lock(const char *absout, int append) {
-	struct sb p = {0};
-	char key[128];
-	job_key(key, sizeof key);
-	sb_printf(&p, "%s/" LOCK_NAME, absout);
-	for (int tries = 0; tries < 100; tries++) {
-		int fd = open(p.p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0640);
-		if (fd < 0)
-			die(EXIT_USAGE, "%s: %s", p.p, strerror(errno));
-		int alone = !flock(fd, LOCK_EX | LOCK_NB);
-		/* a rank of a job: the first rank holds it alone while it writes
-		 * the job's key (srun starts the ranks at once); wait up to 2 s */
-		int shared = !alone && key[0] && !flock(fd, LOCK_SH | LOCK_NB);
-		for (int w = 0; !alone && key[0] && !shared && w < 200; w++) {
-			struct timespec ts = {0, 10000000};
-			nanosleep(&ts, NULL);
-			shared = !flock(fd, LOCK_SH | LOCK_NB);
-		}
-		if (!alone && !shared)
-			lock_refused(fd, absout, p.p);
-		/* the file locked must still be the one at the path: the last
-		 * run out unlinks it (run_unlock), maybe after we opened it */
-		struct stat a, b;
-		if (fstat(fd, &a) || stat(p.p, &b) || a.st_ino != b.st_ino || a.st_dev != b.st_dev) {
-			close(fd);
-			continue;
-		}
-		if (alone) {
-			no_earlier_files(absout, append);
-			if (!key[0]) /* the runs this one starts join it */
-				snprintf(key, sizeof key, "run:%ld", (long)getpid());
-			setenv("MEMTALLY_RUN_JOB", key, 1);
-			char who[200];
-			int n = snprintf(who, sizeof who, "%ld %s\n", (long)getpid(), key);
-			if (ftruncate(fd, 0) || pwrite(fd, who, (size_t)n, 0) != n)
-				(void)0; /* for the message and the job check only */
-			flock(fd, LOCK_SH); /* the job's other ranks, the runs it starts, may join */
-		} else { /* shared: with the ranks of our own job only */
-			char who[200] = "";
-			ssize_t n = pread(fd, who, sizeof who - 1, 0);
-			who[n > 0 ? n : 0] = 0;
-			who[strcspn(who, "\n")] = 0;
-			const char *theirs = strchr(who, ' ');
-			if (!theirs || strcmp(theirs + 1, key))
-				lock_refused(fd, absout, p.p);
-		}
-		lock_fd = fd;
-		return p.p;
-	}
-	die(EXIT_USAGE, "%s: cannot take the lock (it keeps changing)", p.p);
-}
-
-static void
-run_unlock(char *path) {
-	if (!flock(lock_fd, LOCK_EX | LOCK_NB)) /* the last run out */
-		unlink(path); /* while locked: a run that opened it retries */
-	close(lock_fd);
-	lock_fd = -1;
-	free(path);
-}
-
-
-/* The warning records of one file (doc/FORMAT.md) into the distinct
- * messages msgs[0..*n) and their processes' counts; a file that is not
- * regular or cannot be read is passed over (the views will say why). */
-#define MAX_WARNINGS 64
-static void
-file_warnings(const char *path, char **msgs, int *count, int *n) {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	struct stat st;
-	if (fd < 0)
-		return;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return;
-	}
-	struct src in = {.path = path, .fd = fd};
-	size_t cap = 1 << 20;
-	char *buf = xmalloc(cap);
-	struct sb line = {0};
-	char *seen[MAX_WARNINGS];
-	int nseen = 0;
-	static const char pre[] = "{" MT_KEY(MT_F_TYPE) "\"" MT_R_WARNING "\"";
-	for (;;) {
-		ssize_t r = src_read(&in, buf, cap, 0);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		for (char *p = buf, *end = buf + r; p < end;) {
-			char *nl = memchr(p, '\n', (size_t)(end - p));
-			/* only a line that begins as a warning record is kept */
-			size_t take = (size_t)((nl ? nl : end) - p);
-			if (line.len < sizeof pre)
-				sb_puts_n(&line, p, take);
-			else if (!strncmp(line.p, pre, sizeof pre - 1))
-				sb_puts_n(&line, p, take);
-			if (!nl)
-				break;
-			p = nl + 1;
-			if (line.len && !strncmp(line.p, pre, sizeof pre - 1)) {
-				struct jdoc d = {0};
-				const char *err;
-				size_t col;
-				sb_putc(&line, 0);
-				struct jv *o = json_parse(&d, line.p, line.len - 1, &err, &col);
-				const char *m = o ? json_str(&d, o, MT_F_MESSAGE) : NULL;
-				int dup = 0;
-				for (int i = 0; m && i < nseen && !dup; i++)
-					dup = !strcmp(seen[i], m);
-				if (m && !dup && nseen < MAX_WARNINGS) { /* once per process */
-					seen[nseen++] = xstrdup(m);
-					int i = 0;
-					while (i < *n && strcmp(msgs[i], m))
-						i++;
-					if (i == *n && *n < MAX_WARNINGS)
-						msgs[(*n)++] = xstrdup(m), count[i] = 0;
-					if (i < *n)
-						count[i]++;
-				}
-				json_free(&d);
-			}
-			line.len = 0;
-		}
-	}
-	for (int i = 0; i < nseen; i++)
-		free(seen[i]);
-	sb_free(&line);
-	free(buf);
-	src_close(&in);
-}
-
-/* Each distinct warning of this run's files (made since start), once:
- * the shim keeps the program's stderr clean under `memtally run`
- * (MEMTALLY_QUIET=1) and writes its warnings into the files. */
-static void
-print_warnings(const char *absout, const struct timespec *start) {
-	DIR *d = opendir(absout);
-	struct dirent *e;
-	char *msgs[MAX_WARNINGS];
-	int count[MAX_WARNINGS], n = 0;
-	while (d && (e = readdir(d))) {
-		if (strncmp(e->d_name, "memtally.", 9) || !strstr(e->d_name, ".jsonl"))
-			continue;
-		struct sb p = {0};
-		sb_printf(&p, "%s/%s", absout, e->d_name);
-		struct stat st;
-		if (!lstat(p.p, &st) && S_ISREG(st.st_mode) &&
-		    (st.st_ctim.tv_sec > start->tv_sec ||
-		     (st.st_ctim.tv_sec == start->tv_sec && st.st_ctim.tv_nsec >= start->tv_nsec)))
-			file_warnings(p.p, msgs, count, &n);
-		sb_free(&p);
-	}
-	if (d)
-		closedir(d);
-	for (int i = 0; i < n; i++) {
-		fprintf(stderr, "memtally: warning from %d process%s: %s\n", count[i],
-			count[i] == 1 ? "" : "es", msgs[i]);
-		free(msgs[i]);
-	}
 }
 
 static struct timespec run_start;
