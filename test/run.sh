@@ -159,9 +159,9 @@ launch() { # index
 		# every program a test runs would inherit (test_death's SIGINT
 		# from outside then never ended its program)
 		if [ "$jobs" -gt 1 ]; then
-			MT_SUITE=$run_id/$name setsid env --default-signal=INT,QUIT "$@" >"$out/log" 2>&1 </dev/null &
+			MT_SUITE=$run_id/$name setsid env --default-signal=INT,QUIT,HUP "$@" >"$out/log" 2>&1 </dev/null &
 		else
-			MT_SUITE=$run_id/$name setsid env --default-signal=INT,QUIT "$@" >"$out/log" 2>&1 &
+			MT_SUITE=$run_id/$name setsid env --default-signal=INT,QUIT,HUP "$@" >"$out/log" 2>&1 &
 		fi
 		tp=$!
 		echo "$tp" >"$out/.sid"

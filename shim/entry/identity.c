@@ -21,6 +21,9 @@
 #include <grp.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -79,12 +82,31 @@ initgroups(const char *user, gid_t group) {
 	return r;
 }
 
+/* The process's threads, as the kernel counts them (/proc/self/status):
+ * 0 when it cannot be read. */
+static long
+threads_now(void) {
+	char st[4096];
+	if (mt_read_file("/proc/self/status", st, sizeof st) <= 0)
+		return 0;
+	const char *t = strstr(st, "\nThreads:");
+	return t ? strtol(t + 10, NULL, 10) : 0;
+}
+
+/* A user namespace is refused while the process has a second thread, and
+ * the writer thread, joined, is still counted until the kernel has
+ * finished its exit (pthread_join returns when it clears its tid, just
+ * before): unshare failed with EINVAL once in a while under load.  So,
+ * the writer joined, wait (at most 100 ms) until the kernel counts one
+ * thread fewer than before. */
+#define NS_PARKED(r, call)                                                     	do {                                                                   		mt_snapshot_hold();                                            		long n0_ = threads_now();                                      		int was_ = mt_writer_park();                                   		for (int i_ = 0; was_ && n0_ > 1 && i_ < 100 && threads_now() >= n0_; i_++) { 			struct timespec ts_ = {0, 1000000};                    			mt_sys(SYS_nanosleep, &ts_, NULL, 0, 0, 0, 0);         		}                                                              		r = call;                                                      		int e_ = errno;                                                		mt_writer_resume(was_);                                        		errno = e_;                                                    	} while (0)
+
 MT_EXPORT int
 unshare(int flags) {
 	if (!(flags & CLONE_NEWUSER))
 		return REAL(unshare)(flags);
 	int r;
-	PARKED(r, REAL(unshare)(flags));
+	NS_PARKED(r, REAL(unshare)(flags));
 	return r;
 }
 
@@ -93,7 +115,7 @@ setns(int fd, int nstype) {
 	if (nstype && !(nstype & CLONE_NEWUSER))
 		return REAL(setns)(fd, nstype);
 	int r;
-	PARKED(r, REAL(setns)(fd, nstype));
+	NS_PARKED(r, REAL(setns)(fd, nstype));
 	return r;
 }
 
