@@ -7,6 +7,7 @@ CFLAGS ?= -O2 -g
 WARN := -std=c11 -Wall -Wextra
 STRICT := -Werror -Wmissing-prototypes -Wstrict-prototypes -Wshadow
 B := build
+NPROC := $(shell nproc 2>/dev/null || echo 1)
 -include config.mak
 
 # shim/: life.c on top of the layers platform/ < state/ < capture/ < output/ <
@@ -106,7 +107,7 @@ wheel: bundle
 	python3 scripts/wheel/build.py $(VERSION) $(B)/bundle scripts/python dist
 
 test: deps
-	$(MAKE) all
+	$(MAKE) -j$(NPROC) all
 	bash test/run.sh
 
 # check: the stricter gate CI runs after `make test` (test/check.sh): the
@@ -206,13 +207,26 @@ $(B)/test/lib_%.so: test/integration/lib_%.c | $(B)/test
 UNIT_SHIM := shim/state/sites.c shim/state/stacks.c shim/state/totals.c shim/state/phases.c shim/state/solo.c shim/state/ptrtab.c shim/state/ptrmem.c shim/state/maptab.c shim/platform/glue.c shim/platform/buf.c shim/platform/fdio.c shim/platform/tmem.c \
 	shim/platform/config.c shim/capture/pylines.c shim/state/map64.c shim/capture/unwind.c shim/capture/cfi.c \
 	shim/capture/cfitab.c shim/capture/ehframe.c
-$(B)/test/unit_%: test/unit/%.c $(UNIT_SHIM) $(SHIM_HDR) | $(B)/test
-	$(CC) -std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -pthread -Ishim -o $@ $< $(UNIT_SHIM) -lunwind
+# (the sources under test compiled once, as objects every unit test links:
+# each test compiled all of them again, most of the build's time)
+UNIT_CFLAGS := -std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -pthread -Ishim
+UNIT_SHIM_OBJ := $(UNIT_SHIM:%.c=$(B)/test/asan/%.o)
+$(B)/test/asan/shim/%.o: shim/%.c $(SHIM_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(UNIT_CFLAGS) -c -o $@ $<
+UNIT_SHIM_TESTS := $(patsubst test/unit/%.c,$(B)/test/unit_%,$(wildcard test/unit/test_*.c))
+UNIT_AN_TESTS := $(patsubst test/unit/%.c,$(B)/test/unit_%,$(wildcard test/unit/antest_*.c))
+$(UNIT_SHIM_TESTS): $(B)/test/unit_%: test/unit/%.c $(UNIT_SHIM_OBJ) $(SHIM_HDR) | $(B)/test
+	$(CC) $(UNIT_CFLAGS) -o $@ $< $(UNIT_SHIM_OBJ) -lunwind
 AN_TEST_CFLAGS := -Ianalysis -I. -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE
+AN_LIB_OBJ := $(AN_LIB_SRC:%.c=$(B)/test/asan/%.o)
+$(B)/test/asan/analysis/%.o: analysis/%.c $(AN_HDR) shim/format.h
+	@mkdir -p $(@D)
+	$(CC) $(AN_TEST_CFLAGS) -c -o $@ $<
 $(B)/test/an_main.o: analysis/main.c $(AN_HDR) shim/format.h | $(B)/test
 	$(CC) $(AN_TEST_CFLAGS) -Dmain=memtally_cli_main -c -o $@ $<
-$(B)/test/unit_antest_%: test/unit/antest_%.c $(AN_LIB_SRC) $(B)/test/an_main.o $(AN_HDR) shim/format.h $(SHIM_CONFIG_OBJ) | $(B)/test
-	$(CC) $(AN_TEST_CFLAGS) -o $@ $< $(AN_LIB_SRC) $(B)/test/an_main.o $(SHIM_CONFIG_OBJ) $(AN_LIBS)
+$(UNIT_AN_TESTS): $(B)/test/unit_antest_%: test/unit/antest_%.c $(AN_LIB_OBJ) $(B)/test/an_main.o $(AN_HDR) shim/format.h $(SHIM_CONFIG_OBJ) | $(B)/test
+	$(CC) $(AN_TEST_CFLAGS) -o $@ $< $(AN_LIB_OBJ) $(B)/test/an_main.o $(SHIM_CONFIG_OBJ) $(AN_LIBS)
 $(B)/test/tsan_%: test/unit/%.c $(UNIT_SHIM) $(SHIM_HDR) | $(B)/test
 	$(CC) -std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=thread -DMT_TSAN -D_GNU_SOURCE -pthread -Ishim -o $@ $< $(UNIT_SHIM) -lunwind
 $(B)/test:

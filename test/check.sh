@@ -54,7 +54,7 @@ full_tests() {
 	done
 	echo test_bench_smoke
 }
-stage suite env MT_FULL=1 MEMTALLY_TESTS="$(full_tests)" bash test/run.sh
+stage suite env MT_FULL=1 MT_TESTS="$(full_tests)" bash test/run.sh
 stage asan-ubsan asan_tests
 stage valgrind bash test/valgrind.sh
 stage tsan tsan

@@ -3,7 +3,7 @@
 #   MEMTALLY_TEST=name        run only tests whose name contains this
 #   MEMTALLY_TEST=name:case   ... and within them only that case (a test
 #                             that has cases reads MEMTALLY_CASE: mt.case())
-#   MEMTALLY_TESTS="a b"      run only the tests named, whole names
+#   MT_TESTS="a b"            run only the tests named, whole names
 #                             (make check: those with a full matrix)
 #   MEMTALLY_TEST_PREFIX=...  wrap C test binaries (e.g. "gdb --args"; runs
 #                             the tests one at a time)
@@ -31,7 +31,7 @@
 set -u
 cd "$(dirname "$0")/.."
 export MT_BUILD=$PWD/build PY=/usr/bin/python3
-make -s tests >/dev/null || { echo "building the tests failed"; echo "0 passed, 1 failed"; exit 1; }
+make -s -j"$(nproc 2>/dev/null || echo 1)" tests >/dev/null || { echo "building the tests failed"; echo "0 passed, 1 failed"; exit 1; }
 filter=${MEMTALLY_TEST:-}
 case "$filter" in *:*) export MEMTALLY_CASE=${filter#*:}; filter=${filter%%:*} ;; esac
 ncpu=$(nproc 2>/dev/null || echo 1)
@@ -61,10 +61,10 @@ full_only=" test_bench_smoke "
 add() { # name cmd...
 	local name=$1; shift
 	case "$name" in *"$filter"*) ;; *) return ;; esac
-	if [ -n "${MEMTALLY_TESTS:-}" ] && [[ " $MEMTALLY_TESTS " != *" $name "* ]]; then
+	if [ -n "${MT_TESTS:-}" ] && [[ " $MT_TESTS " != *" $name "* ]]; then
 		return
 	fi
-	if [ "${MT_FULL:-}" != 1 ] && [ -z "$filter" ] && [ -z "${MEMTALLY_TESTS:-}" ] && [[ "$full_only" == *" $name "* ]]; then
+	if [ "${MT_FULL:-}" != 1 ] && [ -z "$filter" ] && [ -z "${MT_TESTS:-}" ] && [[ "$full_only" == *" $name "* ]]; then
 		echo "skip $name: make check runs it (MT_FULL=1)"
 		return
 	fi
