@@ -35,6 +35,18 @@ sb_puts(struct sb *s, const char *str) {
 }
 
 void
+sb_i64(struct sb *s, long long v) {
+	char t[24], *e = t + sizeof t, *p = e;
+	unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+	do
+		*--p = (char)('0' + u % 10);
+	while (u /= 10);
+	if (v < 0)
+		*--p = '-';
+	sb_puts_n(s, p, (size_t)(e - p));
+}
+
+void
 sb_puts_n(struct sb *s, const char *p, size_t n) {
 	sb_grow(s, n);
 	memcpy(s->p + s->len, p, n);

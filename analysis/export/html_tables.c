@@ -76,17 +76,26 @@ static void
 rows_max(struct rowmap *rm, struct mfile *f, const size_t *idx, size_t m, struct sums *ss) {
 	ss->at = xmalloc((m + 1) * sizeof *ss->at);
 	ss->whole = 1;
+	/* the rows a snapshot touched, in the order met: every row of the
+	 * file was looked at for each snapshot (rows x snapshots) */
+	size_t *touched = NULL, nt = 0, tcap = 0;
 	for (size_t q = 0; q < m; q++) {
 		size_t n;
 		const struct site *v = snap_sites_view(f, &f->snaps[idx[q]], &n);
+		nt = 0;
 		for (size_t i = 0; i < n; i++) {
 			if (v[i].live_bytes <= 0)
 				continue;
 			size_t k = rowmap_get(rm, f, v[i].stack, v[i].kind); /* (rm->r may move) */
+			if (!rm->r[k].sum) {
+				touched = xgrow(touched, nt + 1, &tcap, sizeof *touched);
+				touched[nt++] = k;
+			}
 			rm->r[k].sum += v[i].live_bytes;
 		}
 		ss->at[q] = ss->n;
-		for (size_t k = 0; k < rm->n; k++) {
+		for (size_t t = 0; t < nt; t++) {
+			size_t k = touched[t];
 			if (!rm->r[k].sum)
 				continue;
 			if (rm->r[k].sum > rm->r[k].max)
@@ -101,6 +110,7 @@ rows_max(struct rowmap *rm, struct mfile *f, const size_t *idx, size_t m, struct
 		}
 	}
 	ss->at[m] = ss->n;
+	free(touched);
 }
 
 /* The STACK_ROWS rows that held the most, most first, into top; how many. */
@@ -180,8 +190,11 @@ band_json(struct sb *j, struct mfile *f, const struct rowmap *rm, const struct l
 		sb_json_str(j, sym_text(&fr[q], name, sizeof name, 1));
 	}
 	sb_puts(j, "],\"y\":[");
-	for (size_t q = 0; q < m; q++)
-		sb_printf(j, "%s%lld", q ? "," : "", (long long)y[q]);
+	for (size_t q = 0; q < m; q++) {
+		if (q)
+			sb_putc(j, ',');
+		sb_i64(j, (long long)y[q]);
+	}
 	sb_puts(j, "]}");
 }
 
@@ -248,9 +261,12 @@ dict_row(struct dict *d, struct mfile *f, const struct row *r) {
 		struct frame fr[256];
 		char t[1024];
 		int nf = site_frames(f, r->stack, fr, 256);
-		for (int q = 0; q < nf; q++)
-			sb_printf(&d->r, "%s%zu", q ? "," : "",
-				  dict_frame(d, sym_text(&fr[q], t, sizeof t, 1)));
+		for (int q = 0; q < nf; q++) {
+			size_t fi = dict_frame(d, sym_text(&fr[q], t, sizeof t, 1));
+			if (q)
+				sb_putc(&d->r, ',');
+			sb_i64(&d->r, (long long)fi);
+		}
 		sb_puts(&d->r, "]}");
 		*slot = ++d->nrows;
 	}
@@ -287,10 +303,16 @@ table_json(struct sb *j, struct dict *d, struct mfile *f, const struct snap *s, 
 			rest += r[i].live;
 			continue;
 		}
-		sb_printf(j, "%s[%zu,%lld,%lld,%lld,%lld,%d]", shown ? "," : "", dict_row(d, f, &r[i]),
-			  (long long)r[i].live,
-			  (long long)(exact ? r[i].live_now : r[i].count), (long long)r[i].allocs,
-			  (long long)r[i].alloc_bytes, r[i].nsites);
+		long long cell[6] = {(long long)dict_row(d, f, &r[i]), (long long)r[i].live,
+				     (long long)(exact ? r[i].live_now : r[i].count), (long long)r[i].allocs,
+				     (long long)r[i].alloc_bytes, r[i].nsites};
+		sb_puts(j, shown ? ",[" : "[");
+		for (int c = 0; c < 6; c++) {
+			if (c)
+				sb_putc(j, ',');
+			sb_i64(j, cell[c]);
+		}
+		sb_putc(j, ']');
 		shown++;
 	}
 	sb_printf(j, "],\"rows\":%zu,\"total\":%lld,\"rest\":%lld}", held, (long long)total,

@@ -15,7 +15,7 @@
 static void
 num_or_null(struct sb *j, int64_t v, int present) {
 	if (present)
-		sb_printf(j, "%lld", (long long)v);
+		sb_i64(j, (long long)v);
 	else
 		sb_puts(j, "null");
 }
@@ -71,7 +71,7 @@ html_series_json(struct sb *j, const struct mfile *f, const size_t *idx, size_t 
 			if (q)
 				sb_putc(j, ',');
 			switch (k) {
-			case 0: sb_printf(j, "%lld", (long long)s->elapsed_ms); break;
+			case 0: sb_i64(j, (long long)s->elapsed_ms); break;
 			case 1: sb_json_str(j, s->reason); break;
 			case 2: if (s->label) sb_json_str(j, s->label); else sb_puts(j, "null"); break;
 			case 3: sb_json_num(j, "%g", s->nmarks ? s->marks[0].value : NAN); break;
@@ -81,7 +81,7 @@ html_series_json(struct sb *j, const struct mfile *f, const size_t *idx, size_t 
 			case 7: num_or_null(j, s->tot[K_MMAP].live_bytes, s->tot[K_MMAP].present); break;
 			case 8: num_or_null(j, s->tot[K_MMAP_FILE].live_bytes, s->tot[K_MMAP_FILE].present); break;
 			case 9: num_or_null(j, s->cg_current, s->cg_current >= 0); break;
-			case 10: sb_printf(j, "%lld", (long long)s->seq); break;
+			case 10: sb_i64(j, (long long)s->seq); break;
 			}
 		}
 		sb_putc(j, ']');

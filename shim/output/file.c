@@ -352,7 +352,6 @@ dump_create(long dfd, unsigned idx, char *dst, size_t n) {
 int
 mt_file_below_floor(void) {
 	static int was; /* the last look found it below */
-	int fd = mt_file_fd();
 	struct statfs sf;
 	if (!mt_cfg.disk_floor || mt_sys(SYS_fstatfs, fd, &sf, 0, 0, 0, 0))
 		return 0;
