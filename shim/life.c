@@ -30,6 +30,7 @@
 #include "state/events.h"
 #include "entry/interpose.h"
 #include "state/maptab.h"
+#include "output/file.h"
 #include "output/oom.h"
 #include "output/procstat.h"
 #include "state/ptrtab.h"
@@ -276,6 +277,19 @@ scrub_preload(char **envp) {
 	}
 }
 
+/* MEMTALLY_VERBOSE: the effective configuration and the file's path on
+ * stderr, at start. */
+static void
+describe(void) {
+	char mem[4096];
+	struct mt_buf b;
+	mt_buf_fixed(&b, mem, sizeof mem - 1);
+	mt_config_json(&b);
+	mem[b.len] = 0;
+	mt_say("config %s", mem);
+	mt_say("writing %s", mt_file_describe());
+}
+
 __attribute__((constructor(101))) static void
 mt_init(int argc, char **argv, char **envp) {
 	(void)argc;
@@ -326,7 +340,7 @@ mt_init(int argc, char **argv, char **envp) {
 	mt_writer_init(); /* the thread starts now only for periodic work */
 	mt_snapshot_open_early(); /* a privileged process: before it drops */
 	if (mt_cfg.verbose)
-		mt_snapshot_describe();
+		describe();
 	mt_solo_start(); /* this thread records plainly until another does */
 	mt_hooks_resolve();
 	preload_order();

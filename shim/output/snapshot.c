@@ -445,12 +445,23 @@ write_locked(const char *reason, const char *lab, int final, const struct mt_all
 	unlock_released();
 }
 
+/* A death waits for the writer lock (mt_snapshot_final): other threads'
+ * writes give way.  The lock is not fair: two busy threads at
+ * MEMTALLY_EVERY=1 took it in turn, and a death's tries found it held for
+ * 2 s (1 in 400 random deaths lost its final snapshot). */
+static int death_pending;
+
+static int
+give_way(void) {
+	return __atomic_load_n(&death_pending, __ATOMIC_ACQUIRE);
+}
+
 int
 mt_snapshot_record(const char *line, size_t n) {
 	if (!mt_cfg.host && !mt_devices_used())
 		return -1;
 	mt_lock(&W.lock);
-	if (W.closed || ensure_open() || mt_file_below_floor()) {
+	if (W.closed || give_way() || ensure_open() || mt_file_below_floor()) {
 		unlock_released();
 		return -1;
 	}
@@ -484,11 +495,18 @@ mt_snapshot_write(const char *reason, const char *lab) {
 	/* the allocator's figures first, holding no lock of ours: taking its
 	 * locks while holding the writer's could hold up a death's final
 	 * snapshot whose thread holds one of them (procstat.h) */
+	if (give_way())
+		return;
 	struct mt_allocfig af;
 	mt_procstat_allocator(&af);
 	/* the loader's lock, too, before the writer's (header.h) */
 	int staged = mt_maps_stage(0);
 	mt_lock(&W.lock);
+	if (give_way()) { /* (it came while this thread waited) */
+		mt_maps_release(staged);
+		unlock_released();
+		return;
+	}
 	write_locked(reason, lab, !strcmp(reason, "exit"), &af, staged);
 }
 
@@ -500,6 +518,7 @@ mt_snapshot_final(const char *reason, uint64_t wait_ns) {
 	 * shim lock), which may itself wait on something the interrupted
 	 * code holds (the loader's lock in dl_iterate_phdr). */
 	uint64_t deadline = mt_now_ns() + wait_ns;
+	__atomic_store_n(&death_pending, 1, __ATOMIC_RELEASE);
 	/* the maps staged first, as any snapshot's: nothing inside dlclose,
 	 * the staging lock only if free (header.h) */
 	int staged = mt_maps_stage(1);
@@ -531,17 +550,6 @@ mt_snapshot_close(void) {
 }
 
 void
-mt_snapshot_describe(void) {
-	char mem[4096];
-	struct mt_buf b;
-	mt_buf_fixed(&b, mem, sizeof mem - 1);
-	mt_config_json(&b);
-	mem[b.len] = 0;
-	mt_say("config %s", mem);
-	mt_say("writing %s", mt_file_describe());
-}
-
-void
 mt_snapshot_prefork(void) {
 	mt_maps_prefork(); /* the staging lock before the writer's */
 	mt_lock(&W.lock);
@@ -556,6 +564,7 @@ mt_snapshot_postfork_parent(void) {
 void
 mt_snapshot_postfork_child(int follow) {
 	W.lock.v = 0;
+	death_pending = 0;
 	mt_maps_postfork(1);
 	mt_file_postfork_child();
 	W.seq = 0;

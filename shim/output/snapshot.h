@@ -58,8 +58,6 @@ void mt_snapshot_hold(void);
 int mt_snapshot_record(const char *line, size_t n);
 /* Refuse further writes (after the exit snapshot).  Takes the writer lock. */
 void mt_snapshot_close(void);
-/* MEMTALLY_VERBOSE: the effective configuration and file path on stderr. */
-void mt_snapshot_describe(void);
 /* OOM dumps (oom.c, which opens the file with mt_file_dump_open): write
  * its content through a streaming buffer b: header, maps, every stack,
  * body(), then a complete snapshot with this reason.  Does not take the writer lock and
