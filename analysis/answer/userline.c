@@ -135,8 +135,16 @@ site_src_line(const char *path, int line, char *buf, size_t n) {
 			buf[k++] = ' ';
 	}
 	if (k == room && p < e) {
-		while (k && ((unsigned char)buf[k] & 0xc0) == 0x80) /* a character's start */
-			k--;
+		/* p is the first byte left out: inside a character, the kept
+		 * part of it goes too (buf[k] was read here, a byte never
+		 * written: the same file's row names were cut one character
+		 * shorter on some runs) */
+		if (((unsigned char)*p & 0xc0) == 0x80) {
+			while (k && ((unsigned char)buf[k - 1] & 0xc0) == 0x80)
+				k--;
+			if (k)
+				k--; /* the character's first byte */
+		}
 		memcpy(buf + k, "...", 3);
 		k += 3;
 	}
