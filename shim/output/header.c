@@ -237,7 +237,10 @@ counts_cb(struct dl_phdr_info *info, size_t size, void *arg) {
 
 int
 mt_maps_stage(int death) {
-	if (death && mt_dl_in_close())
+	/* inside dlclose (a death, or a snapshot a free() there wrote): the
+	 * loader's lock is this thread's, an object half unmapped; the next
+	 * snapshot has the record */
+	if (mt_dl_in_close())
 		return 0;
 	unsigned long long c[2] = {0, 0};
 	dl_iterate_phdr(counts_cb, c);
@@ -282,7 +285,7 @@ mt_maps_put(struct mt_buf *b, int staged, int death) {
 	/* The file was opened again under the writer lock (a new file, one
 	 * reopened, one cut back): its record now, as before staging (the
 	 * loader's lock under the writer lock, once a file). */
-	if (death && mt_dl_in_close())
+	if (mt_dl_in_close())
 		return;
 	maps_record(b, death, &adds, &subs);
 	__atomic_store_n(&H.last_adds, adds, __ATOMIC_RELAXED);

@@ -22,8 +22,8 @@ void mt_maps_json(struct mt_buf *b);
  * (header.c says why): mt_maps_stage, before the writer lock is taken,
  * reads the loader and, when objects were loaded or unloaded since the
  * last record written, formats the record and returns 1 holding the
- * staging lock (death: only if free, nothing read inside dlclose, the
- * objects' headers through safe copies; else 0); mt_maps_put, under the
+ * staging lock (only if free; nothing read inside dlclose; a death reads
+ * the objects' headers through safe copies; else 0); mt_maps_put, under the
  * writer lock, appends the staged record if the file still lacks it and
  * lets the staging lock go; with nothing staged, a file opened again
  * under the writer lock (mt_maps_forget) gets its record there. */
