@@ -244,6 +244,35 @@ usage_run2(const char *fmt, const char *arg) {
 
 /* The options before the command: its index in argv, or -1 when they
  * end the run here (--help, a usage error) with *rc its exit status. */
+/* path made absolute against the working directory (ranks may chdir). */
+static struct sb
+abs_path(const char *path) {
+	struct sb a = {0};
+	if (path[0] != '/') {
+		char *cwd = getcwd(NULL, 0);
+		if (!cwd)
+			die(EXIT_USAGE, "getcwd: %s", strerror(errno));
+		sb_printf(&a, "%s/", cwd);
+		free(cwd);
+	}
+	sb_puts(&a, path);
+	return a;
+}
+
+/* The directory dir made with its parents in mode; exits naming the
+ * option (opt arg) when it cannot be. */
+static void
+make_dirs(char *dir, mode_t mode, const char *opt, const char *arg) {
+	for (char *c = dir + 1; *c; c++)
+		if (*c == '/') {
+			*c = 0;
+			mkdir(dir, mode);
+			*c = '/';
+		}
+	if (mkdir(dir, mode) && errno != EEXIST)
+		die(EXIT_USAGE, "%s %s: cannot make this directory: %s", opt, arg, strerror(errno));
+}
+
 static int
 run_args(int argc, char **argv, const char **out, int *append, int *rc) {
 	*rc = EXIT_USAGE;
@@ -275,24 +304,8 @@ run_args(int argc, char **argv, const char **out, int *append, int *rc) {
 		} else if (!strcmp(a, "--prometheus")) {
 			/* absolute (ranks may chdir), made with its parents,
 			 * readable by the collector */
-			struct sb d = {0};
-			if (v[0] != '/') {
-				char *cwd = getcwd(NULL, 0);
-				if (!cwd)
-					die(EXIT_USAGE, "getcwd: %s", strerror(errno));
-				sb_printf(&d, "%s/", cwd);
-				free(cwd);
-			}
-			sb_puts(&d, v);
-			for (char *c = d.p + 1; *c; c++)
-				if (*c == '/') {
-					*c = 0;
-					mkdir(d.p, 0755);
-					*c = '/';
-				}
-			if (mkdir(d.p, 0755) && errno != EEXIST)
-				die(EXIT_USAGE, "--prometheus %s: cannot make this directory: %s", v,
-				    strerror(errno));
+			struct sb d = abs_path(v);
+			make_dirs(d.p, 0755, "--prometheus", v);
 			setvar("PROMETHEUS", d.p);
 			free(d.p);
 		} else if (!strcmp(a, "--set")) {
@@ -321,29 +334,14 @@ static char *
 out_dir(const char *out) {
 	/* built in a growable string: a fixed buffer here once overflowed on
 	 * a 4 KiB --out */
-	struct sb abs = {0};
-	if (out[0] != '/') {
-		char *cwd = getcwd(NULL, 0);
-		if (!cwd)
-			die(EXIT_USAGE, "getcwd: %s", strerror(errno));
-		sb_printf(&abs, "%s/", cwd);
-		free(cwd);
-	}
-	sb_puts(&abs, out);
+	struct sb abs = abs_path(out);
 	if (abs.len >= 1024) /* the shim's MEMTALLY_OUT holds 1023 bytes */
 		die(EXIT_USAGE, "--out: the directory's absolute path is %zu bytes; at most 1023 are "
 				"supported", abs.len);
 	/* a name that is not a directory, nor can become one, is refused
 	 * before the program starts: its files would go nowhere */
 	/* made with its parents, in the shim's own mode (SECURITY.md) */
-	for (char *c = abs.p + 1; *c; c++)
-		if (*c == '/') {
-			*c = 0;
-			mkdir(abs.p, 0750);
-			*c = '/';
-		}
-	if (mkdir(abs.p, 0750) && errno != EEXIST)
-		die(EXIT_USAGE, "--out %s: cannot make this directory: %s", out, strerror(errno));
+	make_dirs(abs.p, 0750, "--out", out);
 	struct stat st;
 	if (stat(abs.p, &st) || !S_ISDIR(st.st_mode))
 		die(EXIT_USAGE, "--out %s: not a directory: name a directory for the files", out);
