@@ -367,7 +367,7 @@ realloc_common(void *p, size_t n, size_t size, int array, uintptr_t ret) {
 	}
 	int e = errno;
 	if (p && !total)
-		mt_heap_freed(); /* realloc(p, 0) freed it */
+		mt_heap_freed(); /* realloc(p, 0) freed it (a count: no allocation, no lock) */
 	else if (had && total) /* failed: the old block is still live */
 		mt_heap_restore(&old);
 	errno = e;
