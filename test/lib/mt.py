@@ -1,30 +1,125 @@
 """Test helper: read memtally JSONL files and symbolize stacks with
 addr2line, independently of the memtally command (so shim tests do not
 depend on the analysis code they are meant to feed)."""
-import glob, json, os, subprocess, sys
+import glob, json, os, re, subprocess, sys
+from collections.abc import Mapping
+
+class _Lazy(Mapping):
+    """A record table parsed on first use: {id: value} where each value
+    comes from its line when first asked for (a torch process's file has
+    200,000 stack records; most tests look at a few).  The checks of
+    order (a record used before it was written) run then, on line numbers."""
+
+    def __init__(self, parse):
+        self._raw = {}        # id -> (line number, line), not parsed yet
+        self._done = {}
+        self._parse = parse
+
+    def add(self, key, lineno, line):
+        self._raw[key] = (lineno, line)
+        self._done.pop(key, None)
+
+    def lineno(self, key):
+        return self._raw[key][0] if key in self._raw else -1
+
+    def __getitem__(self, key):
+        if key not in self._done:
+            lineno, line = self._raw[key]
+            self._done[key] = self._parse(key, lineno, line)
+        return self._done[key]
+
+    def __contains__(self, key):
+        return key in self._raw
+
+    def __iter__(self):
+        return iter(list(self._raw))
+
+    def __len__(self):
+        return len(self._raw)
+
+
+class _Field(Mapping):
+    """One optional field of the stack records ("py", "device"), as a
+    mapping of the stacks that have it."""
+
+    def __init__(self, stacks, field):
+        self._stacks, self._field = stacks, field
+
+    def __getitem__(self, key):
+        self._stacks[key]
+        v = self._stacks.meta[key].get(self._field)
+        if v is None:
+            raise KeyError(key)
+        return v
+
+    def __contains__(self, key):
+        try:
+            self[key]
+        except KeyError:
+            return False
+        return True
+
+    def __iter__(self):
+        return iter([k for k in self._stacks if k in self])
+
+    def __len__(self):
+        return sum(1 for _ in self)
+
+
+class _Snapshot(dict):
+    """A snapshot record whose 'callsites' is the whole table at that
+    snapshot (format: "callsites_mode": "delta" snapshots carry only the
+    sites that changed), replayed when first asked for."""
+
+    def __getitem__(self, key):
+        if key == 'callsites' and not self._whole:
+            self._file._replay(self)
+        return dict.__getitem__(self, key)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def items(self):
+        self['callsites']
+        return dict.items(self)
+
+    def values(self):
+        self['callsites']
+        return dict.values(self)
+
 
 class File:
+    """One process file, parsed: its header, maps, records and snapshots
+    (each snapshot's 'callsites' the whole table then, deltas replayed).
+    Stack, pystack and pyframe records are parsed when first used."""
+
     def __init__(self, path):
         self.path = path
         self.header = None
         self.maps = []
-        self.stacks = {}
-        self.stack_py = {}    # stack id -> pystack id (0: no Python frame)
-        self.stack_device = {}  # stack id -> CUDA device (memory on a GPU)
+        self.stacks = _Lazy(self._parse_stack)
+        self.stacks.meta = {}  # stack id -> its record less "pcs"
+        self.stack_py = _Field(self.stacks, 'py')  # stack id -> pystack id (0: no Python frame)
+        self.stack_device = _Field(self.stacks, 'device')  # stack id -> CUDA device (memory on a GPU)
         self.python = None    # the python record
-        self.pyframes = {}
-        self.pystacks = {}
+        self.pyframes = _Lazy(lambda k, n, l: (lambda r: (r['file'], r['func'], r['line']))(json.loads(l)))
+        self.pystacks = _Lazy(self._parse_pystack)
         self.snapshots = []
         self.warnings = []    # warning records' messages, in order
-        state = {}
+        self._cache = (-1, {})  # the last replayed snapshot's index and table
         lines = text(path).split('\n')
+        last = len(lines) - 1
         for i, line in enumerate(lines):
             if not line:
                 continue
+            if i != last:
+                lazy = self._lazy(i, line)
+                if lazy:
+                    continue
             try:
                 r = json.loads(line)
             except ValueError:
-                if i == len(lines) - 1:
+                if i == last:
                     continue  # a truncated last line is allowed
                 raise AssertionError('%s:%d: not JSON' % (path, i + 1))
             t = r.get('type')
@@ -32,43 +127,76 @@ class File:
                 self.header = r
             elif t == 'maps':
                 self.maps = r['modules']
-            elif t == 'stack':
-                pcs = [int(x, 16) for x in r['pcs']]
-                if 'up' in r:  # format 3: the outer frames are an earlier stack's
-                    assert r['up'] in self.stacks, '%s: stack %d used before its record' % (path, r['up'])
-                    up = self.stacks[r['up']]
-                    assert 0 <= r['keep'] <= len(up), '%s: stack %d keeps %d of %d frames' % (
-                        path, r['id'], r['keep'], len(up))
-                    pcs += up[len(up) - r['keep']:]
-                self.stacks[r['id']] = pcs
-                if 'device' in r:
-                    self.stack_device[r['id']] = r['device']
-                if 'py' in r:
-                    assert r['py'] == 0 or r['py'] in self.pystacks, \
-                        '%s: pystack %d used before its record' % (path, r['py'])
-                    self.stack_py[r['id']] = r['py']
+            elif t in ('stack', 'pystack', 'pyframe'):
+                getattr(self, t + 's').add(r['id'], i, line)
             elif t == 'python':
                 self.python = r
             elif t == 'warning':
                 self.warnings.append(r['message'])
-            elif t == 'pyframe':
-                self.pyframes[r['id']] = (r['file'], r['func'], r['line'])
-            elif t == 'pystack':
-                assert all(f in self.pyframes for f in r['frames']), \
-                    '%s: pystack %d uses a pyframe before its record' % (path, r['id'])
-                self.pystacks[r['id']] = r
             elif t == 'snapshot':
-                # Replay deltas so each snapshot's 'callsites' is complete.
-                mode = r.get('callsites_mode', 'full')
-                if mode != 'delta':
-                    state = {}
                 for c in r['callsites']:
                     assert c['stack'] == 0 or c['stack'] in self.stacks, \
                         '%s: stack %d used before its record' % (path, c['stack'])
-                    state[(c['stack'], c['kind'])] = c
-                r['written_callsites'] = len(r['callsites'])
-                r['callsites'] = list(state.values())
-                self.snapshots.append(r)
+                s = _Snapshot(r)
+                s._file, s._i, s._whole = self, len(self.snapshots), False
+                s._delta = r['callsites']
+                s._reset = r.get('callsites_mode', 'full') != 'delta'
+                s['written_callsites'] = len(r['callsites'])
+                self.snapshots.append(s)
+
+    _LAZY = re.compile(r'\{"type":"(stack|pystack|pyframe)","id":(\d+)[,}]')
+
+    def _lazy(self, i, line):
+        """Put a stack, pystack or pyframe line in its table unparsed;
+        False for any other line."""
+        m = self._LAZY.match(line)
+        if not m:
+            return False
+        getattr(self, m.group(1) + 's').add(int(m.group(2)), i, line)
+        return True
+
+    def _parse_stack(self, key, lineno, line):
+        r = json.loads(line)
+        pcs = [int(x, 16) for x in r.pop('pcs')]
+        if 'up' in r:  # format 3: the outer frames are an earlier stack's
+            assert 0 <= self.stacks.lineno(r['up']) < lineno, \
+                '%s: stack %d used before its record' % (self.path, r['up'])
+            up = self.stacks[r['up']]
+            assert 0 <= r['keep'] <= len(up), '%s: stack %d keeps %d of %d frames' % (
+                self.path, r['id'], r['keep'], len(up))
+            pcs += up[len(up) - r['keep']:]
+        if r.get('py'):
+            assert 0 <= self.pystacks.lineno(r['py']) < lineno, \
+                '%s: pystack %d used before its record' % (self.path, r['py'])
+        self.stacks.meta[key] = r
+        return pcs
+
+    def _parse_pystack(self, key, lineno, line):
+        r = json.loads(line)
+        assert all(0 <= self.pyframes.lineno(f) < lineno for f in r['frames']), \
+            '%s: pystack %d uses a pyframe before its record' % (self.path, r['id'])
+        return r
+
+    def _replay(self, snap):
+        """snap's whole table: from the last snapshot replayed when only
+        deltas lie between, else from the last full one."""
+        snaps, i = self.snapshots, snap._i
+        ci, state = self._cache
+        k = i
+        while k >= 0 and not snaps[k]._reset and k != ci:
+            k -= 1
+        if k == ci and k >= 0 and ci <= i:
+            lo = k + 1
+        else:
+            state, lo = {}, max(k, 0)
+        for s in snaps[lo:i + 1]:
+            if s._reset:
+                state = {}
+            for c in s._delta:
+                state[(c['stack'], c['kind'])] = c
+        dict.__setitem__(snap, 'callsites', list(state.values()))
+        snap._whole = True
+        self._cache = (i, state)
 
     def pyframes_of(self, stack):
         """[(file, func, line)] of a stack's Python frames, innermost
