@@ -108,19 +108,10 @@ struct line {
 	int64_t live;
 };
 
+/* The process's own figures at snapshot s (last: its last snapshot, to
+ * say whether it still runs). */
 static void
-one_file(struct mfile *f, const struct opts *o, struct sb *fam) {
-	if (!f->nsnaps)
-		return; /* a header alone: nothing to say */
-	long seq = f->sel != SNAP_DEFAULT ? f->sel
-		   : o->ask.snapshot == SNAP_DEFAULT ? SNAP_LAST : o->ask.snapshot;
-	const struct snap *s = pick_snapshot(f, seq, -1);
-	const struct snap *last = &f->snaps[f->nsnaps - 1];
-	struct proc_facts pf;
-	proc_facts(f, &pf);
-	struct sb lab = {0};
-	labels(&lab, f, pf.dataloader || pf.pool);
-	const char *L = lab.p;
+process_samples(struct sb *fam, const char *L, const struct snap *s, const struct snap *last) {
 	sample_i(&fam[F_HEAP_LIVE], F_HEAP_LIVE, L, NULL, s->tot[K_HEAP].live_bytes);
 	sample_i(&fam[F_HEAP_PEAK], F_HEAP_PEAK, L, NULL, s->tot[K_HEAP].peak_bytes);
 	sample_i(&fam[F_MMAP_LIVE], F_MMAP_LIVE, L, NULL, s->tot[K_MMAP].live_bytes);
@@ -153,8 +144,12 @@ one_file(struct mfile *f, const struct opts *o, struct sb *fam) {
 	sample(&fam[F_TIME], F_TIME, L, NULL, t);
 	int ended = !strcmp(last->reason, "exit") || snap_killed(last);
 	sample_i(&fam[F_RUNNING], F_RUNNING, L, NULL, !ended);
-	/* the rows at that moment, merged by their first frame (two rows
-	 * that differ by their callers are one series) */
+}
+
+/* The rows at snapshot seq, merged by their first frame (two rows that
+ * differ by their callers are one series), the largest o->top (5). */
+static void
+line_samples(struct mfile *f, const struct opts *o, long seq, struct sb *fam, const char *L) {
 	int want = o->top > 0 ? o->top : 5;
 	if (want > LINES_MAX)
 		want = LINES_MAX;
@@ -197,6 +192,23 @@ one_file(struct mfile *f, const struct opts *o, struct sb *fam) {
 	}
 	free(ln);
 	rows_free(rows, nr);
+}
+
+static void
+one_file(struct mfile *f, const struct opts *o, struct sb *fam) {
+	if (!f->nsnaps)
+		return; /* a header alone: nothing to say */
+	long seq = f->sel != SNAP_DEFAULT ? f->sel
+		   : o->ask.snapshot == SNAP_DEFAULT ? SNAP_LAST : o->ask.snapshot;
+	const struct snap *s = pick_snapshot(f, seq, -1);
+	const struct snap *last = &f->snaps[f->nsnaps - 1];
+	struct proc_facts pf;
+	proc_facts(f, &pf);
+	struct sb lab = {0};
+	labels(&lab, f, pf.dataloader || pf.pool);
+	const char *L = lab.p;
+	process_samples(fam, L, s, last);
+	line_samples(f, o, seq, fam, L);
 	sb_free(&lab);
 }
 

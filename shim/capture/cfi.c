@@ -395,48 +395,45 @@ keep_now(struct mt_cfi_thread *t, unsigned s) {
 	return 1;
 }
 
-void
-mt_cfi_keep(uint64_t tag, uint32_t id) {
-	struct cfi_thread *ct = (struct cfi_thread *)mt_cfi_me;
-	if (!ct) /* no walk made */
-		return;
-	struct mt_cfi_thread *t = &ct->rc;
-	const struct memo *m = &ct->memos[ct->memo_cur]; /* the last walk */
-	if (!m->whole || m->n <= 0)
-		return;
-	const struct mframe *f = m->f;
-	uintptr_t sp = f[0].sp;
-	unsigned s = mt_recall_set(f[0].pc, sp);
+/* Which way of set s a walk starting at (pc, sp) is kept in; -1: none
+ * yet (a start seen once is only noted). */
+static inline int
+keep_way(struct mt_cfi_thread *t, unsigned s, uintptr_t pc, uintptr_t sp) {
 	struct mt_rset *set = &t->rsets[s];
-	if (!keep_now(t, s))
-		return;
 	/* the way that holds this start (its words changed), else kept the
 	 * second time a start misses in this set while it is one of the last
 	 * two offered, in the way not used last: a start seen once (a program
 	 * allocating from more places than the table holds, in no order)
 	 * costs a look, not a keep (~10 instructions a frame) */
 	struct mt_recall *ways = t->recalls[s];
-	int w = ways[0].pc == f[0].pc && ways[0].sp == sp   ? 0
-		: ways[1].pc == f[0].pc && ways[1].sp == sp ? 1
+	int w = ways[0].pc == pc && ways[0].sp == sp   ? 0
+		: ways[1].pc == pc && ways[1].sp == sp ? 1
 							   : -1;
 	/* the start's stack changed (a helper called from two places): the
 	 * other way too while it is empty, so both are kept */
 	if (w >= 0 && !ways[w ^ 1].pc)
 		w ^= 1;
 	else if (w < 0) {
-		if ((set->cand_pc[0] != f[0].pc || set->cand_sp[0] != sp) &&
-		    (set->cand_pc[1] != f[0].pc || set->cand_sp[1] != sp)) {
-			set->cand_pc[set->next] = f[0].pc;
+		if ((set->cand_pc[0] != pc || set->cand_sp[0] != sp) &&
+		    (set->cand_pc[1] != pc || set->cand_sp[1] != sp)) {
+			set->cand_pc[set->next] = pc;
 			set->cand_sp[set->next] = sp;
 			set->next ^= 1;
-			return;
+			return -1;
 		}
 		w = set->mru ^ 1;
 	}
 	set->mru = w;
-	struct mt_recall *r = &ways[w];
+	return w;
+}
+
+/* The words memo m's steps read, into r->w (even in number): how many,
+ * or -1 when they do not fit. */
+static inline int
+keep_words(const struct memo *m, struct mt_recall *r) {
+	const struct mframe *f = m->f;
+	uintptr_t sp = f[0].sp;
 	int nw = 0;
-	r->pc = 0; /* no match while it is rewritten, nor if it cannot be kept */
 	/* live[k]: frame k's rbp decides where the walk goes (its rule's CFA
 	 * is rbp-based, or rbp passes unchanged to a frame where it is); a
 	 * step's read of rbp matters only when the next frame's is live (in
@@ -457,7 +454,7 @@ mt_cfi_keep(uint64_t tag, uint32_t id) {
 		if (!to)
 			break;
 		if (nw + 2 > MT_RC_W)
-			return;
+			return -1;
 		r->w[nw].at = to->sp - 8;
 		r->w[nw++].val = to->pc;
 		if (f[k - 1].slot && live[k]) {
@@ -467,7 +464,7 @@ mt_cfi_keep(uint64_t tag, uint32_t id) {
 	}
 	if (m->endat) {
 		if (nw + 1 > MT_RC_W)
-			return;
+			return -1;
 		r->w[nw].at = m->endat;
 		r->w[nw++].val = 0;
 	}
@@ -475,6 +472,31 @@ mt_cfi_keep(uint64_t tag, uint32_t id) {
 		r->w[nw] = r->w[nw - 1];
 		nw++;
 	}
+	return nw;
+}
+
+void
+mt_cfi_keep(uint64_t tag, uint32_t id) {
+	struct cfi_thread *ct = (struct cfi_thread *)mt_cfi_me;
+	if (!ct) /* no walk made */
+		return;
+	struct mt_cfi_thread *t = &ct->rc;
+	const struct memo *m = &ct->memos[ct->memo_cur]; /* the last walk */
+	if (!m->whole || m->n <= 0)
+		return;
+	const struct mframe *f = m->f;
+	uintptr_t sp = f[0].sp;
+	unsigned s = mt_recall_set(f[0].pc, sp);
+	if (!keep_now(t, s))
+		return;
+	int w = keep_way(t, s, f[0].pc, sp);
+	if (w < 0)
+		return;
+	struct mt_recall *r = &t->recalls[s][w];
+	r->pc = 0; /* no match while it is rewritten, nor if it cannot be kept */
+	int nw = keep_words(m, r);
+	if (nw < 0)
+		return;
 	r->pc = f[0].pc;
 	r->sp = sp;
 	r->gen = m->gen;

@@ -257,20 +257,114 @@ entry_marked(uintptr_t f, uintptr_t o_entry, int entry) {
  * capture; depth, truncation and entry bits are mixed in at the end.
  *
  * verify (a constant too): compare the frames with *w (the thread's last
- * walk) instead of recording them; 1 when they give the same walk.  Its
- * frames are compared first in a loop of their own (the code object and
+ * walk) instead of recording them; 1 when they give the same walk:
+ * verify_inner compares its frames first; what follows them (the end of
+ * the chain, or the code frame that made the last walk a truncated one)
+ * goes through the walk's own loop. */
+/* A frame layout's offsets, read into locals once a walk (as fields of
+ * mt_pyi.L they were loaded again for every frame). */
+struct py_offs {
+	uintptr_t code, prev, instr, owner, entry, type, cocode, ctype;
+	int skip;
+};
+
+/* The first part of a check of the thread's last walk *w (walk_as with
+ * verify) from frame *fp: its inner frames compared (the code object and
  * the raw instruction word each; a frame owned by the C stack between
  * them is passed as the walk passes it), stopping at the first that
- * differs; what follows them (the end of the chain, or the code frame
- * that made the last walk a truncated one) goes through the walk's own
- * loop. */
+ * differs (0); for a walk that kept both ends, every frame past them
+ * mixed (REST_MIX) and counted, and the answer (0 or 1).  Else -1, with
+ * where the walk's own loop goes on: *fp, *np, *stepsp, *entp. */
+static inline __attribute__((always_inline)) int
+verify_inner(const struct py_offs *o, const struct walk *w, int entry, int instr, uintptr_t *fp,
+	     int *np, int *stepsp, uint64_t *entp) {
+	/* a walk that kept both ends: its inner frames compared, then
+	 * every frame past them mixed (REST_MIX) and counted */
+	uintptr_t f = *fp;
+	int n = 0, steps = 0;
+	uint64_t ent = 0, rest = 0;
+	const int want = w->elided ? w->elided_at : w->n;
+	for (; n < want; n++, steps++) {
+		if (!f)
+			return 0;
+		if (entry == PY_ENTRY_CSTACK) {
+			while (*(const volatile uint8_t *)(f + o->owner) == 3) {
+				if (n)
+					ent |= 1ull << (n - 1);
+				f = rd(f + o->prev);
+				if (!f || ++steps >= 4 * MAXD)
+					return 0;
+			}
+		}
+		if (rd(f + o->code) != w->code[n] || instr_word(f, o->instr, instr) != w->iword[n])
+			return 0;
+		if (entry_marked(f, o->entry, entry))
+			ent |= 1ull << n;
+		f = rd(f + o->prev);
+	}
+	if (w->elided) {
+		int m = 0;
+		for (; f && steps < MT_PY_MAXWALK; steps++, f = rd(f + o->prev)) {
+			if (entry == PY_ENTRY_CSTACK &&
+			    *(const volatile uint8_t *)(f + o->owner) == 3) {
+				if (!m && n)
+					ent |= 1ull << (n - 1);
+				rest = REST_OWNER(rest);
+				continue;
+			}
+			uintptr_t co = rd(f + o->code);
+			if (!co || rd(co + o->type) != o->ctype) {
+				if (!o->skip)
+					break;
+				continue;
+			}
+			rest = REST_MIX(rest, co, instr_word(f, o->instr, instr),
+					entry_marked(f, o->entry, entry));
+			m++;
+		}
+		const uint64_t mask = (1ull << want) - 1;
+		return n + m == w->n + w->elided && rest == w->rest &&
+		       (ent & mask) == (w->entry & mask);
+	}
+	*fp = f, *np = n, *stepsp = steps, *entp = ent;
+	return -1;
+}
+
+/* A walk's end (not verify): the ring put in order when it kept both
+ * ends, its depth, entry bits and hash. */
+static inline __attribute__((always_inline)) int
+walk_done(struct walk *w, int n, int truncated, uint64_t ent, uint64_t a, uint64_t b, uint64_t rest,
+	  int max, int keep_in, int tail) {
+	w->elided = 0;
+	w->elided_at = 0;
+	w->rest = rest;
+	if (n > max) { /* the ring in order, outermost last */
+		w->elided = n - max;
+		w->elided_at = keep_in;
+		truncated = 1;
+		ring_order(w, &ent, keep_in, tail, (n - max) % tail);
+		n = max;
+	}
+	w->n = n;
+	w->truncated = truncated;
+	w->entry = ent;
+	w->hash = mt_mix64(a ^ (b << 32 | b >> 32) ^ mt_mix64(rest) ^
+			   mt_mix64(ent ^ ((uint64_t)(n + w->elided) << 1 | (uint64_t)truncated) *
+				    0x165667b19e3779f9ull));
+	return n;
+}
+
 static inline __attribute__((always_inline)) int
 walk_as(uintptr_t ts, struct walk *w, int entry, int instr, int verify) {
-	const uintptr_t o_code = (uintptr_t)mt_pyi.L.fr_code, o_prev = (uintptr_t)mt_pyi.L.fr_prev,
-			o_instr = (uintptr_t)mt_pyi.L.fr_instr, o_owner = (uintptr_t)mt_pyi.L.fr_owner,
-			o_entry = (uintptr_t)mt_pyi.L.fr_entry, o_type = (uintptr_t)mt_pyi.L.ob_type,
-			o_cocode = (uintptr_t)mt_pyi.L.co_code, ctype = mt_pyi.code_type;
-	const int skip = mt_pyi.L.skip_non_code, max = (int)mt_cfg.pydepth;
+	const struct py_offs O = {
+		.code = (uintptr_t)mt_pyi.L.fr_code, .prev = (uintptr_t)mt_pyi.L.fr_prev,
+		.instr = (uintptr_t)mt_pyi.L.fr_instr, .owner = (uintptr_t)mt_pyi.L.fr_owner,
+		.entry = (uintptr_t)mt_pyi.L.fr_entry, .type = (uintptr_t)mt_pyi.L.ob_type,
+		.cocode = (uintptr_t)mt_pyi.L.co_code, .ctype = mt_pyi.code_type,
+		.skip = mt_pyi.L.skip_non_code};
+	const uintptr_t o_code = O.code, o_prev = O.prev, o_instr = O.instr, o_owner = O.owner,
+			o_entry = O.entry, o_type = O.type, o_cocode = O.cocode, ctype = O.ctype;
+	const int skip = O.skip, max = (int)mt_cfg.pydepth;
 	/* Past max frames both ends are kept: the innermost keep_in, and the
 	 * outermost tail in a ring over the last slots (the script's own
 	 * lines are the outermost: a Trainer puts 30-60 library frames
@@ -284,51 +378,9 @@ walk_as(uintptr_t ts, struct walk *w, int entry, int instr, int verify) {
 	uint64_t ent = 0, a = 0x9e3779b97f4a7c15ull, b = 0xc2b2ae3d27d4eb4full;
 	uint64_t rest = 0;
 	if (verify) {
-		/* a walk that kept both ends: its inner frames compared, then
-		 * every frame past them mixed (REST_MIX) and counted */
-		const int want = w->elided ? w->elided_at : w->n;
-		for (; n < want; n++, steps++) {
-			if (!f)
-				return 0;
-			if (entry == PY_ENTRY_CSTACK) {
-				while (*(const volatile uint8_t *)(f + o_owner) == 3) {
-					if (n)
-						ent |= 1ull << (n - 1);
-					f = rd(f + o_prev);
-					if (!f || ++steps >= 4 * MAXD)
-						return 0;
-				}
-			}
-			if (rd(f + o_code) != w->code[n] || instr_word(f, o_instr, instr) != w->iword[n])
-				return 0;
-			if (entry_marked(f, o_entry, entry))
-				ent |= 1ull << n;
-			f = rd(f + o_prev);
-		}
-		if (w->elided) {
-			int m = 0;
-			for (; f && steps < MT_PY_MAXWALK; steps++, f = rd(f + o_prev)) {
-				if (entry == PY_ENTRY_CSTACK &&
-				    *(const volatile uint8_t *)(f + o_owner) == 3) {
-					if (!m && n)
-						ent |= 1ull << (n - 1);
-					rest = REST_OWNER(rest);
-					continue;
-				}
-				uintptr_t co = rd(f + o_code);
-				if (!co || rd(co + o_type) != ctype) {
-					if (!skip)
-						break;
-					continue;
-				}
-				rest = REST_MIX(rest, co, instr_word(f, o_instr, instr),
-						entry_marked(f, o_entry, entry));
-				m++;
-			}
-			const uint64_t mask = (1ull << want) - 1;
-			return n + m == w->n + w->elided && rest == w->rest &&
-			       (ent & mask) == (w->entry & mask);
-		}
+		int r = verify_inner(&O, w, entry, instr, &f, &n, &steps, &ent);
+		if (r >= 0)
+			return r;
 	}
 	for (; f && steps < MT_PY_MAXWALK; steps++) {
 		if (entry == PY_ENTRY_CSTACK &&
@@ -379,24 +431,8 @@ walk_as(uintptr_t ts, struct walk *w, int entry, int instr, int verify) {
 	}
 	if (verify)
 		return n == w->n && truncated == w->truncated && ent == w->entry;
-	w->elided = 0;
-	w->elided_at = 0;
-	w->rest = rest;
-	if (n > max) { /* the ring in order, outermost last */
-		w->elided = n - max;
-		w->elided_at = keep_in;
-		truncated = 1;
-		ring_order(w, &ent, keep_in, tail, (n - max) % tail);
-		n = max;
-	}
 #undef PY_SLOT
-	w->n = n;
-	w->truncated = truncated;
-	w->entry = ent;
-	w->hash = mt_mix64(a ^ (b << 32 | b >> 32) ^ mt_mix64(rest) ^
-			   mt_mix64(ent ^ ((uint64_t)(n + w->elided) << 1 | (uint64_t)truncated) *
-				    0x165667b19e3779f9ull));
-	return n;
+	return walk_done(w, n, truncated, ent, a, b, rest, max, keep_in, tail);
 }
 
 static int

@@ -79,6 +79,15 @@ class _Snapshot(dict):
     def get(self, key, default=None):
         return self[key] if key in self else default
 
+    def __iter__(self):  # (dict(s) then takes s.keys() and s[k]: the whole table)
+        return dict.__iter__(self)
+
+    def keys(self):
+        return dict.keys(self)
+
+    def copy(self):
+        return dict(self)
+
     def items(self):
         self['callsites']
         return dict.items(self)
