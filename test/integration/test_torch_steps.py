@@ -98,9 +98,9 @@ if mt.case('one'):
 
 if mt.case('two'):
     for mode in ('two', 'nested'):
-        r, d = under(mode, [PY, script, '150', mode])
-        t, _ = trainer(d, [script, '150', mode])
-        mt.eq((r.returncode, last_step(t)), (0, 150), '%s: one mark per iteration: 150 after 150 (%s)'
+        r, d = under(mode, [PY, script, '60', mode])
+        t, _ = trainer(d, [script, '60', mode])
+        mt.eq((r.returncode, last_step(t)), (0, 60), '%s: one mark per iteration: 60 after 60 (%s)'
               % ({'two': 'two optimizers (SGD, Adam)', 'nested': 'a step calling its parent class\'s step'}[mode],
                  r.stderr[-200:]))
 
