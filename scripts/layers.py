@@ -29,7 +29,7 @@ SHIM = [
     # ptrmem is the pointer table's memory, under ptrtab)
     [('state', ['solo', 'ptrmem', 'phases', ('stacks', 'totals', 'ptrtab', 'events', 'trigger', 'marks',
                           'map64'),
-                'sites', ('maptab', 'devices')])],
+                'sites', ('maptab', 'devices', 'asked')])],
     # the CFI reader and its table, the walkers, Python frames, charging
     [('capture', [('ehframe', 'cfitab'), 'cfi', ('unwind', 'pylines'), 'pyfind', 'python',
                   'pyrecords', 'charge'])],

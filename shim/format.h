@@ -191,6 +191,7 @@ mt_utf8_len(const unsigned char *p, size_t avail) {
 #define MT_F_LIVE_COUNT "live_count"
 #define MT_F_ALLOCS "allocs"
 #define MT_F_ALLOC_BYTES "alloc_bytes"
+#define MT_F_ASKED_BYTES "asked_bytes"
 #define MT_F_FREES "frees"
 #define MT_F_FREE_BYTES "free_bytes"
 #define MT_F_PEAK_BYTES "peak_bytes"

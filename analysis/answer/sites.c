@@ -342,6 +342,7 @@ site_rows(const struct mfile *f, const struct site *v, size_t n, int kind, int a
 			r[k].v[1] += v[i].live_count;
 			r[k].v[2] += v[i].allocs;
 			r[k].v[3] += v[i].alloc_bytes;
+			r[k].asked += v[i].asked_bytes >= 0 ? v[i].asked_bytes : v[i].alloc_bytes;
 		}
 	}
 	keyix_free(&ix);

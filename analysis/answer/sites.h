@@ -109,6 +109,7 @@ struct site_row {
 	int kind, nsites;
 	uint32_t stack; /* the first site's, for --stacks */
 	int64_t v[4];
+	int64_t asked; /* mapping rows: the bytes asked for, of v[3] allocated */
 };
 struct site_row *site_rows(const struct mfile *f, const struct site *v, size_t n, int kind,
 			   int apart, int limit, int at_peak, size_t *nr);

@@ -27,6 +27,9 @@ struct site {
 	int64_t at_peak_bytes; /* live when its kind's total was at its peak; -1: not written */
 	int64_t peak_ms;       /* when peak_bytes was reached (ms from start); -1: not written */
 	double peak_step;      /* the step mark then; NAN: none or not written */
+	int64_t asked_bytes;   /* a mapping site: the lengths its calls asked for
+				* (alloc_bytes counts whole pages); -1: not
+				* written, the same as alloc_bytes */
 };
 
 struct totals {

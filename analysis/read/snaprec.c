@@ -176,7 +176,7 @@ phases(struct ctx *c, struct jv *o, struct snap *s) {
 
 /* A call site's row: one pass over its members (the reader's hot loop). */
 enum { SK_STACK, SK_LIVE, SK_COUNT, SK_ALLOCS, SK_ABYTES, SK_FREES, SK_PEAK, SK_ATPEAK, SK_PEAKMS,
-       SK_N };
+       SK_ASKED, SK_N };
 #define SK(k) {k, sizeof k - 1}
 static const struct {
 	const char *k;
@@ -186,7 +186,7 @@ static const struct {
 	[SK_COUNT] = SK(MT_F_LIVE_COUNT),  [SK_ALLOCS] = SK(MT_F_ALLOCS),
 	[SK_ABYTES] = SK(MT_F_ALLOC_BYTES), [SK_FREES] = SK(MT_F_FREES),
 	[SK_PEAK] = SK(MT_F_PEAK_BYTES),   [SK_ATPEAK] = SK(MT_F_AT_PEAK_BYTES),
-	[SK_PEAKMS] = SK(MT_F_PEAK_MS),
+	[SK_PEAKMS] = SK(MT_F_PEAK_MS),    [SK_ASKED] = SK(MT_F_ASKED_BYTES),
 };
 #undef SK
 
@@ -196,7 +196,7 @@ site(struct ctx *c, struct jv *x, struct site *t) {
 	if (x->type != J_OBJ)
 		bad(c, "a call site is not an object");
 	/* -1: files before at_peak_bytes, before peak_ms */
-	int64_t v[SK_N] = {[SK_ATPEAK] = -1, [SK_PEAKMS] = -1};
+	int64_t v[SK_N] = {[SK_ATPEAK] = -1, [SK_PEAKMS] = -1, [SK_ASKED] = -1};
 	double peak_step = NAN; /* none, or files before it */
 	unsigned have = 0;
 	int kind = -2;
@@ -232,6 +232,9 @@ site(struct ctx *c, struct jv *x, struct site *t) {
 	if (v[SK_PEAKMS] < -1 || v[SK_PEAKMS] > RD_MAX_MS || (have & 1u << SK_PEAKMS && v[SK_PEAKMS] < 0))
 		bad(c, "call site: field \"%s\" is %lld, outside 0 .. %lld", MT_F_PEAK_MS,
 		    (long long)v[SK_PEAKMS], RD_MAX_MS);
+	if (have & 1u << SK_ASKED && (v[SK_ASKED] < 0 || v[SK_ASKED] > v[SK_ABYTES]))
+		bad(c, "call site: field \"%s\" is %lld, outside 0 .. alloc_bytes (%lld)", MT_F_ASKED_BYTES,
+		    (long long)v[SK_ASKED], (long long)v[SK_ABYTES]);
 	int missing = 0;
 	uint32_t ix = stack_ref(c->f, v[SK_STACK], &missing);
 	if (missing)
@@ -242,7 +245,7 @@ site(struct ctx *c, struct jv *x, struct site *t) {
 	*t = (struct site){.stack = ix, .kind = (uint8_t)kind, .live_bytes = v[SK_LIVE],
 			   .live_count = v[SK_COUNT], .allocs = v[SK_ALLOCS], .alloc_bytes = v[SK_ABYTES],
 			   .frees = v[SK_FREES], .peak_bytes = v[SK_PEAK], .at_peak_bytes = v[SK_ATPEAK],
-			   .peak_ms = v[SK_PEAKMS], .peak_step = peak_step};
+			   .peak_ms = v[SK_PEAKMS], .peak_step = peak_step, .asked_bytes = v[SK_ASKED]};
 	return 1;
 }
 
@@ -283,7 +286,7 @@ same_site(const struct site *a, const struct site *b) {
 	       a->live_count == b->live_count && a->allocs == b->allocs &&
 	       a->alloc_bytes == b->alloc_bytes && a->frees == b->frees &&
 	       a->peak_bytes == b->peak_bytes && a->at_peak_bytes == b->at_peak_bytes &&
-	       a->peak_ms == b->peak_ms &&
+	       a->peak_ms == b->peak_ms && a->asked_bytes == b->asked_bytes &&
 	       (a->peak_step == b->peak_step || (isnan(a->peak_step) && isnan(b->peak_step)));
 }
 

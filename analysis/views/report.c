@@ -72,6 +72,9 @@ sites_text(struct mfile *f, const struct snap *s, struct opts *o, const char *ti
 		site_row_name(&r[i], 56, o->stacks, name, sizeof name);
 		printf("  %11s %9lld %9lld %11s %-9s %s\n", human(r[i].v[0], a), (long long)r[i].v[1],
 		       (long long)r[i].v[2], human(r[i].v[3], b), kind_names[r[i].kind], name);
+		if (o->stacks && r[i].asked != r[i].v[3]) /* mmap(2048) maps 4 KiB */
+			printf("        asked for %s of the %s mapped (whole pages)\n", human(r[i].asked, a),
+			       human(r[i].v[3], b));
 		if (o->stacks)
 			site_print_stack(stdout, f, r[i].stack, "        ");
 		kept_text(f, o, &r[i], "              ");
@@ -104,6 +107,8 @@ sites_json(struct sb *j, struct mfile *f, const struct snap *s, struct opts *o) 
 			  (long long)v[i].live_count, (long long)v[i].allocs,
 			  (long long)v[i].alloc_bytes, (long long)v[i].frees,
 			  (long long)v[i].peak_bytes);
+		if (v[i].asked_bytes >= 0)
+			sb_printf(j, "\"asked_bytes\":%lld,", (long long)v[i].asked_bytes);
 		site_json_names(j, f, v[i].stack);
 		sb_putc(j, '}');
 	}

@@ -15,6 +15,7 @@
 #include "platform/glue.h"
 #include "capture/charge.h"
 #include "platform/config.h"
+#include "state/asked.h"
 #include "state/events.h"
 #include "state/ptrsolo.h"
 #include "capture/python.h"
@@ -409,6 +410,8 @@ mt_map_add(void *p, size_t len, int file, uint32_t stack) {
 	} else {
 		mt_event(MT_EV_ALLOC, m.kind, m.start, m.end - m.start, m.stack);
 		count_tracked(m.end - m.start);
+		if (len & 4095) /* what was asked, beside the pages mapped */
+			mt_asked_note(m.stack, m.kind, (m.end - m.start) - len);
 	}
 }
 

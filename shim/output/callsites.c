@@ -12,6 +12,7 @@
 #include "platform/buf.h"
 #include "platform/config.h"
 #include "capture/python.h"
+#include "state/asked.h"
 #include "state/chunks.h"
 #include "state/sites.h"
 
@@ -196,6 +197,12 @@ site_json(struct mt_buf *b, uint32_t id, int kind, const struct mt_site *s,
 	mt_buf_u64(b, s->allocs);
 	mt_buf_lit(b, "," MT_KEY(MT_F_ALLOC_BYTES));
 	mt_buf_u64(b, s->alloc_bytes);
+	uint64_t rounded;
+	if ((kind == MT_MMAP || kind == MT_MMAP_FILE) && mt_asked_get(id, kind, &rounded) &&
+	    rounded <= s->alloc_bytes) { /* (a call between its two counts: next time) */
+		mt_buf_lit(b, "," MT_KEY(MT_F_ASKED_BYTES));
+		mt_buf_u64(b, s->alloc_bytes - rounded);
+	}
 	mt_buf_lit(b, "," MT_KEY(MT_F_FREES));
 	mt_buf_u64(b, s->frees);
 	mt_buf_lit(b, "," MT_KEY(MT_F_PEAK_BYTES));
