@@ -211,10 +211,11 @@ def fixed_case(name, src):
              '%s: no suspect has kept_by (%s)' % (name, err))
 
 
-# `make test`: the holders whose chains differ in kind (item, attr and the
-# graph's saved tensor; ref; cell; the key of a dict: the trainer case's
-# cache); MT_FULL=1 (`make check`): all
-FAST = ('graph', 'lru', 'closure')
+# `make test`: the graph's case alone, and the trainer case holds the
+# other holders whose chains differ in kind (the key of a dict; lru's
+# ref; a closure's cell), one process for them all; MT_FULL=1 (`make
+# check`): each holder in a process of its own, and the trainer its two
+FAST = ('graph',)
 for shape in SHAPES:
     if (mt.full() or shape in FAST or os.environ.get('MEMTALLY_CASE')) and mt.case(shape):
         _, _, root, after, _ = SHAPES[shape]
@@ -227,13 +228,16 @@ if mt.case('local'):
 if mt.case('trainer'):
     # issue 46's "done when": one trainer keeps each step's output in a
     # global list and caches batches in a global dict; leaks names both
-    src = HEAD + 'history = []\ncache = {}\n' + '''
+    # make test: lru's and the closure's holders too (their own cases
+    # with MT_FULL=1)
+    more = () if mt.full() else ('lru', 'closure')
+    src = HEAD + 'history = []\ncache = {}\n' + ''.join(SHAPES[m][0] for m in more) + '''
 for i in range(STEPS):
     x = torch.randn(128, 256)
     step(x)
     history.append(model(x).sum())
     cache[i] = x * 1.5
-'''
+''' + ''.join(SHAPES[m][1].replace('x * 1.5', 'x * 2.5' if m == 'lru' else 'x * 3.5') for m in more)
     r, d, path, _ = run('trainer', src)
     sus, err = suspects(d)
     roots = {}
@@ -248,6 +252,15 @@ for i in range(STEPS):
     h = [s for s in roots.get('history', []) if 'history.append' in s['where']]
     mt.check(h and any(st['how'] == 'saved' for st in h[0]['kept_by']),
              'trainer: the history line\'s row is kept by history through the graph')
+    for m in more:  # the row, its chain's root and what follows it
+        _, _, root, after, _ = SHAPES[m]
+        text = 'return x * 1.5' if m == 'lru' else 'remember(x * 3.5)'
+        row = [x for x in sus or [] if text in x['where']]
+        kb = row[0].get('kept_by') if row else None
+        mt.check(kb and (kb[0]['how'], kb[0]['name']) == root and
+                 [st['how'] for st in kb[1:1 + len(after)]] == after,
+                 'trainer: the %s holder\'s row (%s) is kept by %s, then %s: %s'
+                 % (m, text, root, after, kb and [(st['how'], st['name']) for st in kb[:4]]))
     # the page shows the chain beside the suspect (rendered by Chromium)
     page = os.path.join(OUT, 'trainer.html')
     subprocess.run([MT, 'html', d, '-o', page], capture_output=True, text=True)
