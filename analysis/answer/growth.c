@@ -133,10 +133,11 @@ process_rates(const struct ask *a, struct leaks *l, const double *x) {
 }
 
 /* Whether row y (points [w0, n)) follows the workload: least squares of
- * y on a workload number w and the time x, y ~ c + b w + g x, for each
- * number every point has and that varies apart from time (|corr(w, x)|
- * below 0.995: a workload that only rises with time cannot tell growth
- * from a leak).  It follows when the fit explains it (R^2 of at least
+ * y on a workload number w and the progress x (steps where the process
+ * marks them, else time), y ~ c + b w + g x, for each number every point
+ * has and whose term the fit tells apart from the progress's (b at least
+ * 10 standard errors: a workload that only rises with time cannot tell
+ * growth from a leak).  It follows when the fit explains it (R^2 of at least
  * 0.9, b > 0) and what the time term adds over the window (g x span) is
  * under MIN_GROWTH and a tenth of its growth: a leak on top of a growing
  * workload keeps its time term.  The best R^2 wins (tokens among fits
@@ -186,13 +187,19 @@ follows(const struct leaks *l, const double *x, const double *y, size_t w0, doub
 			sww += dw * dw, sxx += dx * dx, swx += dw * dx;
 			swy += dw * dy, sxy += dx * dy, syy += dy * dy;
 		}
-		if (sww <= 0 || sxx <= 0 || syy <= 0 || swx * swx >= 0.995 * 0.995 * sww * sxx)
-			continue;
 		double det = sww * sxx - swx * swx;
+		if (sww <= 0 || sxx <= 0 || syy <= 0 || det <= 1e-9 * sww * sxx)
+			continue;
 		double b = (swy * sxx - sxy * swx) / det, g = (sxy * sww - swy * swx) / det;
 		double r2 = (b * swy + g * sxy) / syy;
 		double beyond = g * (x[n - 1] - x[0]);
 		if (b <= 0 || r2 < 0.9 || beyond >= MIN_GROWTH || beyond >= 0.1 * growth)
+			continue;
+		/* the workload's term is told apart from the progress's: b at
+		 * least 10 standard errors (a workload that rises with time
+		 * alone leaves b to the noise; an exact fit has none) */
+		double sse = syy * (1 - r2), vb = sse / (double)(n - 3) * sxx / det;
+		if (sse > 0 && b * b < 100 * vb)
 			continue;
 		if (out->on && (r2 < out->r2 - 0.005 ||
 				(r2 <= out->r2 + 0.005 && strcmp(name, "tokens"))))
@@ -253,7 +260,10 @@ answer_leaks(struct mfile *f, const struct ask *a, struct leaks *l) {
 		size_t w0 = fit.w0, n = l->npts - w0;
 		struct workfit wf;
 		struct leak *t;
-		if (follows(l, x, s->y, w0, fit.growth, &wf)) {
+		/* against steps where the process marks them: its wall time
+		 * stretches with the machine's load (a CI run's checkpoint
+		 * took a second where it takes a tenth), its steps do not */
+		if (follows(l, l->mark ? steps : x, s->y, w0, fit.growth, &wf)) {
 			l->follow = xgrow(l->follow, l->nfollow + 1, &fcap, sizeof *l->follow);
 			t = &l->follow[l->nfollow++];
 		} else {
