@@ -139,8 +139,9 @@ writer_main(void *arg) {
 			char lab[MT_LABEL_MAX];
 			uint32_t serving = mt_request_take(lab);
 			L.base_host = host, L.base_dev = dev;
+			uint64_t c0 = mt_thread_cpu_ns();
 			mt_snapshot_write(mt_reason_name(bits), lab[0] ? lab : NULL);
-			mt_cadence_wrote(now, mt_now_ns());
+			mt_cadence_wrote(mt_now_ns(), mt_thread_cpu_ns() - c0);
 			mt_request_served(serving);
 			continue;
 		}
@@ -223,9 +224,9 @@ write_now(int reason) {
 	mt_self.guard = 1;
 	if (mt_py_waiting()) /* as the writer looks before each */
 		mt_py_init();
-	uint64_t t0 = mt_now_ns();
+	uint64_t c0 = mt_thread_cpu_ns();
 	mt_snapshot_write(mt_reason_name(reason), NULL);
-	mt_cadence_wrote(t0, mt_now_ns());
+	mt_cadence_wrote(mt_now_ns(), mt_thread_cpu_ns() - c0);
 	mt_self.guard = g;
 }
 

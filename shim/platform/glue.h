@@ -241,6 +241,8 @@ mt_unlock(mt_lock_t *l) {
 /* Monotonic and wall clocks through the vDSO (no syscall, no allocation). */
 uint64_t mt_now_ns(void);
 uint64_t mt_wall_ns(void);
+/* The calling thread's CPU time (a syscall; errno kept). */
+uint64_t mt_thread_cpu_ns(void);
 /* The process's start on both clocks: set by the constructor and in a
  * fork child (mt_clock_start), read by every record's times. */
 extern uint64_t mt_start_mono_ns, mt_start_wall_ns;

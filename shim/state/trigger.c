@@ -128,10 +128,10 @@ mt_cadence_time_due(uint64_t now) {
 }
 
 void
-mt_cadence_wrote(uint64_t t0, uint64_t t1) {
-	if (t1 <= t0)
+mt_cadence_wrote(uint64_t end, uint64_t cost) {
+	if (!cost)
 		return;
-	uint64_t floor = t1 + 19 * (t1 - t0);
+	uint64_t floor = end + 19 * cost;
 	__atomic_store_n(&ct.floor, floor, __ATOMIC_RELAXED);
 	uint64_t next = __atomic_load_n(&ct.next, __ATOMIC_ACQUIRE);
 	while (next && next < floor &&

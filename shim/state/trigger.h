@@ -84,15 +84,17 @@ enum { MT_CADENCE_RUN = 64 };
  * C programs) and a stepped process's time before and after its steps: a
  * snapshot every 20 ms at first, the period doubling after each 64, and
  * never sooner than 19 times the last snapshot's writing time after it
- * ended (at most 5% of the time spent writing).  While steps move, time
+ * ended (at most 5% of the time spent writing: the writing thread's CPU
+ * time, which a loaded machine does not stretch as it does wall time).  While steps move, time
  * snapshots step aside (the steps' are the ones that describe the run).
  * mt_cadence_time_due: 1 when one is due at now (and it is counted: one
  * caller gets it); the writer thread asks it, and while none runs the
  * allocating thread does (charge.c).  mt_cadence_time_next: when the next
- * is due (0: off).  mt_cadence_wrote: a snapshot took [t0, t1]. */
+ * is due (0: off).  mt_cadence_wrote: a snapshot ended at end (monotonic)
+ * and cost its thread cost ns of CPU. */
 int mt_cadence_time_due(uint64_t now);
 uint64_t mt_cadence_time_next(void);
-void mt_cadence_wrote(uint64_t t0, uint64_t t1);
+void mt_cadence_wrote(uint64_t end, uint64_t cost);
 void mt_cadence_init(uint64_t now);
 
 /* fork: the request lock around fork; the child forgets what was pending. */
