@@ -51,6 +51,10 @@ if mt.case('ddp'):
     r = sh(MT, 'run', '--out', d, '--', 'torchrun', '--nproc_per_node', '2', '--redirects', '1', '--tee', '1',
            '--master_port', str(mt.free_port()), os.path.join(HERE, 'torch_ddp.py'), '1', timeout=600)
     mt.eq(r.returncode, 0, 'ddp: exit code (%s)' % r.stderr[-300:])
+    mt.check(re.search(r'memtally: 3 new files in \S+; see: memtally report', r.stderr) is not None,
+             'ddp: one line says where the files are and what shows them')
+    names = sorted(os.path.basename(p).split('.')[2] for p in mt.jsonl(d))
+    mt.eq([n for n in names if n.startswith('r')], ['r0', 'r1'], 'ddp: each rank\'s file is named by its rank')
     rj = json.loads(sh(MT, 'ranks', '--json', d).stdout)
     mt.eq(rj['outliers'], [1], 'ddp ranks: the leaking rank 1, and only it, with no options')
     steps = {k['rank']: (k['window_steps'], k['window_steps_to']) for k in rj['ranks']}

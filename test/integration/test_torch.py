@@ -5,7 +5,9 @@ and its two DataLoader workers (forked, leaving through os._exit) --
 writes its own file.  Then a 2-rank gloo job where rank 1 keeps every
 step's loss with its graph, under `memtally run -- torchrun
 --nproc_per_node 2`: a file per rank named by its rank, and `memtally ranks`
-names rank 1 and only rank 1."""
+names rank 1 and only rank 1 (the job sampled, --sample 256K; MT_FULL=1
+only: test_answers_torch's ddp case checks the same of the unsampled job,
+and test_pictures_torch's page the sampled one)."""
 import json, os, re, subprocess, sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
@@ -37,6 +39,8 @@ mt.check(all(w.snapshots for w in workers), 'each worker\'s file holds its snaps
 mt.check(trainer.final()['heap']['allocs'] > 100000, 'the trainer\'s allocations are tracked (%d)' %
          trainer.final()['heap']['allocs'])
 
+if not mt.full():  # make test: test_answers_torch's ddp case runs the job unsampled, the
+    mt.done()        # same checks of its files and ranks; test_pictures_torch's sampled
 ddp = os.path.join(OUT, 'ddp')
 script2 = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'torch_ddp.py')
 # Debian's torchrun 1.13 under Python 3.11 fails before starting a rank with
