@@ -55,6 +55,10 @@ if mt.case('ddp'):
              'ddp: one line says where the files are and what shows them')
     names = sorted(os.path.basename(p).split('.')[2] for p in mt.jsonl(d))
     mt.eq([n for n in names if n.startswith('r')], ['r0', 'r1'], 'ddp: each rank\'s file is named by its rank')
+    # the start-up hook in each rank (torchrun's children): 400 steps marked
+    marks = {f.header['rank']: f.final().get('marks', {}).get('step') for f in mt.files(d)
+             if f.header.get('rank') is not None and f.snapshots}
+    mt.eq(marks, {0: 400, 1: 400}, 'ddp: each rank\'s file counts its 400 steps (the hook in torchrun\'s ranks)')
     rj = json.loads(sh(MT, 'ranks', '--json', d).stdout)
     mt.eq(rj['outliers'], [1], 'ddp ranks: the leaking rank 1, and only it, with no options')
     steps = {k['rank']: (k['window_steps'], k['window_steps_to']) for k in rj['ranks']}

@@ -1,7 +1,8 @@
 """The PyTorch hook beyond the first process (issue 32; test_torch_steps.py
 has the trainer itself), under `memtally run`:
  - DataLoader workers started by spawn get the hook through PYTHONPATH;
- - torchrun, 2 ranks: each rank's file counts its 400 steps."""
+ - torchrun, 2 ranks: each rank's file counts its 400 steps (MT_FULL=1; make
+   test: test_answers_torch's ddp case checks it of the same job)."""
 import os, re, subprocess, sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
@@ -54,7 +55,9 @@ if mt.case('spawn'):
     mt.eq(last_step(t), 40, 'the trainer counts its 40 steps')
     mt.check(len(fs) >= 3, 'the workers wrote files of their own (%d files)' % len(fs))
 
-if mt.case('torchrun'):
+# make test: test_answers_torch's ddp case runs the same job (rank 1
+# leaking) and checks each rank's last step mark
+if mt.full() and mt.case('torchrun'):
     r, d = under('ddp', ['torchrun', '--nproc_per_node', '2', '--redirects', '1', '--tee', '1',
                          '--master_port', str(mt.free_port()), os.path.join(HERE, 'torch_ddp.py'), '-1'])
     mt.eq(r.returncode, 0, 'torchrun, 2 ranks: exit code (%s)' % r.stderr[-300:])
