@@ -29,16 +29,22 @@ struct fnode {
 	size_t nkids, cap;
 	uint32_t *hix;        /* past HASH_FROM kids: kid index + 1 by hash of kind, name */
 	size_t hcap;
+	size_t shash;         /* str_hash(name) */
 };
 
 #define HASH_FROM 8
 
 static size_t
-kid_hash(const char *name, int kind) {
-	size_t h = 1469598103934665603ull ^ (size_t)(kind + 2);
+str_hash(const char *name) {
+	size_t h = 1469598103934665603ull;
 	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
 		h = (h ^ *p) * 1099511628211ull;
 	return h;
+}
+
+static size_t
+kid_hash(size_t shash, int kind) {
+	return (shash ^ (size_t)(kind + 2)) * 0x9e3779b97f4a7c15ull >> 7;
 }
 
 /* n's kids in its hash (hcap a power of two, at most half full). */
@@ -50,7 +56,7 @@ kids_rehash(struct fnode *n) {
 		n->hcap *= 2;
 	n->hix = xcalloc(n->hcap, sizeof *n->hix);
 	for (size_t i = 0; i < n->nkids; i++) {
-		size_t h = kid_hash(n->kids[i]->name, n->kids[i]->kind) & (n->hcap - 1);
+		size_t h = kid_hash(n->kids[i]->shash, n->kids[i]->kind) & (n->hcap - 1);
 		while (n->hix[h])
 			h = (h + 1) & (n->hcap - 1);
 		n->hix[h] = (uint32_t)i + 1;
@@ -61,27 +67,32 @@ struct fnode *
 flame_new(void) {
 	struct fnode *n = xcalloc(1, sizeof *n);
 	n->name = xstrdup("all");
+	n->shash = str_hash(n->name);
 	n->kind = -1;
 	return n;
 }
 
+/* n's kid of that name (shash: its str_hash) and kind, made if new. */
 static struct fnode *
-child(struct fnode *n, const char *name, int kind) {
+child_h(struct fnode *n, const char *name, size_t shash, int kind) {
 	size_t h = 0;
 	if (n->hix) { /* a wide node: by its hash */
-		h = kid_hash(name, kind) & (n->hcap - 1);
+		h = kid_hash(shash, kind) & (n->hcap - 1);
 		for (; n->hix[h]; h = (h + 1) & (n->hcap - 1)) {
 			struct fnode *k = n->kids[n->hix[h] - 1];
-			if (k->kind == kind && !strcmp(k->name, name))
+			if (k->shash == shash && k->kind == kind && !strcmp(k->name, name))
 				return k;
 		}
 	} else {
-		for (size_t i = 0; i < n->nkids; i++)
-			if (n->kids[i]->kind == kind && !strcmp(n->kids[i]->name, name))
-				return n->kids[i];
+		for (size_t i = 0; i < n->nkids; i++) {
+			struct fnode *k = n->kids[i];
+			if (k->shash == shash && k->kind == kind && !strcmp(k->name, name))
+				return k;
+		}
 	}
 	struct fnode *c = xcalloc(1, sizeof *c);
 	c->name = xstrdup(name);
+	c->shash = shash;
 	c->kind = kind;
 	if (n->nkids == n->cap) {
 		n->cap = n->cap ? n->cap * 2 : 4;
@@ -95,18 +106,18 @@ child(struct fnode *n, const char *name, int kind) {
 	return c;
 }
 
+static struct fnode *
+child(struct fnode *n, const char *name, int kind) {
+	return child_h(n, name, str_hash(name), kind);
+}
+
 /* A native frame merged by function name keeps the lines it came from
  * for its tooltip: up to KEEP_LINES distinct ones, SHOW_LINES shown and
  * how many more. */
 #define KEEP_LINES 16
 #define SHOW_LINES 3
 static void
-add_line(struct fnode *n, const struct frame *fr) {
-	if (fr->python || !fr->file || !fr->line)
-		return;
-	char t[300];
-	const char *b = strrchr(fr->file, '/');
-	snprintf(t, sizeof t, "%s:%d", b ? b + 1 : fr->file, fr->line);
+add_line(struct fnode *n, const char *t) {
 	for (int i = 0; i < n->nlines; i++)
 		if (!strcmp(n->lines[i], t))
 			return;
@@ -134,6 +145,82 @@ frame_label(const struct frame *fr, int innermost, char *t, size_t n) {
 	return t;
 }
 
+/* A frame's node name and its line for the tooltip, made once a frame
+ * for one flame_add_sites: it names ~40 frames a site over tens of
+ * thousands of sites (two snprintf's and a hash each), and a frame's
+ * strings are its file's own, alive while the file is (symbolize.h), so
+ * a frame is known by them. */
+struct flab {
+	const char *func, *file, *module;
+	uint64_t pc;
+	int line, python, inner;
+	char *label, *where; /* where: a native frame's "file.c:12", or NULL */
+	size_t shash;        /* str_hash(label) */
+};
+struct flabs {
+	struct flab *v;
+	size_t cap, n; /* cap a power of two, at most half full */
+};
+
+static size_t
+flab_hash(const struct flab *e) {
+	size_t h = (size_t)(uintptr_t)e->func * 0x9e3779b97f4a7c15ull;
+	h ^= (size_t)(uintptr_t)e->file * 0xc2b2ae3d27d4eb4full ^ (size_t)(uintptr_t)e->module;
+	h ^= (size_t)e->pc * 0x165667b19e3779f9ull;
+	h ^= ((size_t)(unsigned)e->line << 3 | (size_t)(e->python & 3) << 1 | (size_t)e->inner) *
+	     0x27d4eb2f165667c5ull;
+	return h ^ h >> 29;
+}
+
+static void
+flabs_grow(struct flabs *t) {
+	struct flabs u = {.cap = t->cap ? 2 * t->cap : 1024, .n = t->n};
+	u.v = xcalloc(u.cap, sizeof *u.v);
+	for (size_t i = 0; i < t->cap; i++)
+		if (t->v[i].label) {
+			size_t h = flab_hash(&t->v[i]) & (u.cap - 1);
+			while (u.v[h].label)
+				h = (h + 1) & (u.cap - 1);
+			u.v[h] = t->v[i];
+		}
+	free(t->v);
+	*t = u;
+}
+
+static const struct flab *
+flab_of(struct flabs *t, const struct frame *fr, int inner) {
+	if (2 * (t->n + 1) > t->cap)
+		flabs_grow(t);
+	struct flab k = {fr->func, fr->file, fr->module, fr->pc, fr->line, fr->python, !!inner, NULL, NULL, 0};
+	size_t h = flab_hash(&k) & (t->cap - 1);
+	for (; t->v[h].label; h = (h + 1) & (t->cap - 1)) {
+		const struct flab *e = &t->v[h];
+		if (e->func == k.func && e->file == k.file && e->module == k.module && e->pc == k.pc &&
+		    e->line == k.line && e->python == k.python && e->inner == k.inner)
+			return e;
+	}
+	char lab[600];
+	k.label = xstrdup(frame_label(fr, inner, lab, sizeof lab));
+	k.shash = str_hash(k.label);
+	if (!fr->python && fr->file && fr->line) {
+		const char *b = strrchr(fr->file, '/');
+		snprintf(lab, sizeof lab, "%s:%d", b ? b + 1 : fr->file, fr->line);
+		k.where = xstrdup(lab);
+	}
+	t->v[h] = k;
+	t->n++;
+	return &t->v[h];
+}
+
+static void
+flabs_free(struct flabs *t) {
+	for (size_t i = 0; i < t->cap; i++) {
+		free(t->v[i].label);
+		free(t->v[i].where);
+	}
+	free(t->v);
+}
+
 static int64_t
 metric_of(const struct site *s, const char *metric) {
 	if (!strcmp(metric, "allocs"))
@@ -155,6 +242,7 @@ flame_add(struct fnode *root, struct mfile *f, const struct snap *s, const char 
 void
 flame_add_sites(struct fnode *root, struct mfile *f, const struct site *v, size_t n,
 		const char *metric, const char *label, int kind_filter) {
+	struct flabs labs = {0};
 	for (size_t i = 0; i < n; i++) {
 		int64_t val = metric_of(&v[i], metric);
 		if (val <= 0 || (kind_filter >= 0 && v[i].kind != kind_filter))
@@ -175,13 +263,14 @@ flame_add_sites(struct fnode *root, struct mfile *f, const struct site *v, size_
 			cur->value += val;
 		}
 		for (int k = nf - 1; k >= 0; k--) {
-			char t[600];
-			cur = child(cur, frame_label(&fr[k], k == 0, t, sizeof t), v[i].kind);
+			const struct flab *L = flab_of(&labs, &fr[k], k == 0);
+			cur = child_h(cur, L->label, L->shash, v[i].kind);
 			cur->value += val;
-			if (k > 0)
-				add_line(cur, &fr[k]);
+			if (k > 0 && L->where)
+				add_line(cur, L->where);
 		}
 	}
+	flabs_free(&labs);
 }
 
 static int
