@@ -64,53 +64,128 @@ rowmap_free(struct rowmap *m) {
 	namer_free(&m->nm);
 }
 
-/* Pass 1: each row's most live bytes over the kept snapshots (the
- * replay goes forward, so this is one pass over the file's deltas); each
- * snapshot's row sums kept in sums (at[q] .. at[q + 1]) for pass 2, unless
- * they would pass SUMS_MAX (then pass 2 replays again). */
-#define SUMS_MAX (8u << 20)
-struct rowsum { uint32_t row; int64_t bytes; };
-struct sums { struct rowsum *v; size_t n, cap, *at; int whole; };
+/* Pass 1, one pass over the file's call-site records up to the last kept
+ * snapshot, as written (a delta snapshot costs what it changed; each kept
+ * snapshot's whole table was walked before: rows x snapshots): each
+ * (stack, kind)'s live bytes now and at the last kept snapshot; at each
+ * kept snapshot the sites that changed since move their rows' sums, the
+ * rows' maxima follow, and the moves are kept in ss for pass 2.  A site
+ * gets its row (rowmap_get) at the first kept snapshot where it holds
+ * bytes, in the replay's order, so rows are made in the order a walk of
+ * each snapshot's table made them. */
+struct rowsum { uint32_t row; int64_t bytes; }; /* bytes: the row's move */
+struct sums { struct rowsum *v; size_t n, cap, *at, at_q; };
+
+struct replay {
+	int64_t *live, *seen;  /* by key: now, and in its row's sum (>= 0) */
+	uint32_t *ord;         /* by key: place in the replay's order + 1 */
+	uint8_t *dirty;
+	uint32_t *state, *changed; /* keys in the replay's state; changed since the last kept */
+	size_t nstate, scap, nchanged, ccap;
+};
+
+static uint32_t
+key_of(uint32_t stack, int kind) {
+	return stack * NKINDS + (uint32_t)kind;
+}
+
+/* key's row when it has one cached, else -1 (rowmap_get caches none for
+ * its at 0: stack 0's first kind) */
+static ptrdiff_t
+key_row(const struct rowmap *rm, uint32_t key) {
+	return key && rm->id && rm->id[key] ? (ptrdiff_t)rm->id[key] - 1 : -1;
+}
+
+static void
+mark(struct replay *R, uint32_t key) {
+	if (!R->dirty[key]) {
+		R->dirty[key] = 1;
+		R->changed = xgrow(R->changed, R->nchanged + 1, &R->ccap, sizeof *R->changed);
+		R->changed[R->nchanged++] = key;
+	}
+}
+
+static void
+replay_snap(struct replay *R, const struct snap *s) {
+	if (s->mode != SITES_DELTA) { /* a whole table: what it leaves out is gone */
+		for (size_t i = 0; i < R->nstate; i++) {
+			uint32_t k = R->state[i];
+			R->ord[k] = 0;
+			if (R->live[k]) {
+				R->live[k] = 0;
+				mark(R, k);
+			}
+		}
+		R->nstate = 0;
+	}
+	for (size_t i = 0; i < s->nsites; i++) {
+		uint32_t k = key_of(s->sites[i].stack, s->sites[i].kind);
+		if (!R->ord[k]) {
+			R->state = xgrow(R->state, R->nstate + 1, &R->scap, sizeof *R->state);
+			R->state[R->nstate++] = k;
+			R->ord[k] = (uint32_t)R->nstate;
+		}
+		R->live[k] = s->sites[i].live_bytes;
+		mark(R, k);
+	}
+}
+
+static const struct replay *by_ord;
+static int
+cmp_ord(const void *a, const void *b) {
+	uint32_t x = by_ord->ord[*(const uint32_t *)a], y = by_ord->ord[*(const uint32_t *)b];
+	return (x > y) - (x < y);
+}
+
+/* A kept snapshot: the sites changed since the last one move their rows. */
+static void
+kept_snap(struct replay *R, struct rowmap *rm, struct mfile *f, struct sums *ss) {
+	size_t nn = 0; /* sites holding bytes without a row yet: first, in order */
+	for (size_t i = 0; i < R->nchanged; i++) {
+		uint32_t k = R->changed[i];
+		if (R->live[k] > 0 && key_row(rm, k) < 0)
+			R->changed[i] = R->changed[nn], R->changed[nn++] = k;
+	}
+	by_ord = R;
+	qsort(R->changed, nn, sizeof *R->changed, cmp_ord);
+	for (size_t i = 0; i < R->nchanged; i++) {
+		uint32_t k = R->changed[i];
+		R->dirty[k] = 0;
+		int64_t now = R->live[k] > 0 ? R->live[k] : 0;
+		ptrdiff_t row = key_row(rm, k);
+		if (row < 0 && (now > 0 || R->seen[k] > 0)) /* (rm->r may move) */
+			row = (ptrdiff_t)rowmap_get(rm, f, k / NKINDS, (int)(k % NKINDS));
+		if (row < 0 || now == R->seen[k])
+			continue;
+		int64_t d = now - R->seen[k];
+		R->seen[k] = now;
+		rm->r[row].sum += d;
+		ss->v = xgrow(ss->v, ss->n + 1, &ss->cap, sizeof *ss->v);
+		ss->v[ss->n++] = (struct rowsum){(uint32_t)row, d};
+	}
+	R->nchanged = 0;
+	/* the maxima once every move is in (a row's sites may move both ways) */
+	for (size_t i = ss->at_q; i < ss->n; i++) {
+		uint32_t row = ss->v[i].row;
+		if (rm->r[row].sum > rm->r[row].max)
+			rm->r[row].max = rm->r[row].sum;
+	}
+}
 
 static void
 rows_max(struct rowmap *rm, struct mfile *f, const size_t *idx, size_t m, struct sums *ss) {
 	ss->at = xmalloc((m + 1) * sizeof *ss->at);
-	ss->whole = 1;
-	/* the rows a snapshot touched, in the order met: every row of the
-	 * file was looked at for each snapshot (rows x snapshots) */
-	size_t *touched = NULL, nt = 0, tcap = 0;
-	for (size_t q = 0; q < m; q++) {
-		size_t n;
-		const struct site *v = snap_sites_view(f, &f->snaps[idx[q]], &n);
-		nt = 0;
-		for (size_t i = 0; i < n; i++) {
-			if (v[i].live_bytes <= 0)
-				continue;
-			size_t k = rowmap_get(rm, f, v[i].stack, v[i].kind); /* (rm->r may move) */
-			if (!rm->r[k].sum) {
-				touched = xgrow(touched, nt + 1, &tcap, sizeof *touched);
-				touched[nt++] = k;
-			}
-			rm->r[k].sum += v[i].live_bytes;
-		}
-		ss->at[q] = ss->n;
-		for (size_t t = 0; t < nt; t++) {
-			size_t k = touched[t];
-			if (!rm->r[k].sum)
-				continue;
-			if (rm->r[k].sum > rm->r[k].max)
-				rm->r[k].max = rm->r[k].sum;
-			if (ss->whole && ss->n < SUMS_MAX) {
-				ss->v = xgrow(ss->v, ss->n + 1, &ss->cap, sizeof *ss->v);
-				ss->v[ss->n++] = (struct rowsum){(uint32_t)k, rm->r[k].sum};
-			} else {
-				ss->whole = 0;
-			}
-			rm->r[k].sum = 0;
-		}
+	size_t nkey = f->nstacks * NKINDS + 1;
+	struct replay R = {.live = xcalloc(nkey, sizeof *R.live), .seen = xcalloc(nkey, sizeof *R.seen),
+			   .ord = xcalloc(nkey, sizeof *R.ord), .dirty = xcalloc(nkey, 1)};
+	for (size_t q = 0, i = 0; q < m; q++) {
+		for (; i <= idx[q]; i++)
+			replay_snap(&R, &f->snaps[i]);
+		ss->at[q] = ss->at_q = ss->n;
+		kept_snap(&R, rm, f, ss);
 	}
 	ss->at[m] = ss->n;
-	free(touched);
+	free(R.live), free(R.seen), free(R.ord), free(R.dirty), free(R.state), free(R.changed);
 }
 
 /* The STACK_ROWS rows that held the most, most first, into top; how many. */
@@ -137,32 +212,23 @@ rows_top(const struct rowmap *rm, size_t *top) {
 }
 
 /* Pass 2: the series, band k (the top rows, then "other") at kept
- * snapshot q in y[k * m + q]. */
+ * snapshot q in y[k * m + q], from pass 1's moves. */
 static int64_t *
-rows_series(struct rowmap *rm, struct mfile *f, const size_t *idx, size_t m, const size_t *top,
-	    size_t nt, const struct sums *ss) {
-	int64_t *y = xcalloc((nt + 1) * (m ? m : 1), sizeof *y);
-	size_t nband = rm->n, *band = xmalloc((nband + 1) * sizeof *band);
+rows_series(const struct rowmap *rm, size_t m, const size_t *top, size_t nt, const struct sums *ss) {
+	int64_t *y = xcalloc((nt + 1) * (m ? m : 1), sizeof *y), *now = xcalloc(nt + 1, sizeof *now);
+	size_t *band = xmalloc((rm->n + 1) * sizeof *band);
 	for (size_t k = 0; k < rm->n; k++)
 		band[k] = nt; /* other */
 	for (size_t k = 0; k < nt; k++)
 		band[top[k]] = k;
 	for (size_t q = 0; q < m; q++) {
-		if (ss->whole) { /* pass 1's sums */
-			for (size_t i = ss->at[q]; i < ss->at[q + 1]; i++)
-				y[band[ss->v[i].row] * m + q] += ss->v[i].bytes;
-			continue;
-		}
-		size_t n;
-		const struct site *v = snap_sites_view(f, &f->snaps[idx[q]], &n);
-		for (size_t i = 0; i < n; i++) {
-			if (v[i].live_bytes <= 0)
-				continue;
-			size_t k = rowmap_get(rm, f, v[i].stack, v[i].kind);
-			y[(k < nband ? band[k] : nt) * m + q] += v[i].live_bytes;
-		}
+		for (size_t i = ss->at[q]; i < ss->at[q + 1]; i++)
+			now[band[ss->v[i].row]] += ss->v[i].bytes;
+		for (size_t k = 0; k <= nt; k++)
+			y[k * m + q] = now[k];
 	}
 	free(band);
+	free(now);
 	return y;
 }
 
@@ -204,7 +270,7 @@ html_stack_json(struct sb *j, struct mfile *f, const struct leaks *l, const size
 	struct sums ss = {0};
 	rows_max(&rm, f, idx, m, &ss);
 	size_t top[STACK_ROWS], nt = rows_top(&rm, top);
-	int64_t *y = rows_series(&rm, f, idx, m, top, nt, &ss);
+	int64_t *y = rows_series(&rm, m, top, nt, &ss);
 	free(ss.v);
 	free(ss.at);
 	sb_puts(j, ",\"stack\":{\"sites\":[");
