@@ -10,6 +10,8 @@
 # place when complete.  The product never uses it.  A failure (no network,
 # no disk) is said on stderr and in VENV.failed, which the test prints as
 # its reason to skip; it never fails the build (exit 0).
+# MT_TORCH2_PYTHON: another interpreter to build it from (with
+# MT_TORCH2_VENV, the matrix on Python 3.12: doc/python.md).
 set -u
 cd "$(dirname "$0")/.."
 V=${MT_TORCH2_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/memtally/venv-torch2}
@@ -20,7 +22,7 @@ echo "setup-torch2: building $V (torch 2.x and the frameworks from PyPI: about 5
 start=$EPOCHSECONDS
 rm -rf "$V.new" "$V.failed"
 log=$(mktemp)
-if /usr/bin/python3 -m venv "$V.new" >"$log" 2>&1 &&
+if "${MT_TORCH2_PYTHON:-/usr/bin/python3}" -m venv "$V.new" >"$log" 2>&1 &&
 	PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1 "$V.new/bin/pip" install -q --progress-bar off \
 		--no-input -r "$req" >>"$log" 2>&1; then
 	cp "$req" "$V.new/.memtally-requirements"
