@@ -6,8 +6,12 @@
 # the versions test/integration/frameworks/requirements.txt pins.  Outside
 # the repository, kept between runs: $MT_TORCH2_VENV, default
 # ~/.cache/memtally/venv-torch2.  A no-op when the venv holds those pins
-# already; otherwise it is built afresh beside (VENV.new) and moved in
-# place when complete.  The product never uses it.  A failure (no network,
+# already; otherwise it is built afresh in place, and its marker
+# (.memtally-requirements, which the test compares with the pins) is
+# written last: a venv left half built is never used, and is built again.
+# (Not built aside and moved: pip writes the venv's own path into its
+# commands' first lines, and a moved venv's torchrun named a python that
+# was gone.)  The product never uses it.  A failure (no network,
 # no disk) is said on stderr and in VENV.failed, which the test prints as
 # its reason to skip; it never fails the build (exit 0).
 # MT_TORCH2_PYTHON: another interpreter to build it from (with
@@ -20,17 +24,16 @@ cmp -s "$req" "$V/.memtally-requirements" && [ -x "$V/bin/python" ] && exit 0
 mkdir -p "$(dirname "$V")" || exit 0
 echo "setup-torch2: building $V (torch 2.x and the frameworks from PyPI: about 5 GB, minutes)"
 start=$EPOCHSECONDS
-rm -rf "$V.new" "$V.failed"
+rm -rf "$V" "$V.new" "$V.failed"
 log=$(mktemp)
-if "${MT_TORCH2_PYTHON:-/usr/bin/python3}" -m venv "$V.new" >"$log" 2>&1 &&
-	PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1 "$V.new/bin/pip" install -q --progress-bar off \
+if "${MT_TORCH2_PYTHON:-/usr/bin/python3}" -m venv "$V" >"$log" 2>&1 &&
+	PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1 "$V/bin/pip" install -q --progress-bar off \
 		--no-input -r "$req" >>"$log" 2>&1; then
-	cp "$req" "$V.new/.memtally-requirements"
-	rm -rf "$V" && mv "$V.new" "$V"
+	cp "$req" "$V/.memtally-requirements"
 	echo "setup-torch2: done in $((EPOCHSECONDS - start)) s, $(du -sh "$V" | cut -f1)"
 else
 	{ echo "setup-torch2: could not build $V:"; tail -5 "$log"; } | tee "$V.failed" >&2
-	rm -rf "$V.new"
+	rm -rf "$V"
 fi
 rm -f "$log"
 exit 0
