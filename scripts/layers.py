@@ -61,7 +61,7 @@ ANALYSIS = [
     [('views', APART, ['diff', 'functions', 'leaks', 'metrics', 'oom', 'ranks', 'report', 'top']),
      ('export', [('proto/profile.pb-c', 'html_page', 'pickle', 'html_join', 'html_timeline',
                   'html_tables'), 'flame',
-                 ('torch', 'pprof', 'html')])],
+                 ('torch', 'pprof', 'html', 'flame_cmd')])],
     # the runner: its directory lock and its end-of-run warnings, then the
     # command; the command line on top
     [('run', [('lock', 'warnings'), 'run'])],

@@ -248,38 +248,22 @@ entry_marked(uintptr_t f, uintptr_t o_entry, int entry) {
 	       (entry == PY_ENTRY_FLAG && *(const volatile uint8_t *)(f + o_entry));
 }
 
-/* The walk for one layout's kinds of entry mark and instruction (entry,
- * instr: constants where walk calls it, so each frame tests neither).
- * The layout's offsets are read into locals first: as fields of L they
- * were loaded again for every frame.  The hash is taken as the frames
- * are read, in two lanes (the code objects, the instructions with their
- * depth) side by side: one chain of multiplies a frame was a fifth of a
- * capture; depth, truncation and entry bits are mixed in at the end.
- *
- * verify (a constant too): compare the frames with *w (the thread's last
- * walk) instead of recording them; 1 when they give the same walk:
- * verify_inner compares its frames first; what follows them (the end of
- * the chain, or the code frame that made the last walk a truncated one)
- * goes through the walk's own loop. */
 /* A frame layout's offsets, read into locals once a walk (as fields of
  * mt_pyi.L they were loaded again for every frame). */
 struct py_offs {
-	uintptr_t code, prev, instr, owner, entry, type, cocode, ctype;
+	uintptr_t code, prev, instr, owner, entry, type, ctype;
 	int skip;
 };
 
-/* The first part of a check of the thread's last walk *w (walk_as with
- * verify) from frame *fp: its inner frames compared (the code object and
- * the raw instruction word each; a frame owned by the C stack between
- * them is passed as the walk passes it), stopping at the first that
- * differs (0); for a walk that kept both ends, every frame past them
- * mixed (REST_MIX) and counted, and the answer (0 or 1).  Else -1, with
- * where the walk's own loop goes on: *fp, *np, *stepsp, *entp. */
+/* A check of the thread's last walk *w (walk_as with verify) from frame
+ * *fp: its inner frames compared (code object and raw instruction word;
+ * a frame owned by the C stack between them passed as the walk passes
+ * it), 0 at the first that differs; for a walk that kept both ends, the
+ * frames past them mixed (REST_MIX) and counted: the answer (0 or 1).
+ * Else -1, and where the walk's own loop goes on (*fp, *np, ...). */
 static inline __attribute__((always_inline)) int
 verify_inner(const struct py_offs *o, const struct walk *w, int entry, int instr, uintptr_t *fp,
 	     int *np, int *stepsp, uint64_t *entp) {
-	/* a walk that kept both ends: its inner frames compared, then
-	 * every frame past them mixed (REST_MIX) and counted */
 	uintptr_t f = *fp;
 	int n = 0, steps = 0;
 	uint64_t ent = 0, rest = 0;
@@ -354,17 +338,27 @@ walk_done(struct walk *w, int n, int truncated, uint64_t ent, uint64_t a, uint64
 	return n;
 }
 
+/* The walk for one layout's kinds of entry mark and instruction (entry,
+ * instr: constants where walk calls it, so each frame tests neither).
+ * The layout's offsets are read into locals first: as fields of L they
+ * were loaded again for every frame.  The hash is taken as the frames
+ * are read, in two lanes (the code objects, the instructions with their
+ * depth) side by side: one chain of multiplies a frame was a fifth of a
+ * capture; depth, truncation and entry bits are mixed in at the end.
+ *
+ * verify (a constant too): compare the frames with *w (the thread's last
+ * walk) instead of recording them; 1 when they give the same walk:
+ * verify_inner compares its frames first; what follows them (the end of
+ * the chain, or the code frame that made the last walk a truncated one)
+ * goes through the walk's own loop. */
 static inline __attribute__((always_inline)) int
 walk_as(uintptr_t ts, struct walk *w, int entry, int instr, int verify) {
-	const struct py_offs O = {
-		.code = (uintptr_t)mt_pyi.L.fr_code, .prev = (uintptr_t)mt_pyi.L.fr_prev,
-		.instr = (uintptr_t)mt_pyi.L.fr_instr, .owner = (uintptr_t)mt_pyi.L.fr_owner,
-		.entry = (uintptr_t)mt_pyi.L.fr_entry, .type = (uintptr_t)mt_pyi.L.ob_type,
-		.cocode = (uintptr_t)mt_pyi.L.co_code, .ctype = mt_pyi.code_type,
-		.skip = mt_pyi.L.skip_non_code};
-	const uintptr_t o_code = O.code, o_prev = O.prev, o_instr = O.instr, o_owner = O.owner,
-			o_entry = O.entry, o_type = O.type, o_cocode = O.cocode, ctype = O.ctype;
-	const int skip = O.skip, max = (int)mt_cfg.pydepth;
+	const uintptr_t o_code = (uintptr_t)mt_pyi.L.fr_code, o_prev = (uintptr_t)mt_pyi.L.fr_prev,
+			o_instr = (uintptr_t)mt_pyi.L.fr_instr, o_owner = (uintptr_t)mt_pyi.L.fr_owner,
+			o_entry = (uintptr_t)mt_pyi.L.fr_entry, o_type = (uintptr_t)mt_pyi.L.ob_type,
+			o_cocode = (uintptr_t)mt_pyi.L.co_code, ctype = mt_pyi.code_type;
+	const int skip = mt_pyi.L.skip_non_code, max = (int)mt_cfg.pydepth;
+	const struct py_offs O = {o_code, o_prev, o_instr, o_owner, o_entry, o_type, ctype, skip};
 	/* Past max frames both ends are kept: the innermost keep_in, and the
 	 * outermost tail in a ring over the last slots (the script's own
 	 * lines are the outermost: a Trainer puts 30-60 library frames
