@@ -1,7 +1,8 @@
 /*
  * pyfind.c — finding the interpreter: which CPython this process runs (if
  * any), where its objects keep what the capture reads, and the two
- * interpreter functions the capture calls (pyint.h, mt_pyi).
+ * interpreter functions the capture calls (pyint.h, mt_pyi); and its str
+ * objects read as UTF-8 (mt_py_str_utf8: code objects' names).
  *
  *  - Linked in (the executable, as Debian's python3, or a DT_NEEDED
  *    libpython) it is found by the constructor; dlopen'ed later, perhaps
@@ -298,4 +299,50 @@ mt_py_cut_range(uintptr_t *lo, uintptr_t *hi) {
 	*lo = mt_pyi.eval_lo;
 	*hi = mt_pyi.eval_hi;
 	return 1;
+}
+
+static size_t
+utf8(char *d, uint32_t c) {
+	if (c < 0x80) {
+		d[0] = (char)c;
+		return 1;
+	}
+	if (c < 0x800) {
+		d[0] = (char)(0xc0 | c >> 6);
+		d[1] = (char)(0x80 | (c & 63));
+		return 2;
+	}
+	if (c >= 0xd800 && c < 0xe000) /* a lone surrogate: not UTF-8 */
+		c = 0xfffd;
+	if (c < 0x10000) {
+		d[0] = (char)(0xe0 | c >> 12);
+		d[1] = (char)(0x80 | (c >> 6 & 63));
+		d[2] = (char)(0x80 | (c & 63));
+		return 3;
+	}
+	if (c > 0x10ffff)
+		c = 0xfffd;
+	d[0] = (char)(0xf0 | c >> 18);
+	d[1] = (char)(0x80 | (c >> 12 & 63));
+	d[2] = (char)(0x80 | (c >> 6 & 63));
+	d[3] = (char)(0x80 | (c & 63));
+	return 4;
+}
+
+size_t
+mt_py_str_utf8(uintptr_t s, char *out, size_t max) {
+	size_t n = 0;
+	if (!s || rd(s + (uintptr_t)mt_pyi.L.ob_type) != mt_pyi.str_type)
+		return 0;
+	uint32_t state = *(const uint32_t *)(s + (uintptr_t)mt_pyi.L.str_state);
+	int64_t len = *(const int64_t *)(s + (uintptr_t)mt_pyi.L.str_len);
+	int kind = (int)(state >> 2 & 7), compact = state >> 5 & 1, ascii = state >> 6 & 1;
+	if (!compact || len < 0 || (kind != 1 && kind != 2 && kind != 4))
+		return 0;
+	const unsigned char *d = (const unsigned char *)s + (ascii ? mt_pyi.L.str_ascii : mt_pyi.L.str_compact);
+	for (int64_t i = 0; i < len && n + 4 <= max; i++) {
+		uint32_t c = kind == 1 ? d[i] : kind == 2 ? ((const uint16_t *)d)[i] : ((const uint32_t *)d)[i];
+		n += utf8(out + n, c);
+	}
+	return n;
 }

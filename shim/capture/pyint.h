@@ -38,6 +38,7 @@
 #include "state/chunks.h"
 #include <pthread.h>
 #include <stdint.h>
+#include <stddef.h>
 
 #define MAXD 64 /* MEMTALLY_PYDEPTH's ceiling */
 /* The frames a walk reads at most (a deeper chain: its outermost are
@@ -62,6 +63,10 @@ extern MT_HIDDEN struct mt_pyinterp mt_pyi;
  * then PyCode_Type's tp_dealloc is code_dealloc (which must end by calling
  * mt_pyi.real_code_dealloc); 0 when not (yet), or found before. */
 int mt_py_find(void (*code_dealloc)(void *));
+/* A compact str object (a code object's file or qualified name) as UTF-8
+ * into out, at most max bytes (whole characters; a lone surrogate as
+ * U+FFFD); 0 when s is not one.  Plain loads only. */
+size_t mt_py_str_utf8(uintptr_t s, char *out, size_t max);
 
 /* ---- the tables (python.c) ---- */
 struct pycode {

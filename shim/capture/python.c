@@ -87,56 +87,12 @@ rd(uintptr_t a) {
 	return *(const volatile uintptr_t *)a;
 }
 
-static size_t
-utf8(char *d, uint32_t c) {
-	if (c < 0x80) {
-		d[0] = (char)c;
-		return 1;
-	}
-	if (c < 0x800) {
-		d[0] = (char)(0xc0 | c >> 6);
-		d[1] = (char)(0x80 | (c & 63));
-		return 2;
-	}
-	if (c >= 0xd800 && c < 0xe000) /* a lone surrogate: not UTF-8 */
-		c = 0xfffd;
-	if (c < 0x10000) {
-		d[0] = (char)(0xe0 | c >> 12);
-		d[1] = (char)(0x80 | (c >> 6 & 63));
-		d[2] = (char)(0x80 | (c & 63));
-		return 3;
-	}
-	if (c > 0x10ffff)
-		c = 0xfffd;
-	d[0] = (char)(0xf0 | c >> 18);
-	d[1] = (char)(0x80 | (c >> 12 & 63));
-	d[2] = (char)(0x80 | (c >> 6 & 63));
-	d[3] = (char)(0x80 | (c & 63));
-	return 4;
-}
-
 /* A str object as UTF-8 in the string arena; "?" when it is not a compact
  * str (it always is for file and qualified names). */
 static const char *
 str_copy(uintptr_t s) {
 	char tmp[MAXSTR + 4];
-	size_t n = 0;
-	if (s && rd(s + (uintptr_t)mt_pyi.L.ob_type) == mt_pyi.str_type) {
-		uint32_t state = *(const uint32_t *)(s + (uintptr_t)mt_pyi.L.str_state);
-		int64_t len = *(const int64_t *)(s + (uintptr_t)mt_pyi.L.str_len);
-		int kind = (int)(state >> 2 & 7), compact = state >> 5 & 1,
-		    ascii = state >> 6 & 1;
-		if (compact && len >= 0 && (kind == 1 || kind == 2 || kind == 4)) {
-			const unsigned char *d = (const unsigned char *)s +
-				(ascii ? mt_pyi.L.str_ascii : mt_pyi.L.str_compact);
-			for (int64_t i = 0; i < len && n + 4 <= MAXSTR; i++) {
-				uint32_t c = kind == 1 ? d[i]
-					     : kind == 2 ? ((const uint16_t *)d)[i]
-							 : ((const uint32_t *)d)[i];
-				n += utf8(tmp + n, c);
-			}
-		}
-	}
+	size_t n = mt_py_str_utf8(s, tmp, MAXSTR);
 	if (!n)
 		tmp[n++] = '?';
 	char *dst = arena_take(&str_arena, &str_used, n + 1);
