@@ -74,7 +74,7 @@ rowmap_free(struct rowmap *m) {
  * bytes, in the replay's order, so rows are made in the order a walk of
  * each snapshot's table made them. */
 struct rowsum { uint32_t row; int64_t bytes; }; /* bytes: the row's move */
-struct sums { struct rowsum *v; size_t n, cap, *at, at_q; };
+struct sums { struct rowsum *v; size_t n, cap, *at; };
 
 struct replay {
 	int64_t *live, *seen;  /* by key: now, and in its row's sum (>= 0) */
@@ -140,7 +140,7 @@ cmp_ord(const void *a, const void *b) {
 /* A kept snapshot: the sites changed since the last one move their rows. */
 static void
 kept_snap(struct replay *R, struct rowmap *rm, struct mfile *f, struct sums *ss) {
-	size_t nn = 0; /* sites holding bytes without a row yet: first, in order */
+	size_t from = ss->n, nn = 0; /* sites holding bytes without a row yet: first, in order */
 	for (size_t i = 0; i < R->nchanged; i++) {
 		uint32_t k = R->changed[i];
 		if (R->live[k] > 0 && key_row(rm, k) < 0)
@@ -165,7 +165,7 @@ kept_snap(struct replay *R, struct rowmap *rm, struct mfile *f, struct sums *ss)
 	}
 	R->nchanged = 0;
 	/* the maxima once every move is in (a row's sites may move both ways) */
-	for (size_t i = ss->at_q; i < ss->n; i++) {
+	for (size_t i = from; i < ss->n; i++) {
 		uint32_t row = ss->v[i].row;
 		if (rm->r[row].sum > rm->r[row].max)
 			rm->r[row].max = rm->r[row].sum;
@@ -181,7 +181,7 @@ rows_max(struct rowmap *rm, struct mfile *f, const size_t *idx, size_t m, struct
 	for (size_t q = 0, i = 0; q < m; q++) {
 		for (; i <= idx[q]; i++)
 			replay_snap(&R, &f->snaps[i]);
-		ss->at[q] = ss->at_q = ss->n;
+		ss->at[q] = ss->n;
 		kept_snap(&R, rm, f, ss);
 	}
 	ss->at[m] = ss->n;
