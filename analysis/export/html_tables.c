@@ -147,7 +147,7 @@ kept_snap(struct replay *R, struct rowmap *rm, struct mfile *f, struct sums *ss)
 			R->changed[i] = R->changed[nn], R->changed[nn++] = k;
 	}
 	by_ord = R;
-	qsort(R->changed, nn, sizeof *R->changed, cmp_ord);
+	xqsort(R->changed, nn, sizeof *R->changed, cmp_ord);
 	for (size_t i = 0; i < R->nchanged; i++) {
 		uint32_t k = R->changed[i];
 		R->dirty[k] = 0;

@@ -74,7 +74,7 @@ file_index_modules(struct mfile *f) {
 	for (size_t i = 0; i < f->nmods; i++)
 		f->modord[i] = (uint32_t)i;
 	sorting = f;
-	qsort(f->modord, f->nmods, sizeof *f->modord, by_start);
+	xqsort(f->modord, f->nmods, sizeof *f->modord, by_start);
 	f->nmodord = f->nmods;
 	for (size_t i = 1; i < f->nmods; i++)
 		if (f->mods[f->modord[i - 1]].end > f->mods[f->modord[i]].start) {
