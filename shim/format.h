@@ -179,6 +179,7 @@ mt_utf8_len(const unsigned char *p, size_t avail) {
 #define MT_F_DROPPED_STACKS "dropped_stacks"
 #define MT_F_DROPPED_LIVE "dropped_live"
 #define MT_F_COALESCED "coalesced"
+#define MT_F_SITES_READ "sites_read"
 #define MT_F_CALLSITES_MODE "callsites_mode"
 #define MT_F_CALLSITES "callsites"
 #define MT_MODE_FULL "full"

@@ -56,7 +56,54 @@ static struct {
 	struct top *topv;           /* MEMTALLY_TOP candidates */
 	uint64_t topcap;
 	uint32_t pass_stacks;       /* stacks whose records pass 1 considered */
+	/* What a snapshot reads: every site (all), or the groups of 64 ids
+	 * in set: those charged since the last (sites.h mt_site_changed),
+	 * and, once a peak moved (its epoch differs from epochs[]), those
+	 * in revisit: groups where a row the file holds gives at-peak bytes
+	 * other than its live bytes, which a peak's move makes its live
+	 * bytes without a charge.  A snapshot so costs what changed, not
+	 * what the process ever allocated from. */
+	int all;
+	uint32_t read;              /* sites the last snapshot's rows read */
+	uint64_t set[MT_SITE_GROUPS / 64];
+	uint32_t epochs[MT_PEAK_SLOTS];
+	uint8_t revisit[MT_SITE_GROUPS];
 } C = {.track = {.elem = sizeof(struct track)}};
+
+/* Choose what this snapshot reads (full: every site).  Before pass 1. */
+static void
+take(int full) {
+	int moved = 0;
+	for (int p = 0; p < MT_PEAK_SLOTS; p++) {
+		uint32_t e = __atomic_load_n(&mt_peak_epoch[p], __ATOMIC_RELAXED);
+		moved |= e != C.epochs[p];
+		C.epochs[p] = e;
+	}
+	C.all = !mt_sites_take_changed(C.set) || full || mt_cfg.top;
+	if (C.all || !moved)
+		return;
+	uint32_t n = (mt_stack_count() + (1u << MT_SITE_GROUP_SHIFT) - 1) >> MT_SITE_GROUP_SHIFT;
+	for (uint32_t g = 0; g < n; g++)
+		if (C.revisit[g])
+			C.set[g >> 6] |= 1ull << (g & 63);
+}
+
+/* The first id at or after id (below n) that this snapshot reads; n if
+ * none: every id of a group in the set. */
+static inline uint32_t
+next_id(uint32_t id, uint32_t n) {
+	if (C.all)
+		return id;
+	while (id < n) {
+		uint32_t g = id >> MT_SITE_GROUP_SHIFT;
+		uint64_t w = C.set[g >> 6] >> (g & 63);
+		if (w & 1)
+			return id;
+		g = w ? g + (uint32_t)__builtin_ctzll(w) : (g | 63) + 1;
+		id = g << MT_SITE_GROUP_SHIFT;
+	}
+	return n;
+}
 
 static struct track *
 track_at(uint32_t id) {
@@ -149,9 +196,11 @@ stack_line_needed(struct mt_buf *b, uint32_t id) {
 }
 
 void
-mt_callsites_stacks(struct mt_buf *b) {
+mt_callsites_stacks(struct mt_buf *b, int full) {
+	take(full);
 	C.pass_stacks = mt_stack_count();
-	for (uint32_t id = MT_NKINDS; id < C.pass_stacks; id++) {
+	for (uint32_t id = next_id(MT_NKINDS, C.pass_stacks); id < C.pass_stacks;
+	     id = next_id(id + 1, C.pass_stacks)) {
 		struct track *t = track_at(id);
 		if (t && (t->sig & TRACK_WRITTEN))
 			continue;
@@ -266,32 +315,40 @@ mt_callsites_json(struct mt_buf *b, int full, int dump) {
 	mt_buf_printf(b, MT_KEY(MT_F_CALLSITES_MODE) "\"%s\"," MT_KEY(MT_F_CALLSITES) "[",
 		      tv ? MT_MODE_TOP : full ? MT_MODE_FULL : MT_MODE_DELTA);
 	uint64_t nt = 0;
-	for (uint32_t id = 0; id < n; id++) {
-		{
-			int k = mt_stack_kind(id), ps = mt_stack_peak_slot(id);
-			struct mt_site c; /* racy copies, summed */
-			if (!mt_site_read(id, ps, &c))
-				continue;
-			if (tv) {
-				top_push(&nt, (struct top){c.live_bytes, id,
-							   (uint32_t)k});
-				continue;
-			}
-			if (dump) { /* complete, and the file's state untouched */
-				site_json(b, id, k, &c, &first, 1);
-				continue;
-			}
-			struct track *t = track_at(id);
-			if (!t) { /* no memory for the shadow: list it */
-				site_json(b, id, k, &c, &first, 0);
-				continue;
-			}
-			uint64_t sig = row_sig(&c, mt_site_at_peak(&c, ps));
-			if (!full && (t->sig & ~TRACK_WRITTEN) == (sig & ~TRACK_WRITTEN))
-				continue; /* unchanged since the last snapshot */
-			if (site_json(b, id, k, &c, &first, 0))
-				t->sig = (t->sig & TRACK_WRITTEN) | (sig & ~TRACK_WRITTEN);
+	int every = dump || full || tv || C.all;
+	uint32_t group = UINT32_MAX, reads = 0;
+	for (uint32_t id = every ? 0 : next_id(0, n); id < n; id = every ? id + 1 : next_id(id + 1, n)) {
+		int k = mt_stack_kind(id), ps = mt_stack_peak_slot(id);
+		uint32_t g = id >> MT_SITE_GROUP_SHIFT;
+		if (!dump && g != group) /* a group read whole: found again below */
+			C.revisit[group = g] = 0;
+		struct mt_site c; /* racy copies, summed */
+		reads++;
+		if (!mt_site_read(id, ps, &c))
+			continue;
+		if (tv) {
+			top_push(&nt, (struct top){c.live_bytes, id, (uint32_t)k});
+			continue;
 		}
+		if (dump) { /* complete, and the file's state untouched */
+			site_json(b, id, k, &c, &first, 1);
+			continue;
+		}
+		int64_t at = mt_site_at_peak(&c, ps);
+		if (at != c.live_bytes) /* a peak's move changes its row */
+			C.revisit[g] = 1;
+		struct track *t = track_at(id);
+		if (!t) { /* no memory for the shadow: list it */
+			site_json(b, id, k, &c, &first, 0);
+			continue;
+		}
+		uint64_t sig = row_sig(&c, at);
+		if (!full && (t->sig & ~TRACK_WRITTEN) == (sig & ~TRACK_WRITTEN))
+			continue; /* unchanged since the last snapshot */
+		if (site_json(b, id, k, &c, &first, 0))
+			t->sig = (t->sig & TRACK_WRITTEN) | (sig & ~TRACK_WRITTEN);
+		else /* its stack's record is not in the file yet: next time */
+			__atomic_store_n(&mt_site_changed[g], 1, __ATOMIC_RELAXED);
 	}
 	for (uint64_t i = 0; tv && i < nt; i++) {
 		struct mt_site c;
@@ -299,5 +356,12 @@ mt_callsites_json(struct mt_buf *b, int full, int dump) {
 		site_json(b, tv[i].id, (int)tv[i].kind, &c, &first, 0);
 	}
 	mt_buf_putc(b, ']');
+	if (!dump)
+		C.read = reads;
+}
+
+uint32_t
+mt_callsites_read(void) {
+	return C.read;
 }
 

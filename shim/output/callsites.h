@@ -16,8 +16,10 @@
 struct mt_buf;
 /* Pass 1 of a snapshot: the record of each stack the file lacks that its
  * rows may name (a charged one, and the stacks it takes frames from), with
- * its Python records.  Stacks born after this wait for the next snapshot. */
-void mt_callsites_stacks(struct mt_buf *b);
+ * its Python records.  Stacks born after this wait for the next snapshot.
+ * It chooses which sites the snapshot reads: every one when full (pass
+ * full as to mt_callsites_json), else those that may have changed. */
+void mt_callsites_stacks(struct mt_buf *b, int full);
 /* A dump's: every stack's record (the Python records written before). */
 void mt_callsites_stacks_all(struct mt_buf *b);
 /* Append `"callsites_mode":"...","callsites":[...]`.  full: every site (a
@@ -30,6 +32,8 @@ void mt_callsites_forget(void);
 /* A fork child's file: its own stack and Python records, nothing of what
  * the parent's file holds. */
 void mt_callsites_reset(void);
+/* How many sites the last snapshot of the file read to find its rows. */
+uint32_t mt_callsites_read(void);
 /* Bytes mapped for what the file holds of each site. */
 uint64_t mt_callsites_memory(void);
 

@@ -323,7 +323,8 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 		      MT_KEY(MT_F_LIVE_ENTRIES) "%lu," MT_KEY(MT_F_LIVE_MAPS) "%lu,"
 		      MT_KEY(MT_F_DROPPED_STACKS) "%lu," MT_KEY(MT_F_DROPPED_LIVE) "%lu,"
 		      MT_KEY(MT_F_OOM_DUMPS) "%lu," MT_KEY(MT_F_DROPPED_SNAPSHOTS) "%lu," MT_KEY(MT_F_LAST_WRITE_NS) "%lu,"
-		      MT_KEY(MT_F_UNWIND_FALLBACKS) "%lu," MT_KEY(MT_F_SOLO) "%d," MT_KEY(MT_F_COALESCED) "%lu",
+		      MT_KEY(MT_F_UNWIND_FALLBACKS) "%lu," MT_KEY(MT_F_SOLO) "%d," MT_KEY(MT_F_COALESCED) "%lu,"
+		      MT_KEY(MT_F_SITES_READ) "%u",
 		      (unsigned long)(sites_mem + live_mem + writer_mem + pybytes),
 		      (unsigned long)stack_mem, (unsigned long)site_mem, (unsigned long)live_mem,
 		      (unsigned long)writer_mem, (unsigned long)pybytes,
@@ -334,7 +335,7 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 		      (unsigned long)W.dropped_snaps, (unsigned long)W.last_write_ns,
 		      (unsigned long)mt_unwind_fallbacks(),
 		      __atomic_load_n(&mt_solo.one, __ATOMIC_RELAXED) == 1,
-		      (unsigned long)mt_trigger_coalesced());
+		      (unsigned long)mt_trigger_coalesced(), mt_callsites_read());
 	if (mt_py_on)
 		mt_buf_printf(b, "," MT_KEY(MT_F_PYSTACKS) "%lu," MT_KEY(MT_F_PYFRAMES) "%lu,"
 			      MT_KEY(MT_F_PYCODE_RETIRED) "%lu," MT_KEY(MT_F_DROPPED_PYSTACKS) "%lu",
@@ -396,7 +397,7 @@ write_locked(const char *reason, const char *lab, int final, const struct mt_all
 	unsigned warned = W.warnings;
 	W.warnings = warnings_json(&W.lines);
 	mt_maps_put(&W.lines, staged, af->state == MT_AF_DEATH);
-	mt_callsites_stacks(&W.lines);
+	mt_callsites_stacks(&W.lines, W.full_next);
 	int err = mt_buf_flush(&W.lines);
 	struct mt_buf *b = &W.out;
 	b->len = 0;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 static struct mt_chunked sites = {.elem = sizeof(struct mt_site)};
+uint8_t mt_site_changed[MT_SITE_GROUPS];
 
 int
 mt_sites_init(uint64_t max, int depth) {
@@ -212,6 +213,7 @@ charge(uint32_t id, int pslot, int64_t bytes, int64_t count, int plain, int allo
 	if (MT_UNLIKELY(alloc && bytes >= MT_SITE_BIG) &&
 	    __atomic_load_n(&sites_split, __ATOMIC_RELAXED)) {
 		charge_big(id, pslot, bytes, count);
+		mt_site_touch(id);
 		return;
 	}
 	if (MT_LIKELY(s))
@@ -220,6 +222,7 @@ charge(uint32_t id, int pslot, int64_t bytes, int64_t count, int plain, int allo
 		charge_slow(id, pslot, bytes, count, plain, alloc);
 	else
 		shared_charge(id, pslot, bytes, count, plain, alloc);
+	mt_site_touch(id);
 }
 
 void
@@ -236,6 +239,22 @@ void
 mt_site_unfree(uint32_t id, int pslot, int64_t bytes, int64_t count) {
 	/* a free undone: a free of minus the bytes and count, atomic if shared */
 	charge_slow(id, pslot, -bytes, -count, 0, 0);
+	mt_site_touch(id);
+}
+
+int
+mt_sites_take_changed(uint64_t *set) {
+	if (!__atomic_load_n(&mt_membarrier_ok, __ATOMIC_ACQUIRE))
+		return 0;
+	uint32_t n = (mt_stack_count() + (1u << MT_SITE_GROUP_SHIFT) - 1) >> MT_SITE_GROUP_SHIFT;
+	__builtin_memset(set, 0, MT_SITE_GROUPS / 8);
+	for (uint32_t g = 0; g < n; g++)
+		if (__atomic_load_n(&mt_site_changed[g], __ATOMIC_RELAXED)) {
+			__atomic_store_n(&mt_site_changed[g], 0, __ATOMIC_RELAXED);
+			set[g >> 6] |= 1ull << (g & 63);
+		}
+	mt_membarrier(); /* (sites.h) */
+	return 1;
 }
 
 /* A site's at-peak share, against epoch e. */

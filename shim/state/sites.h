@@ -86,6 +86,31 @@ mt_site_live_count(const struct mt_site *s) {
 	return (int64_t)(s->allocs - s->frees);
 }
 
+/* Which sites changed since the writer last looked: a byte per group of
+ * 64 ids, set (when clear) by every charge after its figures changed, so
+ * a snapshot reads the groups that changed, not every site (a PyTorch
+ * process holds 200 k; a training step changes a few hundred).  The
+ * writer takes the set (mt_sites_take_changed: each byte cleared, then a
+ * membarrier, so a charge whose byte it cleared either set it again or
+ * made its figures visible before the writer reads them: a charge orders
+ * its figures before its test of the byte only in the compiler, for the
+ * barrier to order in the CPU).  Without membarrier there is no set: the
+ * writer reads every site. */
+#define MT_SITE_GROUP_SHIFT 6
+#define MT_SITE_GROUPS ((MT_MAX_CHUNKS * MT_CHUNK_IDS) >> MT_SITE_GROUP_SHIFT)
+extern MT_HIDDEN uint8_t mt_site_changed[MT_SITE_GROUPS];
+static inline void
+mt_site_touch(uint32_t id) {
+	uint8_t *d = &mt_site_changed[id >> MT_SITE_GROUP_SHIFT];
+	__atomic_signal_fence(__ATOMIC_SEQ_CST); /* after the figures */
+	if (!__atomic_load_n(d, __ATOMIC_RELAXED))
+		__atomic_store_n(d, 1, __ATOMIC_RELAXED);
+}
+/* The writer: the groups changed since its last call, as bits of set
+ * (MT_SITE_GROUPS of them, cleared here first), each group's byte
+ * cleared; 0 when there is no such set (no membarrier): read every site. */
+int mt_sites_take_changed(uint64_t *set);
+
 /* The figures' arrays, and the stack table with them (stacks.h): 0 or
  * ENOMEM. */
 int mt_sites_init(uint64_t max_stacks, int depth);

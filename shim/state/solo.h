@@ -38,6 +38,10 @@ struct mt_solo {
 };
 extern struct mt_solo mt_solo;
 extern MT_TLS int mt_solo_me; /* this thread is the solo one */
+/* membarrier (private expedited) is registered: mt_membarrier() makes
+ * every thread of the process execute a full memory barrier. */
+extern MT_HIDDEN int mt_membarrier_ok;
+void mt_membarrier(void);
 /* The constructor's thread (or a fork child's) becomes the solo thread,
  * if membarrier can be registered.  Never allocates. */
 void mt_solo_start(void);

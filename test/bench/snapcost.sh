@@ -7,7 +7,9 @@
 # site new) and the median of the rounds' (each after SNAP_TOUCH sites
 # changed), from each record's shim.last_write_ns (the time the snapshot
 # before it took to write, wall; MEMTALLY_CADENCE=0, plain JSONL), and the
-# file's bytes per round snapshot.
+# file's bytes per round snapshot, and the call sites a round's snapshot
+# read (shim.sites_read: those in groups of 64 stack ids charged since the
+# snapshot before).
 #   bash test/bench/snapcost.sh        (needs build/libmemtally.so)
 #   SNAP_SHIM=path SNAP_SITES="1000 200000" SNAP_ROUNDS=20 SNAP_TOUCH=1000
 set -eu
@@ -20,8 +22,8 @@ TOUCH=${SNAP_TOUCH:-100}
 TMP=$(mktemp -d /tmp/mtsnap.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 gcc -O2 -g -o "$TMP/snapcost" test/bench/snapcost.c -ldl
-echo "| call sites | first snapshot (ms) | a snapshot after $TOUCH sites changed (median of $ROUNDS, ms) | bytes per such snapshot |"
-echo "|---|---|---|---|"
+echo "| call sites | first snapshot (ms) | a snapshot after $TOUCH sites changed (median of $ROUNDS, ms) | sites it read | bytes per such snapshot |"
+echo "|---|---|---|---|---|"
 for n in $SITES; do
 	rm -rf "$TMP/out"
 	env LD_PRELOAD="$SHIM" MEMTALLY_OUT="$TMP/out" MEMTALLY_CADENCE=0 MEMTALLY_COMPRESS=0 \
@@ -33,11 +35,12 @@ snaps = []
 for line in open(f):
     r = json.loads(line)
     if r.get('type') == 'snapshot' and r.get('reason') == 'request':
-        snaps.append((r['shim']['last_write_ns'], len(line)))
+        snaps.append((r['shim']['last_write_ns'], len(line), r['shim'].get('sites_read', -1)))
 # snaps[k]'s last_write_ns is snaps[k-1]'s time: [1] is the first's, [2:] the rounds'
 first = snaps[1][0] / 1e6
-rounds = [t / 1e6 for t, _ in snaps[2:]]
-size = statistics.median(b for _, b in snaps[1:-1])
-print('| %s | %.2f | %.2f | %d |' % (sys.argv[2], first, statistics.median(rounds), size))
+rounds = [t / 1e6 for t, _, _ in snaps[2:]]
+size = statistics.median(b for _, b, _ in snaps[1:-1])
+read = statistics.median(k for _, _, k in snaps[2:])
+print('| %s | %.2f | %.2f | %d | %d |' % (sys.argv[2], first, statistics.median(rounds), read, size))
 PY
 done
