@@ -24,6 +24,7 @@
 #include "state/trigger.h"
 #include "capture/unwind.h"
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 MT_TLS struct mt_thread mt_self;
@@ -183,14 +184,43 @@ count_tracked(uint64_t size) {
 		mt_trigger_sync(MT_REASON_EVERY);
 }
 
+/* A thread that ends: its slot's pending heap live bytes (totals.h) go to
+ * the shared figure, so no thread that is gone holds them back from the
+ * peak.  (The allocations of destructors that run after this one land in
+ * its pending again: a few at most.) */
+static pthread_key_t slot_key;
+static int slot_key_state; /* 0: not made, 1: being made, 2: made, 3: failed */
+static void
+slot_ended(void *arg) {
+	struct mt_tcount *tc = arg;
+	int64_t p = __atomic_exchange_n(&tc->live_pending, 0, __ATOMIC_RELAXED);
+	if (p && mt_raise_peak(&mt_totals[MT_HEAP].peak_bytes, mt_add(&mt_totals[MT_HEAP].live_bytes, p)))
+		mt_peak_moved(MT_HEAP);
+}
+
+/* Have slot_ended called at this thread's end (pthread_setspecific of a
+ * key below 32 stores into the thread's descriptor: no allocation). */
+static void
+slot_watch(struct mt_tcount *tc) {
+	int st = __atomic_load_n(&slot_key_state, __ATOMIC_ACQUIRE), zero = 0;
+	if (st == 0 && __atomic_compare_exchange_n(&slot_key_state, &zero, 1, 0, __ATOMIC_ACQ_REL,
+						   __ATOMIC_RELAXED))
+		__atomic_store_n(&slot_key_state, pthread_key_create(&slot_key, slot_ended) ? 3 : 2,
+				 __ATOMIC_RELEASE);
+	if (__atomic_load_n(&slot_key_state, __ATOMIC_ACQUIRE) == 2)
+		pthread_setspecific(slot_key, tc);
+}
+
 struct mt_tcount *
 mt_tslot_pick(void) {
 	static uint32_t next;
 	if (!mt_self.tslot) {
 		uint32_t i = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
 		mt_self.tslot = (i < MT_TSLOTS - 1 ? i : MT_TSLOTS - 1) + 1;
-		if (i < MT_TSLOTS - 1)
+		if (i < MT_TSLOTS - 1) {
 			mt_self.tc = &mt_tcounts[i];
+			slot_watch(mt_self.tc);
+		}
 		mt_sites_thread(mt_self.tslot - 1);
 	}
 	return &mt_tcounts[mt_self.tslot - 1];
@@ -213,6 +243,31 @@ ptr_slot(const struct mt_ptr *e) {
 	return MT_LIKELY(e->kind == MT_HEAP) ? MT_HEAP : mt_peak_slot(mt_stack_key(e->kind, e->device));
 }
 
+/* The heap's live bytes change by bytes (totals.h live_pending): the
+ * solo thread's plain add, a slot owner's pending (added to the shared
+ * figure once it passes MT_HEAP_SLACK), or an atomic add.  Returns the
+ * shared figure when it changed (its peak to be raised), else INT64_MIN. */
+static inline __attribute__((always_inline)) int64_t
+heap_live_add(int plain, int64_t bytes) {
+	struct mt_totals *t = &mt_totals[MT_HEAP];
+	if (plain)
+		return mt_add_plain(&t->live_bytes, bytes);
+	struct mt_tcount *tc = mt_self.tc;
+	if (MT_LIKELY(tc)) {
+		int64_t p = tc->live_pending + bytes;
+		if (MT_LIKELY(p < MT_HEAP_SLACK && p > -MT_HEAP_SLACK)) {
+			__atomic_store_n(&tc->live_pending, p, __ATOMIC_RELAXED);
+			return INT64_MIN;
+		}
+		/* (a reader may see the bytes in both places for an instant:
+		 * racy, as every figure read while threads record) */
+		int64_t live = mt_add(&t->live_bytes, p);
+		__atomic_store_n(&tc->live_pending, 0, __ATOMIC_RELAXED);
+		return live;
+	}
+	return mt_add(&t->live_bytes, bytes);
+}
+
 /* plain: the solo thread's plain updates (solo.h), for heap entries only
  * (other kinds' totals are changed by any thread).  heap: the caller
  * knows e is a host heap block (inlined there, its tests folded). */
@@ -227,11 +282,12 @@ uncharge_as(const struct mt_ptr *e, int plain, int heap) {
 		sample_weights(e->size, &bytes, &count);
 	mt_site_free(e->stack, heap ? MT_HEAP : ptr_slot(e), bytes, count, plain);
 	struct mt_totals *t = &mt_totals[kind];
-	mt_addp(plain, &t->live_bytes, -bytes);
 	if (kind == MT_HEAP) { /* per-thread: no shared cache line */
+		heap_live_add(plain, -bytes);
 		struct mt_tcount *tc = mt_tcount();
 		mt_tc_add2(&tc->live_count, (uint64_t)-count, &tc->free_bytes, e->size);
 	} else {
+		mt_add(&t->live_bytes, -bytes);
 		mt_add(&t->live_count, -count);
 		mt_add(&t->free_bytes, e->size);
 	}
@@ -282,9 +338,12 @@ mt_heap_track(void *p, size_t size, uintptr_t hook, int how) {
 		if (MT_UNLIKELY(!track_general(p, size, stack, now, how, plain, place)))
 			return;
 	mt_site_alloc(stack, MT_HEAP, bytes, count, plain);
-	int64_t live = mt_addp(plain, &t->live_bytes, bytes);
-	int peak = mt_raise_peakp(plain, &t->peak_bytes, live);
-	mt_since_raise(plain, MT_HEAP, live); /* memtally_figures' peaks */
+	int64_t live = heap_live_add(plain, bytes);
+	int peak = 0;
+	if (live != INT64_MIN) {
+		peak = mt_raise_peakp(plain, &t->peak_bytes, live);
+		mt_since_raise(plain, MT_HEAP, live); /* memtally_figures' peaks */
+	}
 	mt_plain_leave(plain);
 	if (size >= mt_cfg.exact_above) /* large blocks go to the event ring */
 		mt_event(MT_EV_ALLOC, MT_HEAP, (uintptr_t)p, size, stack);
@@ -348,8 +407,7 @@ mt_heap_restore(const struct mt_ptr *e) {
 	if (e->sampled)
 		sample_weights(e->size, &bytes, &count);
 	mt_site_unfree(e->stack, MT_HEAP, bytes, count);
-	struct mt_totals *t = &mt_totals[MT_HEAP];
-	mt_add(&t->live_bytes, bytes);
+	heap_live_add(0, bytes);
 	struct mt_tcount *tc = mt_tcount();
 	mt_tc_add2(&tc->live_count, (uint64_t)count, &tc->free_bytes, (uint64_t)-e->size);
 }

@@ -131,13 +131,14 @@ memtally_figures(struct memtally_figures *f, unsigned long size) {
 	if (on) {
 		_Static_assert(MT_NKINDS <= 8, "memtally_figures holds 8 kinds");
 		z.nkinds = MT_NKINDS;
+		int64_t pend = mt_heap_pending(); /* (totals.h) */
 		for (int k = 0; k < MT_NKINDS; k++) {
-			int64_t live = mt_since_live(k);
+			int64_t live = mt_since_live(k) + (k == MT_HEAP ? pend : 0);
 			int64_t peak = __atomic_load_n(&mt_since_peak[k], __ATOMIC_RELAXED);
 			z.live[k] = live > 0 ? (unsigned long long)live : 0;
 			z.peak[k] = peak > live ? (unsigned long long)peak : z.live[k];
 		}
-		int64_t h = mt_since_live(MT_SINCE_HOST), d = mt_since_live(MT_SINCE_DEV);
+		int64_t h = mt_since_live(MT_SINCE_HOST) + pend, d = mt_since_live(MT_SINCE_DEV);
 		int64_t hp = __atomic_load_n(&mt_since_peak[MT_SINCE_HOST], __ATOMIC_RELAXED);
 		int64_t dp = __atomic_load_n(&mt_since_peak[MT_SINCE_DEV], __ATOMIC_RELAXED);
 		z.host_live = h > 0 ? (unsigned long long)h : 0;

@@ -27,6 +27,20 @@ mt_heap_counts(struct mt_totals *t) {
 	t->frees = f;
 	t->live_count = (int64_t)lc;
 	t->free_bytes = fb;
+	t->live_bytes += mt_heap_pending();
+	if (t->live_bytes > t->peak_bytes) { /* a peak the pending held back */
+		t->peak_bytes = t->live_bytes;
+		if (mt_raise_peak(&mt_totals[MT_HEAP].peak_bytes, t->live_bytes))
+			mt_peak_moved(MT_HEAP);
+	}
+}
+
+int64_t
+mt_heap_pending(void) {
+	int64_t p = 0;
+	for (int i = 0; i < MT_TSLOTS; i++)
+		p += __atomic_load_n(&mt_tcounts[i].live_pending, __ATOMIC_RELAXED);
+	return p;
 }
 
 void

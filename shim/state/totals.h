@@ -28,13 +28,30 @@ struct mt_tcount {
 	uint64_t allocs, alloc_bytes, frees;
 	uint64_t live_count; /* (two's complement) sums of +1/-1 */
 	uint64_t free_bytes;
-	uint64_t pad[3];
+	/* Heap bytes this slot's owner allocated (less those it freed) not
+	 * yet added to mt_totals[MT_HEAP].live_bytes: once threads record
+	 * (not the solo thread's plain path), each owner keeps its change
+	 * here while it stays within MT_HEAP_SLACK either way, so the shared
+	 * line is written once per 64 KiB of change, not at every malloc
+	 * and free (2 threads: a locked add on that line was 13% of the
+	 * exact malloc bench).  The heap's live bytes, summed with every
+	 * slot's pending (mt_heap_live), stay exact; its peak is raised when
+	 * a slot adds its pending, so it is exact while one thread records
+	 * and within MT_HEAP_SLACK x the threads recording otherwise
+	 * (doc/FORMAT.md).  An allocation of MT_HEAP_SLACK or more is added
+	 * at once: a spike's size is never held back. */
+	int64_t live_pending;
+	uint64_t pad[2];
 } __attribute__((aligned(64)));
+#define MT_HEAP_SLACK (64 << 10)
 #define MT_TSLOTS 256
 extern struct mt_tcount mt_tcounts[MT_TSLOTS];
 /* The heap's counts, the slots summed into *t (allocs, alloc_bytes,
- * frees, live_count, free_bytes; live and peak bytes are shared). */
+ * frees, live_count, free_bytes, and each slot's pending live bytes
+ * added to live_bytes; the peak raised to live_bytes if below). */
 void mt_heap_counts(struct mt_totals *t);
+/* The slots' pending heap live bytes, summed (racy reads, each whole). */
+int64_t mt_heap_pending(void);
 /* Exact process totals: an allocation of bytes; a release of bytes (whole:
  * the allocation is gone, counted as a free).  Async-signal-safe. */
 void mt_totals_alloc(int kind, uint64_t bytes);

@@ -1,7 +1,17 @@
 """8 threads x 1 M mixed operations with a fork mid-run: no deadlock (the
 runner's watchdog), exact totals between two requested snapshots equal what
-the program computed itself, and the child writes its own file."""
-import os, sys
+the program computed itself, and the child writes its own file.
+
+The heap's peak when threads record (prog_peaksplit: N threads each hold
+8 MB / N of 1000-byte blocks at once, then free them), against the same
+work on the main thread alone, whose peak is exact: each thread keeps its
+change of the heap's live bytes to itself while within 64 KiB
+(totals.h MT_HEAP_SLACK), so
+ - live bytes in every snapshot are exact (equal the single thread's, less
+   the threads' own few hundred bytes);
+ - a snapshot taken at the peak makes the peak exact;
+ - without one, the peak is within threads x 64 KiB of the exact one."""
+import os, subprocess, sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
 
@@ -28,4 +38,32 @@ if child:
     cw = agg.get(('child_work', 'heap'), {}).get('live_bytes')
     mt.eq(cw, 10000, 'child_work live bytes in the child')
     mt.check(snap['heap']['allocs'] < 100, 'child tables start fresh (allocs %d)' % snap['heap']['allocs'])
+
+SLACK = 64 << 10
+PS = os.path.join(os.environ['MT_BUILD'], 'test', 'prog_peaksplit')
+
+
+def peaksplit(tag, *args):
+    run = os.path.join(os.environ['MT_OUT'], 'peaksplit-' + tag)
+    env = dict(os.environ, LD_PRELOAD=os.path.join(os.environ['MT_BUILD'], 'libmemtally.so'),
+               MEMTALLY_OUT=run)
+    r = subprocess.run([PS] + [str(a) for a in args], env=env, capture_output=True, text=True, timeout=120)
+    mt.eq(r.returncode, 0, 'prog_peaksplit %s ran (%r)' % (tag, r.stderr[-200:]))
+    f = mt.files(run)[0]
+    return {s.get('label'): s.get('heap', {}) for s in f.snapshots if s.get('label')}, f.final()['heap']
+
+
+solo, solo_end = peaksplit('solo', 0, 8000, 1000)
+exact = solo['held']['live_bytes']
+mt.eq(solo_end['peak_bytes'], exact, 'one thread: the heap\'s peak is the live bytes with every block held')
+for nt in ((4,) if not mt.full() else (2, 4, 8)):
+    snaps, end = peaksplit('%d' % nt, nt, 8000 // nt, 1000)
+    held = snaps['held']['live_bytes']
+    mt.check(0 <= held - exact <= 512 * nt, '%d threads: live bytes held %d, one thread %d (threads\' own '
+             'allocations aside: at most 512 bytes each)' % (nt, held, exact))
+    mt.eq(end['peak_bytes'], held, '%d threads, a snapshot while every block is held: the peak' % nt)
+    snaps, end = peaksplit('%d-quiet' % nt, nt, 8000 // nt, 1000, 'quiet')
+    mt.check(abs(end['peak_bytes'] - exact) < nt * SLACK,
+             '%d threads, no snapshot at the peak: peak %d within %d x 64 KiB of the exact %d (off by %d)'
+             % (nt, end['peak_bytes'], nt, exact, end['peak_bytes'] - exact))
 mt.done()
