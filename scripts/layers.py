@@ -34,9 +34,10 @@ SHIM = [
     [('capture', [('ehframe', 'cfitab'), 'cfi', ('unwind', 'pylines'), 'pyfind', 'python',
                   'pyrecords', 'charge'])],
     # the file, /proc and cgroup figures, the header and maps records and
-    # the call sites' (neither calls the other), the snapshot record, dumps,
+    # the call sites' (neither calls the other), the process-wide figures,
+    # the snapshot record, dumps,
     # the writer thread
-    [('output', [('file', 'zout'), 'procstat', ('header', 'callsites', 'prom'), 'snapshot', 'oom',
+    [('output', [('file', 'zout'), 'procstat', ('header', 'callsites', 'prom'), 'figures', 'snapshot', 'oom',
                  'writer'])],
     # the exported entry points: never call each other
     [('entry', APART, ['interpose', 'mappings', 'signals', 'api', 'cuda', 'exec', 'identity'])],

@@ -37,6 +37,39 @@ answer_kept(struct mfile *f, const struct ask *a, const struct row *r) {
 	return best;
 }
 
+/* What the searches recorded say (from: the step the growth began at, or
+ * NaN): the last that ran at a step, the first that ran since from and
+ * how many did, the last cut at its budget and the last skipped since
+ * from, whether one failed and whether one ran at exit. */
+struct seen {
+	const struct searched *last, *after, *cut, *skip;
+	size_t nafter;
+	int failed, atexit;
+};
+static void
+seen_searches(const struct mfile *f, double from, struct seen *v) {
+	*v = (struct seen){0};
+	for (size_t i = 0; i < f->nsearched; i++) {
+		const struct searched *s = &f->searched[i];
+		v->failed |= !strcmp(s->skipped, "failed");
+		if (s->final) {
+			v->atexit |= !s->skipped[0];
+			continue;
+		}
+		if (isnan(s->step))
+			continue;
+		if (!s->skipped[0])
+			v->last = s;
+		if (!isnan(from) && s->step < from)
+			continue;
+		if (s->skipped[0])
+			v->skip = s;
+		else if (s->cut[0])
+			v->cut = s;
+		else
+			v->after = v->after ? v->after : s, v->nafter++;
+	}
+}
 /* One step as text: "history (global list, train.py:20)" for a root,
  * "[37]" an item or key, "-> grad_fn NllLossBackward0" an attribute. */
 static void
@@ -98,29 +131,11 @@ answer_unkept(const struct mfile *f, const struct leaks *l, const struct leak *t
 		steps = !isnan(snap_step(&f->snaps[i], "step"));
 	/* the searches at steps; where the growth began (a step) */
 	double from = l->mark && t->w0 < l->npts ? snap_step(l->pts[t->w0], l->mark) : NAN;
-	const struct searched *last = NULL, *after = NULL, *cut = NULL, *skip = NULL;
-	size_t nafter = 0;
-	int failed = 0, atexit = 0;
-	for (size_t i = 0; i < f->nsearched; i++) {
-		const struct searched *s = &f->searched[i];
-		failed |= !strcmp(s->skipped, "failed");
-		if (s->final) {
-			atexit |= !s->skipped[0];
-			continue;
-		}
-		if (isnan(s->step))
-			continue;
-		if (!s->skipped[0])
-			last = s;
-		if (!isnan(from) && s->step < from)
-			continue;
-		if (s->skipped[0])
-			skip = s;
-		else if (s->cut[0])
-			cut = s;
-		else
-			after = after ? after : s, nafter++;
-	}
+	struct seen v;
+	seen_searches(f, from, &v);
+	const struct searched *last = v.last, *after = v.after, *cut = v.cut, *skip = v.skip;
+	size_t nafter = v.nafter;
+	int failed = v.failed, atexit = v.atexit;
 	if (!f->nsearched && !f->nkept) {
 		if (!steps) {
 			snprintf(text, n, "not searched: a process without steps (the search follows "

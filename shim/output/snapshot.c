@@ -18,23 +18,16 @@
 #include "output/header.h"
 #include "platform/buf.h"
 #include "platform/config.h"
-#include "platform/tmem.h"
-#include "state/maptab.h"
-#include "state/ptrtab.h"
 #include "capture/charge.h"
-#include "state/sites.h"
 #include "output/procstat.h"
 #include "capture/python.h"
 #include "state/devices.h"
-#include "state/events.h"
 #include "state/marks.h"
-#include "state/phases.h"
 #include "output/file.h"
 #include "platform/fdio.h"
 #include "output/zout.h"
-#include "state/trigger.h"
-#include "capture/unwind.h"
 #include "output/prom.h"
+#include "output/figures.h"
 #include <string.h>
 
 /* The writer's state, all of it under the writer lock (held by the writer
@@ -233,32 +226,6 @@ mt_snapshot_hold(void) {
 	mt_unlock(&W.lock);
 }
 
-static void
-totals(struct mt_buf *b, int note) {
-	for (int k = 0; k < MT_NKINDS; k++) {
-		struct mt_totals tt = mt_totals[k], *t = &tt;
-		if (k == MT_HEAP)
-			mt_heap_counts(&tt);
-		if (note) /* MEMTALLY_PROMETHEUS's figures: the record's */
-			mt_prom_note_kind(k, t->live_bytes, t->peak_bytes);
-		if (!t->allocs && !t->frees)
-			continue;
-		mt_buf_printf(b,
-			      "\"%s\":{" MT_KEY(MT_F_LIVE_BYTES) "%ld," MT_KEY(MT_F_LIVE_COUNT) "%ld,"
-			      MT_KEY(MT_F_ALLOCS) "%lu," MT_KEY(MT_F_ALLOC_BYTES) "%lu," MT_KEY(MT_F_FREES) "%lu,"
-			      MT_KEY(MT_F_FREE_BYTES) "%lu," MT_KEY(MT_F_PEAK_BYTES) "%ld",
-			      mt_kind_names[k], (long)t->live_bytes,
-			      (long)t->live_count, (unsigned long)t->allocs,
-			      (unsigned long)t->alloc_bytes,
-			      (unsigned long)t->frees,
-			      (unsigned long)t->free_bytes, (long)t->peak_bytes);
-		if (k == MT_HEAP && mt_cfg.sample)
-			mt_buf_puts(b, "," MT_KEY(MT_F_LIVE_ESTIMATED) "true");
-		mt_phases_peak_json(b, k);
-		mt_buf_puts(b, "},");
-	}
-}
-
 /* The snapshot line itself.  dump: for an OOM dump's file (every call
  * site, none of the main file's state touched). */
 static void
@@ -284,7 +251,7 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 	mt_devices_json(b);
 	mt_marks_json(b);
 	mt_phases_json(b, !dump);
-	totals(b, !dump);
+	mt_figures_totals(b, !dump);
 	uint64_t reserved = mt_maptab_reserved();
 	if (reserved) /* PROT_NONE: address space, in no kind */
 		mt_buf_printf(b, MT_KEY(MT_F_MMAP_RESERVED_BYTES) "%lu,", (unsigned long)reserved);
@@ -306,42 +273,8 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 	if (summ && b->cap - b->len < 8192)
 		mt_buf_flush(b);
 	size_t post = b->len;
-	uint64_t pystacks = 0, pyframes = 0, pyretired = 0, pydropped = 0, pybytes = 0;
-	mt_py_stats(&pystacks, &pyframes, &pyretired, &pydropped, &pybytes);
-	uint64_t stack_mem, site_mem, sites_mem = mt_sites_memory(&stack_mem, &site_mem);
-	/* the walker's rules, and each thread's caches of rules, walks and
-	 * stack ids (platform/tmem.h): with the stacks */
-	uint64_t walk_mem = mt_unwind_memory() + mt_tmem_bytes();
-	stack_mem += walk_mem;
-	sites_mem += walk_mem;
-	uint64_t live_mem = mt_ptrtab_memory() + mt_maptab_memory();
 	uint64_t writer_mem = W.out.cap + W.lines.cap + mt_callsites_memory() + mt_zout_memory();
-	mt_buf_printf(b,
-		      "," MT_KEY(MT_F_SHIM) "{" MT_KEY(MT_F_MEMORY_BYTES) "%lu," MT_KEY(MT_F_MEMORY) "{" MT_KEY(MT_F_STACKS) "%lu,"
-		      MT_KEY(MT_F_SITES) "%lu," MT_KEY(MT_F_LIVE) "%lu," MT_KEY(MT_F_WRITER) "%lu," MT_KEY(MT_F_PYTHON) "%lu},"
-		      MT_KEY(MT_F_STACKS) "%u,"
-		      MT_KEY(MT_F_LIVE_ENTRIES) "%lu," MT_KEY(MT_F_LIVE_MAPS) "%lu,"
-		      MT_KEY(MT_F_DROPPED_STACKS) "%lu," MT_KEY(MT_F_DROPPED_LIVE) "%lu,"
-		      MT_KEY(MT_F_OOM_DUMPS) "%lu," MT_KEY(MT_F_DROPPED_SNAPSHOTS) "%lu," MT_KEY(MT_F_LAST_WRITE_NS) "%lu,"
-		      MT_KEY(MT_F_UNWIND_FALLBACKS) "%lu," MT_KEY(MT_F_SOLO) "%d," MT_KEY(MT_F_COALESCED) "%lu,"
-		      MT_KEY(MT_F_SITES_READ) "%u",
-		      (unsigned long)(sites_mem + live_mem + writer_mem + pybytes),
-		      (unsigned long)stack_mem, (unsigned long)site_mem, (unsigned long)live_mem,
-		      (unsigned long)writer_mem, (unsigned long)pybytes,
-		      mt_stack_count() - MT_NKINDS, (unsigned long)mt_ptrtab_count(),
-		      (unsigned long)mt_maptab_count(),
-		      (unsigned long)mt_sites_dropped,
-		      (unsigned long)mt_dropped_live, (unsigned long)mt_dump_count(),
-		      (unsigned long)W.dropped_snaps, (unsigned long)W.last_write_ns,
-		      (unsigned long)mt_unwind_fallbacks(),
-		      __atomic_load_n(&mt_solo.one, __ATOMIC_RELAXED) == 1,
-		      (unsigned long)mt_trigger_coalesced(), mt_callsites_read());
-	if (mt_py_on)
-		mt_buf_printf(b, "," MT_KEY(MT_F_PYSTACKS) "%lu," MT_KEY(MT_F_PYFRAMES) "%lu,"
-			      MT_KEY(MT_F_PYCODE_RETIRED) "%lu," MT_KEY(MT_F_DROPPED_PYSTACKS) "%lu",
-			      (unsigned long)pystacks, (unsigned long)pyframes,
-			      (unsigned long)pyretired, (unsigned long)pydropped);
-	mt_buf_puts(b, "}}\n");
+	mt_figures_shim(b, writer_mem, W.dropped_snaps, W.last_write_ns);
 	if (summ && b->len >= post && pre + (b->len - post) <= sizeof W.summary && !b->overflow) {
 		__builtin_memcpy(W.summary + pre, b->p + post, b->len - post);
 		W.summary_len = pre + (b->len - post);
@@ -357,32 +290,34 @@ snapshot_record(struct mt_buf *b, uint64_t sq, const char *reason,
 /* One snapshot, the writer lock held (and released here).  final: the
  * process's last (the exit snapshot, or one written as a signal kills
  * it): later writes are refused, so nothing follows it in the file. */
-static void
-write_locked(const char *reason, const char *lab, int final, const struct mt_allocfig *af,
-	     int staged) {
+/* Whether the snapshot cannot be written (the file closed, not open, or
+ * its disk below MEMTALLY_MIN_FREE): then counted as dropped, the lock
+ * released. */
+static int
+refused(const char *reason, int final, int staged) {
 	if (W.closed) {
 		mt_maps_release(staged);
 		mt_unlock(&W.lock);
-		return;
+		return 1;
 	}
-	if (ensure_open()) {
-		mt_maps_release(staged);
-		W.dropped_snaps++;
-		if (final) /* the .prom file still says the process ended */
-			mt_prom_after(W.seq, W.dropped_snaps, final);
-		unlock_released();
+	int cannot = ensure_open() != 0;
+	if (!cannot && !mt_file_below_floor())
+		return 0;
+	mt_maps_release(staged);
+	W.dropped_snaps++; /* the next one written counts it */
+	if (!cannot && !strcmp(reason, "exit"))
+		W.closed = 1;
+	if (final) /* the .prom file still says the process ended */
+		mt_prom_after(W.seq, W.dropped_snaps, final);
+	unlock_released();
+	return 1;
+}
+
+static void
+write_locked(const char *reason, const char *lab, int final, const struct mt_allocfig *af,
+	     int staged) {
+	if (refused(reason, final, staged))
 		return;
-	}
-	if (mt_file_below_floor()) {
-		mt_maps_release(staged);
-		W.dropped_snaps++; /* the next one written counts it */
-		if (!strcmp(reason, "exit"))
-			W.closed = 1;
-		if (final)
-			mt_prom_after(W.seq, W.dropped_snaps, final);
-		unlock_released();
-		return;
-	}
 	uint64_t t0 = mt_now_ns();
 	/* Everything streams through two 256 KiB buffers, so a snapshot of any
 	 * size needs no more memory: first the header (a new file), maps and
