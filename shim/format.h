@@ -21,6 +21,11 @@
 /* A stack's frame that stands for frames left out (MEMTALLY_INITDEPTH):
  * no return address is this low. */
 #define MT_PC_ELIDED 1
+/* A stack's frame that stands for k native frames left out past
+ * MEMTALLY_DEPTH, between its innermost and its outermost ones: the value
+ * MT_PC_DEEP + k, k 1 .. MT_MAX_DEPTH (no return address is this low). */
+#define MT_PC_DEEP 0x100
+#define MT_PC_IS_DEEP(pc) ((pc) > MT_PC_DEEP && (pc) <= MT_PC_DEEP + MT_MAX_DEPTH)
 
 /* X(ENUM_SUFFIX, "name"), in the order of the kinds' numbers. */
 #define MT_KINDS(X)                                                            \

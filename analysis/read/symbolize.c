@@ -286,9 +286,17 @@ slot_of(struct symmod *m, uint64_t off) {
 
 int
 sym_frames(const struct mfile *f, uint64_t pc, struct frame *out, int max) {
-	if (pc == MT_PC_ELIDED) { /* the shim left frames out here */
-		struct frame fr = {.func = "[frames left out: MEMTALLY_INITDEPTH]", .module = "",
-				   .status = SYM_OK, .pc = pc};
+	if (pc == MT_PC_ELIDED || MT_PC_IS_DEEP(pc)) { /* the shim left frames out here */
+		static char deep[MT_MAX_DEPTH + 1][48]; /* "[k frames left out: ...]", made once */
+		const char *what = "[frames left out: MEMTALLY_INITDEPTH]";
+		if (pc != MT_PC_ELIDED) {
+			unsigned k = (unsigned)(pc - MT_PC_DEEP);
+			if (!deep[k][0])
+				snprintf(deep[k], sizeof deep[k], "[%u frame%s left out: MEMTALLY_DEPTH]", k,
+					 k == 1 ? "" : "s");
+			what = deep[k];
+		}
+		struct frame fr = {.func = what, .module = "", .status = SYM_OK, .pc = pc};
 		out[0] = fr;
 		return 1;
 	}
@@ -348,7 +356,7 @@ sym_text(const struct frame *fr, char *buf, size_t n, int full_path) {
 		snprintf(buf, n, "0x%llx [no module]", (unsigned long long)fr->offset);
 	else if (!fr->func)
 		snprintf(buf, n, "%s+0x%llx", full_path ? mod : mb, (unsigned long long)fr->offset);
-	else if (fr->pc == MT_PC_ELIDED || fr->python == 2) /* a mark, not a frame */
+	else if (fr->pc == MT_PC_ELIDED || MT_PC_IS_DEEP(fr->pc) || fr->python == 2) /* a mark */
 		snprintf(buf, n, "%s", fr->func);
 	else if (fr->file && fr->line) {
 		const char *fb = full_path || !strrchr(fr->file, '/') ? fr->file : strrchr(fr->file, '/') + 1;
@@ -363,7 +371,7 @@ int
 sym_boring(const struct frame *fr) {
 	if (fr->python)
 		return fr->python == 2;
-	if (fr->pc == MT_PC_ELIDED)
+	if (fr->pc == MT_PC_ELIDED || MT_PC_IS_DEEP(fr->pc))
 		return 1;
 	static const char *mods_skip[] = {"libc.so", "libmemtally.so", "ld-linux", "libstdc++.so",
 					  "libgcc_s.so", "libjemalloc.so", "libtcmalloc", NULL};

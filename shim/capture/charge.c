@@ -107,9 +107,14 @@ capture_walk(int key, uintptr_t hook, uint32_t py, uint64_t tag) {
 	uintptr_t pcs[MT_MAX_DEPTH], stop_lo = 0, stop_hi = 0;
 	if (py)
 		mt_py_cut_range(&stop_lo, &stop_hi);
-	int n = mt_unwind(pcs, (int)mt_cfg.depth, mt_cfg.unwind, stop_lo, stop_hi, hook);
+	/* past the depth the walk goes on, to find the stack's outer end
+	 * (unwind.h mt_unwind_deep_cut) */
+	int n = mt_unwind(pcs, MT_MAX_DEPTH, mt_cfg.unwind, stop_lo, stop_hi, hook);
+	int whole = n < MT_MAX_DEPTH;
 	if (n > (int)mt_cfg.initdepth + 1) /* else nothing to cut */
 		n = mt_unwind_loader_cut(pcs, n, (int)mt_cfg.initdepth);
+	if (n > (int)mt_cfg.depth)
+		n = mt_unwind_deep_cut(pcs, n, (int)mt_cfg.depth, whole);
 	uint32_t id = n == 1 ? mt_stack_intern1(pcs[0], key, py) : mt_stack_intern(pcs, n, key, py);
 	if (hook) /* not an id of the unknown stack: the table may have room later */
 		mt_unwind_keep(tag, id >= MT_NKINDS ? id : 0);

@@ -423,6 +423,18 @@ mt_unwind_memory(void) {
 	return mt_cfi_memory();
 }
 
+int
+mt_unwind_deep_cut(uintptr_t *pcs, int n, int depth, int whole) {
+	int tail = depth / 4, head = depth - 1 - tail;
+	if (n <= depth)
+		return n;
+	if (!whole || tail < 1 || head < 1)
+		return depth; /* the innermost, as far as the depth goes */
+	pcs[head] = MT_PC_DEEP + (uintptr_t)(n - head - tail);
+	memmove(pcs + head + 1, pcs + n - tail, (size_t)tail * sizeof *pcs);
+	return depth;
+}
+
 /* k: the innermost frame in the loader; pcs[k - 1] is the initializer's
  * call, pcs[keep .. k - 2] go. */
 int

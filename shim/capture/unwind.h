@@ -74,6 +74,17 @@ uint64_t mt_unwind_memory(void);
  * 700 k stacks, 83 k once cut at 4.  Never allocates. */
 int mt_unwind_loader_cut(uintptr_t *pcs, int n, int keep);
 
+/* A stack deeper than MEMTALLY_DEPTH keeps both ends: pcs holds the n
+ * frames of a walk that went on past the depth (to MT_MAX_DEPTH), whole
+ * when it reached the stack's end (its outermost frame, or the stop
+ * frame); then the innermost three quarters of depth stay, MT_PC_DEEP + k
+ * stands for the k frames between, and the outermost quarter follows
+ * (rows keep both the allocating code and the program's own outer
+ * frames: main, a thread's start, the call from Python).  A walk that
+ * did not end keeps its innermost depth frames, as before.  Returns the
+ * count (at most depth).  Never allocates. */
+int mt_unwind_deep_cut(uintptr_t *pcs, int n, int depth, int whole);
+
 /* The loader's lock at fork.  libunwind finds unwind tables through
  * dl_iterate_phdr, which holds the loader's lock around its callback; a
  * fork while another thread holds it leaves it held in the child for good,

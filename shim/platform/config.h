@@ -25,7 +25,7 @@
 	X(signal, SIGNAL, SIG, "USR1", "", "", "signal that requests a snapshot: USR1, USR2, RTMIN+n or RTMAX-n (or their numbers: 10, 12, 34-64), or none") \
 	X(sample, SAMPLE, SIZE, "0", "0", "1T", "mean bytes between heap samples (0 = exact); K/M/G suffixes") \
 	X(exact_above, EXACT_ABOVE, SIZE, "1M", "0", "1T", "heap allocations of this size or more are always exact") \
-	X(depth, DEPTH, U64, "32", "1", "128", "max native frames per stack") \
+	X(depth, DEPTH, U64, "32", "1", "128", "native frames kept per stack; past it both ends (the innermost three quarters, a mark, the outermost quarter) when the stack ends within 128 frames") \
 	X(python, PYTHON, BOOL, "1", "", "", "record the Python stack of each tracked allocation in CPython 3.10-3.13 processes (0: native stacks only)") \
 	X(pydepth, PYDEPTH, U64, "64", "1", "64", "Python frames kept per stack; past it both ends") \
 	X(initdepth, INITDEPTH, U64, "4", "0", "128", "inside a library initializer the dynamic loader runs (constructors at start and dlopen, destructors at exit): the innermost native frames kept, then a mark for those left out, the initializer's call and the loader's frames (0: keep them all)") \
