@@ -13,7 +13,16 @@ libstdc++'s allocator chain under std::vector), each built at -O2 and -O3:
  - the two inlined call sites of remember are two rows, naming batch_a
    and batch_b and main (report), and every view carries the chain:
    `report --stacks`, `flame --folded`, `functions`, pprof's Line
-   entries (`go tool pprof -traces`, where go is installed)."""
+   entries (`go tool pprof -traces`, where go is installed).
+
+PyTorch's own frames under --native (Debian's torch: libtorch_cpu.so
+and libtorch_python.so ship no DWARF, only their dynamic symbol table, so
+there is no inlined chain or line for memtally or addr2line to give): for
+every frame of those libraries in `report --native --json`'s rows, one
+that memtally names is the function `addr2line -f -C` names; one it leaves
+unnamed (module+offset) lies past the end of the nearest symbol before it
+(its st_size, from `nm -D -S`), where addr2line names that symbol anyway:
+a local function's code, not the exported one's."""
 import json, os, re, shutil, subprocess, sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'lib'))
 import mt
@@ -167,4 +176,48 @@ for opt in (2, 3):
         mt.eq(have, [['Pool::grab', 'void Pool::fill<4>', 'stage_one', 'main'],
                      ['Pool::grab', 'void Pool::fill<7>', 'stage_two', 'main']],
               '%s: Pool::grab\'s two inlined chains' % name)
+
+
+def dynsyms(lib):
+    """(start, end) of each defined function in lib's dynamic symbol table, sorted."""
+    out = []
+    for line in sh(['nm', '-D', '-S', '--defined-only', lib]).stdout.split('\n'):
+        f = line.split()
+        if len(f) >= 4 and f[2] in 'TtWw':
+            out.append((int(f[0], 16), int(f[0], 16) + int(f[1], 16)))
+    return sorted(out)
+
+
+if mt.case('libtorch'):
+    run = os.path.join(OUT, 'libtorch')
+    shutil.rmtree(run, ignore_errors=True)
+    r = sh([MT, 'run', '--', '/usr/bin/python3', '-c',
+            'import torch\nkeep = [torch.randn(256, 256) @ torch.randn(256, 256) for _ in range(20)]'],
+           env=dict(os.environ, MEMTALLY_OUT=run), timeout=300)
+    mt.eq(r.returncode, 0, 'libtorch: the torch script ran under memtally run (%r)' % r.stderr[-300:])
+    rows = json.loads(sh([MT, 'report', '--native', '--json', '--top', '300', run]).stdout or '{}')
+    frames = {}
+    for proc in rows.get('processes', []):
+        for c in proc['last']['callsites'] + proc['at_peak']['callsites']:
+            for fr in c.get('frames', []):
+                if re.search(r'libtorch_(cpu|python)\.so', fr.get('module') or ''):
+                    frames[(fr['module'], int(fr['offset'], 16))] = fr
+    mt.check(len(frames) >= 20, 'libtorch: frames of libtorch_cpu and libtorch_python in the rows: %d' % len(frames))
+    syms, bad_named, bad_unnamed, named = {}, [], [], 0
+    for (lib, off), fr in sorted(frames.items()):
+        a2l = sh(['addr2line', '-f', '-C', '-e', lib, '%x' % (off - 1)]).stdout.split('\n')[0]
+        if fr['function']:
+            named += 1
+            if fr['function'] != a2l:
+                bad_named.append((os.path.basename(lib), hex(off), fr['function'][:60], a2l[:60]))
+            continue
+        if lib not in syms:
+            syms[lib] = dynsyms(lib)
+        before = [s for s in syms[lib] if s[0] <= off - 1]
+        if before and before[-1][1] > off - 1:  # inside a symbol memtally did not name
+            bad_unnamed.append((os.path.basename(lib), hex(off), a2l[:60]))
+    mt.check(named >= 10, 'libtorch: frames memtally names: %d of %d' % (named, len(frames)))
+    mt.eq(bad_named[:5], [], 'libtorch: named frames whose function differs from addr2line -f -C\'s (%d)'
+          % len(bad_named))
+    mt.eq(bad_unnamed[:5], [], 'libtorch: unnamed frames that lie inside a dynamic symbol (%d)' % len(bad_unnamed))
 mt.done()
