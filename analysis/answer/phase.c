@@ -17,20 +17,28 @@ phase_name(const struct mfile *f, int ix, char *buf, size_t n) {
 	return buf;
 }
 
+/* The innermost (shortest) span holding ms, a span's end not counted:
+ * one phase ending and the next beginning share a millisecond, and a
+ * moment stamped in it (a spike made as the second began) is the second
+ * one's.  Only where no span holds it that way does an end count (a span
+ * shorter than a millisecond, a moment at its very end). */
 int
 answer_phase_at(const struct mfile *f, int64_t ms, double *step) {
 	int best = 0;
-	int64_t len = INT64_MAX;
 	if (step)
 		*step = NAN;
 	if (ms < 0)
 		return 0;
-	for (size_t i = 0; i < f->nspans; i++) {
-		const struct phasespan *s = &f->spans[i];
-		if (s->b_ms <= ms && ms <= s->e_ms && s->e_ms - s->b_ms <= len) {
-			best = s->name, len = s->e_ms - s->b_ms;
-			if (step)
-				*step = s->step;
+	for (int closed = 0; closed < 2 && !best; closed++) {
+		int64_t len = INT64_MAX;
+		for (size_t i = 0; i < f->nspans; i++) {
+			const struct phasespan *s = &f->spans[i];
+			if (s->b_ms <= ms && (ms < s->e_ms || (closed && ms == s->e_ms)) &&
+			    s->e_ms - s->b_ms <= len) {
+				best = s->name, len = s->e_ms - s->b_ms;
+				if (step)
+					*step = s->step;
+			}
 		}
 	}
 	return best;

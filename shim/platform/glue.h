@@ -266,6 +266,17 @@ mt_ms_since_start(void) {
 	return now > mt_start_mono_ns ? (now - mt_start_mono_ns) / 1000000u : 0;
 }
 
+/* Milliseconds since the start from the clock snapshots' elapsed_ms use
+ * (CLOCK_MONOTONIC, ~20 ns): for the rare stamps that are compared with
+ * each other at a millisecond, a site's peak and the phases' spans, where
+ * the coarse clock's tick (4 ms at HZ=250) put a spike made inside a
+ * phase before the phase's start. */
+static inline uint64_t
+mt_ms_since_start_fine(void) {
+	uint64_t now = mt_now_ns();
+	return now > mt_start_mono_ns ? (now - mt_start_mono_ns) / 1000000u : 0;
+}
+
 /* One step of a 64-bit hash: multiply, fold the high half down (the
  * stack and Python-walk hashes chain it a value at a time). */
 static inline uint64_t

@@ -129,7 +129,7 @@ static inline void
 peak_stamp(struct mt_site *s, int64_t was, int64_t live, int64_t bytes) {
 	if (MT_LIKELY(live - was < (live >> 4) && bytes < MT_SITE_BIG))
 		return;
-	__atomic_store_n(&s->peak_ms, (uint32_t)mt_ms_since_start() + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->peak_ms, (uint32_t)mt_ms_since_start_fine() + 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->peak_step, __atomic_load_n(&mt_step_now, __ATOMIC_RELAXED) + 1,
 			 __ATOMIC_RELAXED);
 }
