@@ -24,7 +24,6 @@
 #include "state/trigger.h"
 #include "capture/unwind.h"
 #include <math.h>
-#include <pthread.h>
 #include <string.h>
 
 MT_TLS struct mt_thread mt_self;
@@ -189,33 +188,6 @@ count_tracked(uint64_t size) {
 		mt_trigger_sync(MT_REASON_EVERY);
 }
 
-/* A thread that ends: its slot's pending heap live bytes (totals.h) go to
- * the shared figure, so no thread that is gone holds them back from the
- * peak.  (The allocations of destructors that run after this one land in
- * its pending again: a few at most.) */
-static pthread_key_t slot_key;
-static int slot_key_state; /* 0: not made, 1: being made, 2: made, 3: failed */
-static void
-slot_ended(void *arg) {
-	struct mt_tcount *tc = arg;
-	int64_t p = __atomic_exchange_n(&tc->live_pending, 0, __ATOMIC_RELAXED);
-	if (p && mt_raise_peak(&mt_totals[MT_HEAP].peak_bytes, mt_add(&mt_totals[MT_HEAP].live_bytes, p)))
-		mt_peak_moved(MT_HEAP);
-}
-
-/* Have slot_ended called at this thread's end (pthread_setspecific of a
- * key below 32 stores into the thread's descriptor: no allocation). */
-static void
-slot_watch(struct mt_tcount *tc) {
-	int st = __atomic_load_n(&slot_key_state, __ATOMIC_ACQUIRE), zero = 0;
-	if (st == 0 && __atomic_compare_exchange_n(&slot_key_state, &zero, 1, 0, __ATOMIC_ACQ_REL,
-						   __ATOMIC_RELAXED))
-		__atomic_store_n(&slot_key_state, pthread_key_create(&slot_key, slot_ended) ? 3 : 2,
-				 __ATOMIC_RELEASE);
-	if (__atomic_load_n(&slot_key_state, __ATOMIC_ACQUIRE) == 2)
-		pthread_setspecific(slot_key, tc);
-}
-
 struct mt_tcount *
 mt_tslot_pick(void) {
 	static uint32_t next;
@@ -224,7 +196,12 @@ mt_tslot_pick(void) {
 		mt_self.tslot = (i < MT_TSLOTS - 1 ? i : MT_TSLOTS - 1) + 1;
 		if (i < MT_TSLOTS - 1) {
 			mt_self.tc = &mt_tcounts[i];
-			slot_watch(mt_self.tc);
+			/* its owner, for the writer to fold its pending heap
+			 * bytes once it is gone (totals.h) */
+			__atomic_store_n(&mt_self.tc->owner,
+					 (uint64_t)mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0) << 32 |
+						 (uint32_t)mt_sys(SYS_gettid, 0, 0, 0, 0, 0, 0),
+					 __ATOMIC_RELEASE);
 		}
 		mt_sites_thread(mt_self.tslot - 1);
 	}

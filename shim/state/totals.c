@@ -12,8 +12,29 @@ uint32_t mt_peak_epoch[MT_PEAK_SLOTS];
 int64_t mt_since_peak[MT_NSINCE];
 int mt_since_on;
 
+/* Slots whose owner is gone: their pending bytes to the shared figure
+ * (no thread writes such a slot any more; a tid used again by a new
+ * thread only leaves the bytes where they are, still counted). */
+static void
+fold_ended(void) {
+	uint64_t me = (uint64_t)mt_sys(SYS_getpid, 0, 0, 0, 0, 0, 0);
+	for (int i = 0; i < MT_TSLOTS - 1; i++) {
+		struct mt_tcount *c = &mt_tcounts[i];
+		uint64_t o = __atomic_load_n(&c->owner, __ATOMIC_ACQUIRE);
+		if (!o || !__atomic_load_n(&c->live_pending, __ATOMIC_RELAXED) || o >> 32 != me ||
+		    mt_sys(SYS_tgkill, o >> 32, (uint32_t)o, 0, 0, 0, 0) != -ESRCH)
+			continue;
+		int64_t p = __atomic_exchange_n(&c->live_pending, 0, __ATOMIC_RELAXED);
+		if (p && mt_raise_peak(&mt_totals[MT_HEAP].peak_bytes, mt_add(&mt_totals[MT_HEAP].live_bytes, p)))
+			mt_peak_moved(MT_HEAP);
+	}
+}
+
 void
 mt_heap_counts(struct mt_totals *t) {
+	fold_ended();
+	t->live_bytes = __atomic_load_n(&mt_totals[MT_HEAP].live_bytes, __ATOMIC_RELAXED);
+	t->peak_bytes = __atomic_load_n(&mt_totals[MT_HEAP].peak_bytes, __ATOMIC_RELAXED);
 	uint64_t a = 0, b = 0, f = 0, lc = 0, fb = 0;
 	for (int i = 0; i < MT_TSLOTS; i++) {
 		a += __atomic_load_n(&mt_tcounts[i].allocs, __ATOMIC_RELAXED);

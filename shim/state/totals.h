@@ -35,20 +35,28 @@ struct mt_tcount {
 	 * line is written once per 64 KiB of change, not at every malloc
 	 * and free (2 threads: a locked add on that line was 13% of the
 	 * exact malloc bench).  The heap's live bytes, summed with every
-	 * slot's pending (mt_heap_live), stay exact; its peak is raised when
-	 * a slot adds its pending, so it is exact while one thread records
-	 * and within MT_HEAP_SLACK x the threads recording otherwise
-	 * (doc/FORMAT.md).  An allocation of MT_HEAP_SLACK or more is added
+	 * slot's pending (mt_heap_counts), stay exact; its peak is raised when
+	 * a slot adds its pending, and by each snapshot to the live bytes it
+	 * reads, so it is exact while one thread records and within
+	 * MT_HEAP_SLACK x the threads recording otherwise (and those that
+	 * ended since the last snapshot: doc/FORMAT.md).  An allocation of MT_HEAP_SLACK or more is added
 	 * at once: a spike's size is never held back. */
 	int64_t live_pending;
-	uint64_t pad[2];
+	/* pid << 32 | tid of the thread that owns the slot (0: none, or the
+	 * shared last slot): the shim is told of no thread's end (design.md),
+	 * so the writer folds the pending bytes of a slot whose owner is gone
+	 * (mt_heap_counts) */
+	uint64_t owner;
+	uint64_t pad[1];
 } __attribute__((aligned(64)));
 #define MT_HEAP_SLACK (64 << 10)
 #define MT_TSLOTS 256
 extern struct mt_tcount mt_tcounts[MT_TSLOTS];
 /* The heap's counts, the slots summed into *t (allocs, alloc_bytes,
  * frees, live_count, free_bytes, and each slot's pending live bytes
- * added to live_bytes; the peak raised to live_bytes if below). */
+ * added to live_bytes; the peak raised to live_bytes if below).  The
+ * pending bytes of a slot whose owner ended go to the shared figure
+ * first (a tgkill a slot holding some).  For the writer. */
 void mt_heap_counts(struct mt_totals *t);
 /* The slots' pending heap live bytes, summed (racy reads, each whole). */
 int64_t mt_heap_pending(void);

@@ -32,6 +32,30 @@ static void *worker(void *arg) {
 	return NULL;
 }
 
+/* "ended": argv[1] threads each keep argv[2] blocks of argv[3] bytes (a
+ * thread's whole change within the 64 KiB it holds back) and end; after
+ * the join a snapshot ("ended"), then one block of 1 MiB, freed: the
+ * heap's peak is then what the ended threads keep plus 1 MiB, exactly,
+ * if their held-back bytes reached the shared figure when they ended. */
+static void *keeper(void *arg) {
+	(void)arg;
+	for (long i = 0; i < nblocks; i++)
+		(void)!malloc((size_t)size); /* kept: a leak */
+	return NULL;
+}
+static void ended(void) {
+	int (*snap)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "memtally_snapshot");
+	pthread_t t[64];
+	for (int i = 0; i < nt; i++)
+		pthread_create(&t[i], NULL, keeper, NULL);
+	for (int i = 0; i < nt; i++)
+		pthread_join(t[i], NULL);
+	snap("ended");
+	char *volatile big = malloc(1 << 20);
+	free(big);
+	printf("%ld\n", (long)nt * nblocks * size);
+}
+
 int main(int argc, char **argv) {
 	if (argc > 1)
 		nt = atoi(argv[1]);
@@ -40,6 +64,10 @@ int main(int argc, char **argv) {
 	if (argc > 3)
 		size = atol(argv[3]);
 	int quiet = argc > 4 && argv[4][0] == 'q'; /* "quiet": no "held" snapshot */
+	if (argc > 4 && argv[4][0] == 'e') { /* "ended": see ended() */
+		ended();
+		return 0;
+	}
 	int (*snap)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "memtally_snapshot");
 	if (!snap || nt < 0 || nt > 64) {
 		fprintf(stderr, "prog_peaksplit: run under the shim, 0-64 threads\n");

@@ -35,7 +35,7 @@ def site_of(names):
 VARIANTS = [('threads2', 2, 400000, {}), ('threads4', 4, 300000, {}),
             ('every', 2, 200000, {'MEMTALLY_EVERY': '5000'})]
 if mt.full():
-    VARIANTS += [('threads4-long', 4, 400000, {}), ('threads8', 8, 60000, {})]
+    VARIANTS += [('threads4-long', 4, 400000, {}), ('threads8', 8, 300000, {})]
 
 
 def variant(name, nt, nops, extra):
@@ -74,15 +74,12 @@ def variant(name, nt, nops, extra):
         mt.eq(sum(c[k] for c in heap), end['heap'][k], '%s: heap call sites\' %s add up to the total at "end"'
               % (name, k))
     # what a snapshot reads follows what changed: "again", right after
-    # "end" with nothing charged, reads no site; the snapshots in the run
-    # read fewer than every site
+    # "end" with nothing charged, reads no site (the threads touch every
+    # group between two snapshots in the run: what those cost against the
+    # sites there are is test/bench/snapcost.sh's)
     again = [r for r in map(json.loads, mt.lines(f.path)) if r.get('label') == 'again']  # as written
     mt.eq([(r['callsites_mode'], r['shim']['sites_read'], len(r['callsites'])) for r in again], [('delta', 0, 0)],
           '%s: "again" (nothing charged since "end"): mode, sites read, rows as written' % name)
-    mids = [s for s in f.snapshots if s.get('label') == 'mid' and s['callsites_mode'] == 'delta']
-    mt.check(mids and min(s['shim']['sites_read'] for s in mids) < end['shim']['stacks'],
-             '%s: some snapshot in the run read fewer sites than the stacks (%s of %d)'
-             % (name, min((s['shim']['sites_read'] for s in mids), default=None), end['shim']['stacks']))
 
 
 for v in VARIANTS:
