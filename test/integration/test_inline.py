@@ -2,7 +2,8 @@
 into batch_a() and batch_b(), both inlined into main; leaf < mid < outer
 inlined into work, a lexical block between) and a C++ one (a member
 function inlined through a template and a namespace's functions into main;
-libstdc++'s allocator chain under std::vector), each built at -O2 and -O3:
+libstdc++'s allocator chain under std::vector), each built at -O2 and -O3
+(every view checked on both programs):
 
  - every return address of the program's own module reads, in
    `report --json`'s frames, exactly as `addr2line -i -f -C` gives it
@@ -161,6 +162,42 @@ def check_views(name, exe, src, out):
         mt.check(re.search(want, tr), '%s: pprof -traces -lines: remember < %s:%d < main' % (name, batch, line))
 
 
+def line_with(src, text):
+    return next(i for i, l in enumerate(open(src), 1) if text in l)
+
+
+def check_views_cc(name, src, out):
+    """The C++ program's two chains (grab < fill<K> < stage < main) in
+    report's rows, the folded stacks, functions and pprof's Line entries."""
+    base = os.path.basename(src)
+    grab, fill = line_with(src, 'void grab('), line_with(src, 'grab(64 * (K + i))')
+    chains = [(4, 'stage_one', line_with(src, 'stage_one() {'), line_with(src, 'app::stage_one();')),
+              (7, 'stage_two', line_with(src, 'stage_two() {'), line_with(src, 'app::stage_two();'))]
+    rep = sh([MT, 'report', out]).stdout
+    fold = sh([MT, 'flame', '--folded', out]).stdout
+    fn = sh([MT, 'functions', '--top', '50', out]).stdout
+    for k, stage, sline, call in chains:
+        want = 'Pool::grab (%s:%d) < void Pool::fill<%d> < %s' % (base, grab, k, stage)
+        mt.check(want in rep, '%s: report has the row %r' % (name, want))
+        want = ';main;%s;void Pool::fill<%d>();Pool::grab(unsigned long);' % (stage, k)
+        mt.check(want in fold, '%s: folded has %r' % (name, want))
+        for f in ('void Pool::fill<%d> (%s:%d)' % (k, base, fill), '%s (%s:%d)' % (stage, base, sline)):
+            mt.check(f in fn, '%s: functions lists %s' % (name, f))
+    mt.check('Pool::grab (%s:%d)' % (base, grab) in fn, '%s: functions lists Pool::grab' % name)
+    go = shutil.which('go')
+    if not go:
+        print('  skip pprof: go not installed')
+        return
+    pb = os.path.join(OUT, name + '.pb.gz')
+    sh([MT, 'pprof', out, '-o', pb])
+    tr = sh([go, 'tool', 'pprof', '-traces', '-lines', pb], timeout=300).stdout
+    for k, stage, sline, call in chains:
+        want = (r'Pool::grab\(unsigned long\) %s:%d \(inline\)\s*\n\s*void Pool::fill<%d>\(\) %s:%d \(inline\)'
+                r'\s*\n\s*%s %s:%d \(inline\)\s*\n\s*main %s:%d\n'
+                % (re.escape(src), grab, k, re.escape(src), fill, stage, re.escape(src), sline, re.escape(src), call))
+        mt.check(re.search(want, tr), '%s: pprof -traces -lines: grab < fill<%d> < %s < main:%d' % (name, k, stage, call))
+
+
 for opt in (2, 3):
     if mt.case('c-O%d' % opt):
         src = os.path.join(HERE, 'inline_c.c')
@@ -176,6 +213,7 @@ for opt in (2, 3):
         mt.eq(have, [['Pool::grab', 'void Pool::fill<4>', 'stage_one', 'main'],
                      ['Pool::grab', 'void Pool::fill<7>', 'stage_two', 'main']],
               '%s: Pool::grab\'s two inlined chains' % name)
+        check_views_cc(name, src, out)
 
 
 def dynsyms(lib):
