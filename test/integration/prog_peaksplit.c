@@ -11,9 +11,12 @@
  * thread's change of the heap's live bytes is held back from the shared
  * figure (totals.h MT_HEAP_SLACK). */
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 static int nt = 4;
 static long nblocks = 2000, size = 1000;
@@ -37,8 +40,9 @@ static void *worker(void *arg) {
  * the join a snapshot ("ended"), then one block of 1 MiB, freed: the
  * heap's peak is then what the ended threads keep plus 1 MiB, exactly,
  * if their held-back bytes reached the shared figure when they ended. */
+static pid_t keeper_tid[64];
 static void *keeper(void *arg) {
-	(void)arg;
+	keeper_tid[(long)arg] = (pid_t)syscall(SYS_gettid);
 	for (long i = 0; i < nblocks; i++)
 		(void)!malloc((size_t)size); /* kept: a leak */
 	return NULL;
@@ -47,9 +51,16 @@ static void ended(void) {
 	int (*snap)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "memtally_snapshot");
 	pthread_t t[64];
 	for (int i = 0; i < nt; i++)
-		pthread_create(&t[i], NULL, keeper, NULL);
+		pthread_create(&t[i], NULL, keeper, (void *)(long)i);
 	for (int i = 0; i < nt; i++)
 		pthread_join(t[i], NULL);
+	/* a join can return while the kernel still holds the thread for a
+	 * moment: wait until each is gone (as the writer tells, tgkill ESRCH) */
+	for (int i = 0, tries = 0; i < nt && tries < 5000; tries++)
+		if (syscall(SYS_tgkill, getpid(), keeper_tid[i], 0) == -1 && errno == ESRCH)
+			i++;
+		else
+			usleep(1000);
 	snap("ended");
 	char *volatile big = malloc(1 << 20);
 	free(big);
