@@ -256,14 +256,18 @@ double mt_expm1(double x);
 /* The value of the "step" mark (marks.c writes it, call-site peaks read
  * it); -1 before the first. */
 extern int32_t mt_step_now;
+/* Milliseconds since the start at monotonic time now_ns. */
+static inline uint64_t
+mt_ms_at(uint64_t now_ns) {
+	return now_ns > mt_start_mono_ns ? (now_ns - mt_start_mono_ns) / 1000000u : 0;
+}
 /* Milliseconds since the start, from the coarse clock through the vDSO
  * (~8 ns; inline: the hot path stamps every tracked block with it). */
 static inline uint64_t
 mt_ms_since_start(void) {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-	return now > mt_start_mono_ns ? (now - mt_start_mono_ns) / 1000000u : 0;
+	return mt_ms_at((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
 }
 
 /* Milliseconds since the start from the clock snapshots' elapsed_ms use
@@ -273,8 +277,7 @@ mt_ms_since_start(void) {
  * phase before the phase's start. */
 static inline uint64_t
 mt_ms_since_start_fine(void) {
-	uint64_t now = mt_now_ns();
-	return now > mt_start_mono_ns ? (now - mt_start_mono_ns) / 1000000u : 0;
+	return mt_ms_at(mt_now_ns());
 }
 
 /* One step of a 64-bit hash: multiply, fold the high half down (the

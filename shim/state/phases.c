@@ -50,7 +50,7 @@ mt_phase_mark(const char *name, int begin) {
 	if (!n)
 		return -1;
 	uint64_t ns = mt_now_ns();
-	uint32_t ms = (uint32_t)(ns > mt_start_mono_ns ? (ns - mt_start_mono_ns) / 1000000u : 0);
+	uint32_t ms = (uint32_t)mt_ms_at(ns); /* (glue.h mt_ms_since_start_fine's clock) */
 	int32_t step = __atomic_load_n(&mt_step_now, __ATOMIC_RELAXED);
 	int r = -1;
 	mt_lock(&lock);

@@ -211,12 +211,9 @@ static inline __attribute__((always_inline)) void
 charge(uint32_t id, int pslot, int64_t bytes, int64_t count, int plain, int alloc) {
 	struct mt_site *s = mine_now(id);
 	if (MT_UNLIKELY(alloc && bytes >= MT_SITE_BIG) &&
-	    __atomic_load_n(&sites_split, __ATOMIC_RELAXED)) {
+	    __atomic_load_n(&sites_split, __ATOMIC_RELAXED))
 		charge_big(id, pslot, bytes, count);
-		mt_site_touch(id);
-		return;
-	}
-	if (MT_LIKELY(s))
+	else if (MT_LIKELY(s))
 		own_charge(s, pslot, bytes, count, alloc);
 	else if (MT_UNLIKELY(my_slot))
 		charge_slow(id, pslot, bytes, count, plain, alloc);

@@ -12,6 +12,13 @@ uint32_t mt_peak_epoch[MT_PEAK_SLOTS];
 int64_t mt_since_peak[MT_NSINCE];
 int mt_since_on;
 
+/* The heap's live bytes reached live: its peak raised (and moved) if below. */
+static void
+heap_peak_to(int64_t live) {
+	if (mt_raise_peak(&mt_totals[MT_HEAP].peak_bytes, live))
+		mt_peak_moved(MT_HEAP);
+}
+
 /* Slots whose owner is gone: their pending bytes to the shared figure
  * (no thread writes such a slot any more; a tid used again by a new
  * thread only leaves the bytes where they are, still counted). */
@@ -25,8 +32,8 @@ fold_ended(void) {
 		    mt_sys(SYS_tgkill, o >> 32, (uint32_t)o, 0, 0, 0, 0) != -ESRCH)
 			continue;
 		int64_t p = __atomic_exchange_n(&c->live_pending, 0, __ATOMIC_RELAXED);
-		if (p && mt_raise_peak(&mt_totals[MT_HEAP].peak_bytes, mt_add(&mt_totals[MT_HEAP].live_bytes, p)))
-			mt_peak_moved(MT_HEAP);
+		if (p)
+			heap_peak_to(mt_add(&mt_totals[MT_HEAP].live_bytes, p));
 	}
 }
 
@@ -51,8 +58,7 @@ mt_heap_counts(struct mt_totals *t) {
 	t->live_bytes += mt_heap_pending();
 	if (t->live_bytes > t->peak_bytes) { /* a peak the pending held back */
 		t->peak_bytes = t->live_bytes;
-		if (mt_raise_peak(&mt_totals[MT_HEAP].peak_bytes, t->live_bytes))
-			mt_peak_moved(MT_HEAP);
+		heap_peak_to(t->live_bytes);
 	}
 }
 

@@ -128,6 +128,17 @@ def check_gdb(name, exe, src, out):
              '%s: gdb\'s bt at remember (%r) is one of its chains (%r)' % (name, bt, have))
 
 
+def pprof_traces(name, out):
+    """`go tool pprof -traces -lines` of out's profile; None without go."""
+    go = shutil.which('go')
+    if not go:
+        print('  skip pprof: go not installed')
+        return None
+    pb = os.path.join(OUT, name + '.pb.gz')
+    sh([MT, 'pprof', out, '-o', pb])
+    return sh([go, 'tool', 'pprof', '-traces', '-lines', pb], timeout=300).stdout
+
+
 def check_views(name, exe, src, out):
     a, b, site = (line_of(src, t) for t in ('CALL_A', 'CALL_B', 'SITE_REMEMBER'))
     base = os.path.basename(src)
@@ -149,13 +160,9 @@ def check_views(name, exe, src, out):
     fn = sh([MT, 'functions', out]).stdout
     for f in ('batch_a (%s:%d)' % (base, a), 'batch_b (%s:%d)' % (base, b), 'remember (%s:%d)' % (base, site)):
         mt.check(f in fn, '%s: functions lists %s' % (name, f))
-    go = shutil.which('go')
-    if not go:
-        print('  skip pprof: go not installed')
+    tr = pprof_traces(name, out)
+    if tr is None:
         return
-    pb = os.path.join(OUT, name + '.pb.gz')
-    sh([MT, 'pprof', out, '-o', pb])
-    tr = sh([go, 'tool', 'pprof', '-traces', '-lines', pb], timeout=300).stdout
     for batch, line in (('batch_a', a), ('batch_b', b)):
         want = (r'remember %s:%d \(inline\)\s*\n\s*%s %s:%d \(inline\)\s*\n\s*main '
                 % (re.escape(src), site, batch, re.escape(src), line))
@@ -184,13 +191,9 @@ def check_views_cc(name, src, out):
         for f in ('void Pool::fill<%d> (%s:%d)' % (k, base, fill), '%s (%s:%d)' % (stage, base, sline)):
             mt.check(f in fn, '%s: functions lists %s' % (name, f))
     mt.check('Pool::grab (%s:%d)' % (base, grab) in fn, '%s: functions lists Pool::grab' % name)
-    go = shutil.which('go')
-    if not go:
-        print('  skip pprof: go not installed')
+    tr = pprof_traces(name, out)
+    if tr is None:
         return
-    pb = os.path.join(OUT, name + '.pb.gz')
-    sh([MT, 'pprof', out, '-o', pb])
-    tr = sh([go, 'tool', 'pprof', '-traces', '-lines', pb], timeout=300).stdout
     for k, stage, sline, call in chains:
         want = (r'Pool::grab\(unsigned long\) %s:%d \(inline\)\s*\n\s*void Pool::fill<%d>\(\) %s:%d \(inline\)'
                 r'\s*\n\s*%s %s:%d \(inline\)\s*\n\s*main %s:%d\n'
